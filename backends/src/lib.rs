@@ -1,0 +1,1 @@
+//! ziob-backends (work in progress).

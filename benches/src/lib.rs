@@ -1,0 +1,1 @@
+//! ziob-benches (work in progress).

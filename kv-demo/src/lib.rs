@@ -1,0 +1,1 @@
+//! kv-demo (work in progress).

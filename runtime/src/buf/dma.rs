@@ -1,0 +1,250 @@
+//! [`DmaBuf`]: a 4 KiB-aligned buffer from the per-core pool, usable for O_DIRECT and as a
+//! registered (fixed) buffer.
+
+use std::alloc::Layout;
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use super::pool::{self, FixedArena};
+use super::{IoBuf, IoBufMut};
+
+/// Alignment of every [`DmaBuf`] in bytes: enough for O_DIRECT on 4Kn devices and for NVMe
+/// PRPs.
+pub const DMA_ALIGN_BYTES: usize = 4096;
+
+/// Where a buffer's memory came from, which decides where it goes back to.
+pub(crate) enum Origin {
+    /// A direct allocation (larger than the pool's biggest class, or off-core).
+    Heap,
+    /// A pool size class of core `core`.
+    Pooled { core: usize },
+    /// Slot `slot` of core `core`'s registered arena.
+    Fixed {
+        core: usize,
+        slot: u16,
+        arena: Arc<FixedArena>,
+    },
+}
+
+/// An aligned, owned byte buffer: `len` initialised bytes inside `capacity` bytes.
+///
+/// Take one with [`DmaBuf::with_capacity`] (pooled), [`DmaBuf::zeroed`], [`DmaBuf::from_slice`]
+/// or [`DmaBuf::fixed`] (from the core's registered arena when there is a free slot). Dropping
+/// it returns the memory to its pool when dropped on the core it came from.
+pub struct DmaBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+    cap: usize,
+    origin: Origin,
+}
+
+// SAFETY: a DmaBuf owns its memory exclusively; the fixed arena it may point into is kept
+// alive by an Arc, and a slot freed on another thread goes back through the owning core's
+// mailbox.
+unsafe impl Send for DmaBuf {}
+// SAFETY: shared references only read the initialised bytes.
+unsafe impl Sync for DmaBuf {}
+
+impl DmaBuf {
+    /// An empty buffer with room for `capacity` bytes (rounded up to 4 KiB), from the
+    /// current core's pool when called on a core.
+    pub fn with_capacity(capacity: usize) -> DmaBuf {
+        let cap = round_up(capacity.max(1));
+        let (ptr, origin) = pool::take(cap);
+        DmaBuf {
+            ptr,
+            len: 0,
+            cap,
+            origin,
+        }
+    }
+
+    /// A buffer of `len` zero bytes.
+    pub fn zeroed(len: usize) -> DmaBuf {
+        let mut b = DmaBuf::with_capacity(len);
+        b.resize(len, 0);
+        b
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn from_slice(data: &[u8]) -> DmaBuf {
+        let mut b = DmaBuf::with_capacity(data.len());
+        b.extend_from_slice(data);
+        b
+    }
+
+    /// An empty buffer from the current core's registered arena if `capacity` fits a slot
+    /// and one is free; otherwise a pooled buffer (counted in [`PoolStats::fixed_fallbacks`](super::PoolStats)).
+    pub fn fixed(capacity: usize) -> DmaBuf {
+        let cap = round_up(capacity.max(1));
+        match pool::take_fixed(cap) {
+            Some((ptr, slot_bytes, origin)) => DmaBuf {
+                ptr,
+                len: 0,
+                cap: slot_bytes,
+                origin,
+            },
+            None => DmaBuf::with_capacity(cap),
+        }
+    }
+
+    /// Initialised bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True when no byte is initialised.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Bytes of memory behind the buffer.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+    /// Drops all bytes (keeps the memory).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+    /// Shortens to `len` bytes (no-op if already shorter).
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+    /// Appends `data`. Panics if it does not fit the capacity (buffers never reallocate: the
+    /// kernel may hold their address).
+    pub fn extend_from_slice(&mut self, data: &[u8]) {
+        assert!(
+            self.len + data.len() <= self.cap,
+            "DmaBuf overflow: {} + {} > capacity {}",
+            self.len,
+            data.len(),
+            self.cap
+        );
+        // SAFETY: the destination range lies inside our allocation (checked above) and
+        // cannot overlap `data`, which is borrowed immutably while we hold `&mut self`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.ptr.as_ptr().add(self.len),
+                data.len(),
+            )
+        };
+        self.len += data.len();
+    }
+    /// Grows or shrinks to `len` bytes, filling new bytes with `value`. Panics past capacity.
+    pub fn resize(&mut self, len: usize, value: u8) {
+        assert!(
+            len <= self.cap,
+            "DmaBuf resize to {len} past capacity {}",
+            self.cap
+        );
+        if len > self.len {
+            // SAFETY: the range [self.len, len) lies inside our allocation.
+            unsafe {
+                std::ptr::write_bytes(self.ptr.as_ptr().add(self.len), value, len - self.len)
+            };
+        }
+        self.len = len;
+    }
+    /// Whether the memory is in a registered arena.
+    pub fn is_fixed(&self) -> bool {
+        matches!(self.origin, Origin::Fixed { .. })
+    }
+}
+
+/// Rounds `n` up to a multiple of [`DMA_ALIGN_BYTES`].
+pub(crate) fn round_up(n: usize) -> usize {
+    n.div_ceil(DMA_ALIGN_BYTES) * DMA_ALIGN_BYTES
+}
+
+/// Layout of a heap allocation of `cap` bytes.
+pub(crate) fn layout(cap: usize) -> Layout {
+    Layout::from_size_align(cap, DMA_ALIGN_BYTES).expect("buffer size overflows Layout")
+}
+
+impl Deref for DmaBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the first `len` bytes are initialised and owned by us.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl DerefMut for DmaBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: the first `len` bytes are initialised and owned by us exclusively.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::fmt::Debug for DmaBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DmaBuf")
+            .field("len", &self.len)
+            .field("capacity", &self.cap)
+            .field("fixed", &self.is_fixed())
+            .finish()
+    }
+}
+
+impl Drop for DmaBuf {
+    fn drop(&mut self) {
+        let origin = std::mem::replace(&mut self.origin, Origin::Heap);
+        pool::give_back(self.ptr, self.cap, origin);
+    }
+}
+
+// SAFETY: the memory is owned by the DmaBuf and never moves; `len` bytes are initialised.
+unsafe impl IoBuf for DmaBuf {
+    fn stable_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+    fn bytes_init(&self) -> usize {
+        self.len
+    }
+    fn fixed_index(&self) -> Option<u16> {
+        match &self.origin {
+            Origin::Fixed { core, slot, .. } if crate::core::with_core(|c| c.id) == Some(*core) => {
+                Some(*slot)
+            }
+            _ => None,
+        }
+    }
+}
+
+// SAFETY: `cap` bytes are allocated and writable; set_init is bounded by the capacity.
+unsafe impl IoBufMut for DmaBuf {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+    fn bytes_total(&self) -> usize {
+        self.cap
+    }
+    unsafe fn set_init(&mut self, n: usize) {
+        self.len = n.min(self.cap);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_and_bounded() {
+        let mut b = DmaBuf::with_capacity(100);
+        assert_eq!(b.capacity(), 4096);
+        assert_eq!(b.stable_ptr() as usize % DMA_ALIGN_BYTES, 0);
+        b.extend_from_slice(b"hello");
+        assert_eq!(&b[..], b"hello");
+        b.resize(10, 7);
+        assert_eq!(&b[5..], &[7; 5]);
+        b.truncate(2);
+        assert_eq!(&b[..], b"he");
+    }
+
+    #[test]
+    #[should_panic(expected = "DmaBuf overflow")]
+    fn never_grows_past_capacity() {
+        let mut b = DmaBuf::with_capacity(4096);
+        b.extend_from_slice(&[0; 4097]);
+    }
+}

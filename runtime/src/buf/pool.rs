@@ -1,0 +1,293 @@
+//! The per-core buffer pool: size classes of aligned memory reused without a global allocator
+//! call, and the registered (fixed) buffer arena.
+
+use std::ptr::NonNull;
+use std::sync::{Arc, Weak};
+
+use super::dma::{layout, Origin, DMA_ALIGN_BYTES};
+use crate::config::FixedBufferConfig;
+use crate::core::{CoreRemote, Message};
+use crate::error::{Error, Result};
+use crate::ring::Ring;
+
+/// Smallest size class: 4 KiB.
+const CLASS_MIN_SHIFT: u32 = 12;
+/// Largest size class: 8 MiB; bigger buffers are allocated directly.
+const CLASS_MAX_SHIFT: u32 = 23;
+/// Bytes a core keeps cached per size class at most.
+const CACHED_BYTES_PER_CLASS_MAX: usize = 64 << 20;
+
+/// Counters of one core's pool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Buffers handed out from the cache (no allocator call).
+    pub reuses: u64,
+    /// Buffers that needed an allocator call.
+    pub allocations: u64,
+    /// Fixed (registered) buffers handed out.
+    pub fixed_taken: u64,
+    /// Requests for a fixed buffer served by a plain one (arena full or buffer too large).
+    pub fixed_fallbacks: u64,
+    /// Bytes cached right now.
+    pub cached_bytes: usize,
+}
+
+/// A registered arena: `count` slots of `slot_bytes`, alive while any buffer points into it.
+pub(crate) struct FixedArena {
+    ptr: NonNull<u8>,
+    slot_bytes: usize,
+    count: usize,
+    core: usize,
+    remote: Weak<CoreRemote>,
+}
+
+// SAFETY: the arena is plain memory; slots are handed out exclusively to one DmaBuf each.
+unsafe impl Send for FixedArena {}
+// SAFETY: as above; the arena itself is never read or written through a shared reference.
+unsafe impl Sync for FixedArena {}
+
+impl Drop for FixedArena {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `BufPool::new` with exactly this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout(self.slot_bytes * self.count)) };
+    }
+}
+
+/// One core's pool.
+pub(crate) struct BufPool {
+    core: usize,
+    classes: Vec<Vec<NonNull<u8>>>,
+    fixed: Option<Arc<FixedArena>>,
+    fixed_free: Vec<u16>,
+    stats: PoolStats,
+}
+
+fn class_of(cap: usize) -> Option<usize> {
+    let shift = cap
+        .next_power_of_two()
+        .trailing_zeros()
+        .max(CLASS_MIN_SHIFT);
+    (shift <= CLASS_MAX_SHIFT).then(|| (shift - CLASS_MIN_SHIFT) as usize)
+}
+
+fn class_bytes(class: usize) -> usize {
+    1 << (class as u32 + CLASS_MIN_SHIFT)
+}
+
+fn heap_alloc(cap: usize) -> NonNull<u8> {
+    let l = layout(cap);
+    // SAFETY: `l` has a non-zero size (callers round up to at least 4 KiB).
+    let p = unsafe { std::alloc::alloc(l) };
+    NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(l))
+}
+
+fn memlock_limit_bytes() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) } == 0 {
+        r.rlim_cur
+    } else {
+        0
+    }
+}
+
+impl BufPool {
+    pub(crate) fn new(core: usize, ring: &Ring, fixed: FixedBufferConfig) -> Result<BufPool> {
+        let mut pool = BufPool {
+            core,
+            classes: (CLASS_MIN_SHIFT..=CLASS_MAX_SHIFT)
+                .map(|_| Vec::new())
+                .collect(),
+            fixed: None,
+            fixed_free: Vec::new(),
+            stats: PoolStats::default(),
+        };
+        if fixed.count > 0 {
+            let bytes = fixed.size_bytes * fixed.count as usize;
+            let ptr = heap_alloc(bytes);
+            let arena = Arc::new(FixedArena {
+                ptr,
+                slot_bytes: fixed.size_bytes,
+                count: fixed.count as usize,
+                core,
+                remote: Weak::new(),
+            });
+            let iovecs: Vec<libc::iovec> = (0..fixed.count as usize)
+                .map(|i| libc::iovec {
+                    // SAFETY: slot i lies inside the arena allocation.
+                    iov_base: unsafe { ptr.as_ptr().add(i * fixed.size_bytes) }.cast(),
+                    iov_len: fixed.size_bytes,
+                })
+                .collect();
+            // SAFETY: the arena is kept alive by `pool.fixed` (dropped after the ring, see
+            // Core's field order) and by every DmaBuf pointing into it.
+            if let Err(e) = unsafe { ring.register_buffers(&iovecs) } {
+                return Err(match e.raw_os_error() {
+                    Some(libc::ENOMEM) | Some(libc::EPERM) => Error::MemlockTooSmall {
+                        bytes,
+                        limit_bytes: memlock_limit_bytes(),
+                        source: e,
+                    },
+                    _ => Error::Io {
+                        op: "register_buffers",
+                        source: e,
+                    },
+                });
+            }
+            pool.fixed_free = (0..fixed.count as u16).rev().collect();
+            pool.fixed = Some(arena);
+        }
+        Ok(pool)
+    }
+
+    /// Connects the arena to the core's mailbox, so slots freed elsewhere come back.
+    pub(crate) fn set_remote(&mut self, remote: &Arc<CoreRemote>) {
+        if let Some(arena) = self.fixed.as_mut() {
+            if let Some(a) = Arc::get_mut(arena) {
+                a.remote = Arc::downgrade(remote);
+            }
+        }
+    }
+
+    fn take(&mut self, cap: usize) -> (NonNull<u8>, Origin) {
+        match class_of(cap) {
+            Some(class) => {
+                if let Some(p) = self.classes[class].pop() {
+                    self.stats.reuses += 1;
+                    self.stats.cached_bytes -= class_bytes(class);
+                    (p, Origin::Pooled { core: self.core })
+                } else {
+                    self.stats.allocations += 1;
+                    (
+                        heap_alloc(class_bytes(class)),
+                        Origin::Pooled { core: self.core },
+                    )
+                }
+            }
+            None => {
+                self.stats.allocations += 1;
+                (heap_alloc(cap), Origin::Heap)
+            }
+        }
+    }
+
+    fn put(&mut self, ptr: NonNull<u8>, cap: usize) {
+        let class = class_of(cap).expect("pooled buffers have a class");
+        let bytes = class_bytes(class);
+        if self.classes[class].len() * bytes < CACHED_BYTES_PER_CLASS_MAX {
+            self.classes[class].push(ptr);
+            self.stats.cached_bytes += bytes;
+        } else {
+            // SAFETY: pooled memory was allocated with the class layout.
+            unsafe { std::alloc::dealloc(ptr.as_ptr(), layout(bytes)) };
+        }
+    }
+
+    pub(crate) fn return_fixed(&mut self, slot: u16) {
+        self.fixed_free.push(slot);
+    }
+
+    pub(crate) fn stats(&self) -> PoolStats {
+        self.stats
+    }
+}
+
+impl Drop for BufPool {
+    fn drop(&mut self) {
+        for (class, list) in self.classes.iter_mut().enumerate() {
+            for p in list.drain(..) {
+                // SAFETY: cached pointers were allocated with their class layout.
+                unsafe { std::alloc::dealloc(p.as_ptr(), layout(class_bytes(class))) };
+            }
+        }
+    }
+}
+
+/// Takes `cap` bytes (a multiple of 4 KiB) from the current core's pool, or the heap off-core.
+pub(crate) fn take(cap: usize) -> (NonNull<u8>, Origin) {
+    crate::core::with_core(|c| c.pool.borrow_mut().take(cap))
+        .unwrap_or_else(|| (heap_alloc(cap), Origin::Heap))
+}
+
+/// Takes a fixed slot of at least `cap` bytes from the current core's arena.
+pub(crate) fn take_fixed(cap: usize) -> Option<(NonNull<u8>, usize, Origin)> {
+    crate::core::with_core(|c| {
+        let mut pool = c.pool.borrow_mut();
+        let arena = pool.fixed.clone()?;
+        if cap > arena.slot_bytes {
+            pool.stats.fixed_fallbacks += 1;
+            return None;
+        }
+        let Some(slot) = pool.fixed_free.pop() else {
+            pool.stats.fixed_fallbacks += 1;
+            return None;
+        };
+        pool.stats.fixed_taken += 1;
+        // SAFETY: slot < count, so the offset lies inside the arena.
+        let ptr = unsafe { arena.ptr.as_ptr().add(slot as usize * arena.slot_bytes) };
+        let slot_bytes = arena.slot_bytes;
+        let core = arena.core;
+        Some((
+            NonNull::new(ptr).expect("arena pointer is non-null"),
+            slot_bytes,
+            Origin::Fixed { core, slot, arena },
+        ))
+    })
+    .flatten()
+}
+
+/// Returns memory to where it came from.
+pub(crate) fn give_back(ptr: NonNull<u8>, cap: usize, origin: Origin) {
+    match origin {
+        Origin::Heap => {
+            // SAFETY: heap buffers were allocated with layout(cap).
+            unsafe { std::alloc::dealloc(ptr.as_ptr(), layout(cap)) }
+        }
+        Origin::Pooled { core } => {
+            let returned = crate::core::with_core(|c| {
+                if c.id == core {
+                    if let Ok(mut pool) = c.pool.try_borrow_mut() {
+                        pool.put(ptr, cap);
+                        return true;
+                    }
+                }
+                false
+            })
+            .unwrap_or(false);
+            if !returned {
+                let bytes = class_of(cap).map(class_bytes).unwrap_or(cap);
+                // SAFETY: pooled memory was allocated with its class layout.
+                unsafe { std::alloc::dealloc(ptr.as_ptr(), layout(bytes)) }
+            }
+        }
+        Origin::Fixed { core, slot, arena } => {
+            let returned = crate::core::with_core(|c| {
+                if c.id == core {
+                    if let Ok(mut pool) = c.pool.try_borrow_mut() {
+                        if pool.fixed.as_ref().is_some_and(|a| Arc::ptr_eq(a, &arena)) {
+                            pool.return_fixed(slot);
+                            return true;
+                        }
+                    }
+                }
+                false
+            })
+            .unwrap_or(false);
+            if !returned {
+                if let Some(remote) = arena.remote.upgrade() {
+                    let _ = remote.send(Message::ReturnFixed(slot));
+                }
+            }
+        }
+    }
+}
+
+/// Counters of the current core's pool (zeros off-core).
+pub fn pool_stats() -> PoolStats {
+    crate::core::with_core(|c| c.pool.borrow().stats()).unwrap_or_default()
+}
+
+const _: () = assert!(DMA_ALIGN_BYTES == 1 << CLASS_MIN_SHIFT);

@@ -1,0 +1,246 @@
+//! Runtime configuration: the builder and the knobs it sets.
+
+use crate::error::{Error, Result};
+use crate::runtime::Runtime;
+
+/// Smallest ring a core may have (entries).
+pub const RING_ENTRIES_MIN: u32 = 8;
+/// Largest ring a core may have (entries); the kernel's own limit is 32768.
+pub const RING_ENTRIES_MAX: u32 = 32768;
+/// Default ring size per core (entries).
+pub const RING_ENTRIES_DEFAULT: u32 = 256;
+/// Largest number of registered (fixed) buffers per core; the kernel's limit is 16384.
+pub const FIXED_BUFFERS_MAX: u32 = 16384;
+
+/// When the reactor hands queued submissions to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubmitPolicy {
+    /// Queue entries during a loop turn and submit them with one `io_uring_enter` per turn.
+    Batched,
+    /// Submit every entry as soon as it is queued (one syscall per op); lowest latency at
+    /// low queue depth, highest syscall cost.
+    Eager,
+}
+
+/// Ring setup flags a core asks the kernel for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RingFlags {
+    /// `IORING_SETUP_SQPOLL` with this idle time in milliseconds: a kernel thread polls the SQ.
+    pub sqpoll_idle_ms: Option<u32>,
+    /// `IORING_SETUP_SQE128 | IORING_SETUP_CQE32`, needed for NVMe passthrough (`uring_cmd`).
+    pub big_entries: bool,
+    /// `IORING_SETUP_SINGLE_ISSUER` (6.0+); dropped silently on older kernels.
+    pub single_issuer: bool,
+    /// `IORING_SETUP_DEFER_TASKRUN` (6.1+, needs single issuer); dropped silently on older kernels.
+    pub defer_taskrun: bool,
+    /// `IORING_SETUP_COOP_TASKRUN` (5.19+); dropped silently on older kernels.
+    pub coop_taskrun: bool,
+}
+
+/// Registered (fixed) buffer arena of each core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FixedBufferConfig {
+    /// Number of buffers registered with each core's ring (0 = none).
+    pub count: u32,
+    /// Size of each buffer in bytes (a multiple of 4096).
+    pub size_bytes: usize,
+}
+
+/// Everything a core needs to set itself up.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Number of cores (threads, rings).
+    pub cores: usize,
+    /// Pin core `i` to CPU `i % nproc`.
+    pub pin_cores: bool,
+    /// Submission queue entries per ring.
+    pub ring_entries: u32,
+    /// Submission policy.
+    pub submit_policy: SubmitPolicy,
+    /// Ring flags.
+    pub ring_flags: RingFlags,
+    /// Fixed buffer arena per core.
+    pub fixed_buffers: FixedBufferConfig,
+    /// Never block in the kernel; spin instead (SPDK-style polling). Off by default.
+    pub busy_poll: bool,
+    /// Tasks polled per loop turn before the reactor checks for completions.
+    pub task_budget: usize,
+    /// Ring flags to treat as unsupported, as if the kernel lacked them (for tests of the
+    /// degradation path).
+    pub simulate_unsupported: RingFlags,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            cores: 1,
+            pin_cores: false,
+            ring_entries: RING_ENTRIES_DEFAULT,
+            submit_policy: SubmitPolicy::Batched,
+            ring_flags: RingFlags {
+                single_issuer: true,
+                coop_taskrun: true,
+                ..RingFlags::default()
+            },
+            fixed_buffers: FixedBufferConfig::default(),
+            busy_poll: false,
+            task_budget: 128,
+            simulate_unsupported: RingFlags::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Checks the ranges of every value.
+    pub fn validate(&self) -> Result<()> {
+        if self.cores == 0 || self.cores > 1024 {
+            return Err(Error::InvalidConfig(format!(
+                "cores must be between 1 and 1024, got {}",
+                self.cores
+            )));
+        }
+        if !(RING_ENTRIES_MIN..=RING_ENTRIES_MAX).contains(&self.ring_entries) {
+            return Err(Error::InvalidConfig(format!(
+                "ring_entries must be between {RING_ENTRIES_MIN} and {RING_ENTRIES_MAX}, got {}",
+                self.ring_entries
+            )));
+        }
+        let fb = self.fixed_buffers;
+        if fb.count > FIXED_BUFFERS_MAX {
+            return Err(Error::InvalidConfig(format!(
+                "fixed buffer count must be at most {FIXED_BUFFERS_MAX}, got {}",
+                fb.count
+            )));
+        }
+        if fb.count > 0 && (fb.size_bytes == 0 || fb.size_bytes % 4096 != 0) {
+            return Err(Error::InvalidConfig(format!(
+                "fixed buffer size must be a non-zero multiple of 4096, got {}",
+                fb.size_bytes
+            )));
+        }
+        if self.task_budget == 0 {
+            return Err(Error::InvalidConfig(
+                "task_budget must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Builds a [`Runtime`]: `Runtime::builder().cores(2).ring_entries(512).build()`.
+#[derive(Debug, Clone, Default)]
+pub struct Builder {
+    config: Config,
+}
+
+impl Builder {
+    /// A builder with the defaults: one core, 256 ring entries, batched submission,
+    /// single-issuer and cooperative task running, no fixed buffers, no pinning.
+    pub fn new() -> Self {
+        Builder::default()
+    }
+    /// Number of cores (threads, each with its own ring).
+    pub fn cores(mut self, n: usize) -> Self {
+        self.config.cores = n;
+        self
+    }
+    /// Pin core `i` to CPU `i % nproc`.
+    pub fn pin_cores(mut self, pin: bool) -> Self {
+        self.config.pin_cores = pin;
+        self
+    }
+    /// Submission queue entries per ring (8..=32768; rounded up to a power of two by the kernel).
+    pub fn ring_entries(mut self, entries: u32) -> Self {
+        self.config.ring_entries = entries;
+        self
+    }
+    /// When queued submissions go to the kernel.
+    pub fn submit_policy(mut self, policy: SubmitPolicy) -> Self {
+        self.config.submit_policy = policy;
+        self
+    }
+    /// Enable SQPOLL with the given idle time (ms) of the kernel polling thread.
+    pub fn sqpoll(mut self, idle_ms: Option<u32>) -> Self {
+        self.config.ring_flags.sqpoll_idle_ms = idle_ms;
+        self
+    }
+    /// 128-byte SQEs and 32-byte CQEs (required for `uring_cmd`, i.e. NVMe passthrough).
+    pub fn sqe128(mut self, on: bool) -> Self {
+        self.config.ring_flags.big_entries = on;
+        self
+    }
+    /// Ask for `IORING_SETUP_SINGLE_ISSUER` (default on; dropped when the kernel lacks it).
+    pub fn single_issuer(mut self, on: bool) -> Self {
+        self.config.ring_flags.single_issuer = on;
+        self
+    }
+    /// Ask for `IORING_SETUP_DEFER_TASKRUN` (default off; dropped when the kernel lacks it).
+    pub fn defer_taskrun(mut self, on: bool) -> Self {
+        self.config.ring_flags.defer_taskrun = on;
+        self
+    }
+    /// Ask for `IORING_SETUP_COOP_TASKRUN` (default on; dropped when the kernel lacks it).
+    pub fn coop_taskrun(mut self, on: bool) -> Self {
+        self.config.ring_flags.coop_taskrun = on;
+        self
+    }
+    /// Register `count` buffers of `size_bytes` each with every core's ring. I/O on a
+    /// [`DmaBuf`](crate::DmaBuf) taken from this arena uses `READ_FIXED`/`WRITE_FIXED`.
+    pub fn fixed_buffers(mut self, count: u32, size_bytes: usize) -> Self {
+        self.config.fixed_buffers = FixedBufferConfig { count, size_bytes };
+        self
+    }
+    /// Spin instead of blocking in the kernel when idle (costs a full CPU per core).
+    pub fn busy_poll(mut self, on: bool) -> Self {
+        self.config.busy_poll = on;
+        self
+    }
+    /// Tasks polled per loop turn before completions are reaped (default 128).
+    pub fn task_budget(mut self, n: usize) -> Self {
+        self.config.task_budget = n;
+        self
+    }
+    /// Treat these ring flags as if the kernel did not support them. Only for testing the
+    /// degradation and error paths.
+    #[doc(hidden)]
+    pub fn simulate_unsupported(mut self, flags: RingFlags) -> Self {
+        self.config.simulate_unsupported = flags;
+        self
+    }
+    /// The configuration built so far.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+    /// Validates the configuration and starts every core.
+    pub fn build(self) -> Result<Runtime> {
+        self.config.validate()?;
+        Runtime::start(self.config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_out_of_range_values() {
+        let cases = [
+            (Builder::new().cores(0), "cores must be between"),
+            (
+                Builder::new().ring_entries(4),
+                "ring_entries must be between",
+            ),
+            (
+                Builder::new().ring_entries(65536),
+                "ring_entries must be between",
+            ),
+            (Builder::new().fixed_buffers(4, 1000), "multiple of 4096"),
+            (Builder::new().fixed_buffers(20000, 4096), "at most 16384"),
+        ];
+        for (b, want) in cases {
+            let err = b.config().validate().unwrap_err().to_string();
+            assert!(err.contains(want), "{err} should contain {want}");
+        }
+        Builder::new().config().validate().unwrap();
+    }
+}

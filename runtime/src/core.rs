@@ -1,0 +1,407 @@
+//! One core: its thread-local state (ring, run queue, op table, buffer pool) and its loop.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use async_task::Runnable;
+
+use crate::buf::pool::BufPool;
+use crate::config::{Config, SubmitPolicy};
+use crate::error::Result;
+use crate::op::table::OpTable;
+use crate::ring::{Completion, Ring, RingInfo, Sqe};
+
+/// A message from another thread to a core.
+pub(crate) enum Message {
+    /// A task woken from another thread.
+    Runnable(Runnable),
+    /// A closure to run on the core (it usually spawns a task).
+    Job(Box<dyn FnOnce() + Send>),
+    /// A fixed buffer slot freed on another thread.
+    ReturnFixed(u16),
+    /// Stop the loop: cancel in-flight ops, wait for their completions, exit.
+    Shutdown,
+}
+
+/// The part of a core other threads may touch: its mailbox and wake-up eventfd.
+pub(crate) struct CoreRemote {
+    pub(crate) id: usize,
+    sender: mpsc::Sender<Message>,
+    sleeping: AtomicBool,
+    eventfd: std::os::fd::OwnedFd,
+}
+
+impl CoreRemote {
+    /// Delivers `msg` and wakes the core if it is blocked in the kernel.
+    pub(crate) fn send(&self, msg: Message) -> std::result::Result<(), ()> {
+        self.sender.send(msg).map_err(|_| ())?;
+        if self.sleeping.swap(false, Ordering::SeqCst) {
+            self.kick();
+        }
+        Ok(())
+    }
+
+    fn kick(&self) {
+        use std::os::fd::AsRawFd;
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to an eventfd this struct owns.
+        let _ = unsafe {
+            libc::write(
+                self.eventfd.as_raw_fd(),
+                (&one as *const u64).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+    }
+}
+
+/// User data of the eventfd read that wakes a sleeping core.
+pub(crate) const WAKE_USER_DATA: u64 = u64::MAX;
+/// User data of entries whose completion nobody waits for (cancellations).
+pub(crate) const IGNORE_USER_DATA: u64 = u64::MAX - 1;
+
+/// A core's thread-local state.
+pub(crate) struct Core {
+    pub(crate) id: usize,
+    pub(crate) cores: usize,
+    pub(crate) remote: Arc<CoreRemote>,
+    pub(crate) peers: Arc<Vec<Arc<CoreRemote>>>,
+    pub(crate) ring: RefCell<Ring>,
+    pub(crate) ring_info: RingInfo,
+    pub(crate) ops: RefCell<OpTable>,
+    pub(crate) pool: RefCell<BufPool>,
+    pub(crate) file_slots: RefCell<Vec<u32>>,
+    run_queue: RefCell<VecDeque<Runnable>>,
+    inbox: mpsc::Receiver<Message>,
+    policy: SubmitPolicy,
+    busy_poll: bool,
+    task_budget: usize,
+    wake_buf: RefCell<Box<u64>>,
+    wake_armed: Cell<bool>,
+    pollers: RefCell<Vec<(usize, Box<dyn FnMut() -> usize>)>>,
+    next_poller: Cell<usize>,
+    shutting_down: Cell<bool>,
+    /// Statistics: io_uring_enter calls made.
+    pub(crate) enters: Cell<u64>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<Core>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with the current core, or returns `None` off-core.
+pub(crate) fn with_core<R>(f: impl FnOnce(&Rc<Core>) -> R) -> Option<R> {
+    CURRENT.with(|c| c.borrow().as_ref().map(f))
+}
+
+/// The current core; panics with a clear message off-core.
+pub(crate) fn current(what: &'static str) -> Rc<Core> {
+    CURRENT
+        .with(|c| c.borrow().clone())
+        .unwrap_or_else(|| panic!("{what} must be called from a ZIOB runtime core"))
+}
+
+/// Creates the channel and eventfd of a core, before its thread starts.
+pub(crate) fn remote(id: usize) -> std::io::Result<(Arc<CoreRemote>, mpsc::Receiver<Message>)> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: eventfd has no pointer arguments; the returned fd is checked below.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor we own.
+    let eventfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    let (sender, inbox) = mpsc::channel();
+    Ok((
+        Arc::new(CoreRemote {
+            id,
+            sender,
+            sleeping: AtomicBool::new(false),
+            eventfd,
+        }),
+        inbox,
+    ))
+}
+
+impl Core {
+    /// Sets up the ring and pool of a core on its own thread.
+    pub(crate) fn new(
+        config: &Config,
+        remote: Arc<CoreRemote>,
+        inbox: mpsc::Receiver<Message>,
+        peers: Arc<Vec<Arc<CoreRemote>>>,
+    ) -> Result<Rc<Core>> {
+        let (ring, ring_info) = Ring::new(config)?;
+        let mut pool = BufPool::new(remote.id, &ring, config.fixed_buffers)?;
+        pool.set_remote(&remote);
+        let files_ok = match ring.register_files_sparse(crate::fs::FIXED_FILE_SLOTS) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(error = %e, "no registered file table; files use plain descriptors");
+                false
+            }
+        };
+        let core = Rc::new(Core {
+            id: remote.id,
+            cores: config.cores,
+            remote,
+            peers,
+            ring: RefCell::new(ring),
+            ring_info,
+            ops: RefCell::new(OpTable::default()),
+            pool: RefCell::new(pool),
+            file_slots: RefCell::new(if files_ok {
+                (0..crate::fs::FIXED_FILE_SLOTS).rev().collect()
+            } else {
+                Vec::new()
+            }),
+            run_queue: RefCell::new(VecDeque::with_capacity(1024)),
+            inbox,
+            policy: config.submit_policy,
+            busy_poll: config.busy_poll,
+            task_budget: config.task_budget,
+            wake_buf: RefCell::new(Box::new(0)),
+            wake_armed: Cell::new(false),
+            pollers: RefCell::new(Vec::new()),
+            next_poller: Cell::new(0),
+            shutting_down: Cell::new(false),
+            enters: Cell::new(0),
+        });
+        Ok(core)
+    }
+
+    /// Installs this core as the thread's current core.
+    pub(crate) fn enter_thread(self: &Rc<Self>) {
+        CURRENT.with(|c| *c.borrow_mut() = Some(self.clone()));
+    }
+
+    /// Queues a task to run on this core (called on this core's thread).
+    pub(crate) fn schedule_local(&self, runnable: Runnable) {
+        self.run_queue.borrow_mut().push_back(runnable);
+    }
+
+    /// Pushes an entry, submitting first if the queue is full. Under the eager policy the
+    /// entry is submitted at once.
+    ///
+    /// # Safety
+    /// Everything the entry points to must live until its completion is reaped.
+    pub(crate) unsafe fn push_sqe(&self, sqe: Sqe) {
+        let mut ring = self.ring.borrow_mut();
+        let mut sqe = sqe;
+        loop {
+            // SAFETY: forwarded from the caller's contract.
+            match unsafe { ring.push(sqe) } {
+                Ok(()) => break,
+                Err(back) => {
+                    sqe = back;
+                    self.enters.set(self.enters.get() + 1);
+                    if let Err(e) = ring.enter(false, false) {
+                        tracing::error!(error = %e, "io_uring_enter failed while the SQ was full");
+                    }
+                    // Make room in the CQ too, in case the kernel stalls on overflow.
+                    drop(ring);
+                    self.reap();
+                    ring = self.ring.borrow_mut();
+                }
+            }
+        }
+        if self.policy == SubmitPolicy::Eager {
+            self.enters.set(self.enters.get() + 1);
+            let _ = ring.enter(false, false);
+        }
+    }
+
+    /// Registers a poller called every loop turn; while any is registered the core never
+    /// blocks in the kernel. The closure returns how many completions it found.
+    pub(crate) fn add_poller(&self, f: Box<dyn FnMut() -> usize>) -> usize {
+        let id = self.next_poller.get();
+        self.next_poller.set(id + 1);
+        self.pollers.borrow_mut().push((id, f));
+        id
+    }
+
+    /// Removes a poller by id.
+    pub(crate) fn remove_poller(&self, id: usize) {
+        self.pollers.borrow_mut().retain(|(i, _)| *i != id);
+    }
+
+    fn arm_wake(&self) {
+        if self.wake_armed.get() {
+            return;
+        }
+        use std::os::fd::AsRawFd;
+        let ptr = self.wake_buf.borrow_mut().as_mut() as *mut u64 as *mut u8;
+        let sqe = io_uring::opcode::Read::new(
+            io_uring::types::Fd(self.remote.eventfd.as_raw_fd()),
+            ptr,
+            8,
+        )
+        .build()
+        .user_data(WAKE_USER_DATA);
+        // SAFETY: `wake_buf` is a boxed u64 owned by the core, which outlives the ring's use
+        // of it (the loop drains every op before the core is dropped).
+        unsafe { self.push_sqe(Sqe::Normal(sqe)) };
+        self.wake_armed.set(true);
+    }
+
+    fn drain_inbox(&self) -> bool {
+        let mut got = false;
+        while let Ok(msg) = self.inbox.try_recv() {
+            got = true;
+            match msg {
+                Message::Runnable(r) => self.run_queue.borrow_mut().push_back(r),
+                Message::Job(job) => job(),
+                Message::ReturnFixed(slot) => self.pool.borrow_mut().return_fixed(slot),
+                Message::Shutdown => self.shutting_down.set(true),
+            }
+        }
+        got
+    }
+
+    fn run_tasks(&self) -> usize {
+        let mut ran = 0;
+        while ran < self.task_budget {
+            let next = self.run_queue.borrow_mut().pop_front();
+            match next {
+                Some(r) => {
+                    r.run();
+                    ran += 1;
+                }
+                None => break,
+            }
+        }
+        ran
+    }
+
+    fn run_pollers(&self) -> usize {
+        let mut pollers = std::mem::take(&mut *self.pollers.borrow_mut());
+        let mut found = 0;
+        for (_, p) in pollers.iter_mut() {
+            found += p();
+        }
+        let mut slot = self.pollers.borrow_mut();
+        pollers.append(&mut slot);
+        *slot = pollers;
+        found
+    }
+
+    /// Moves completions from the CQ to the op table, waking their tasks.
+    pub(crate) fn reap(&self) -> usize {
+        let mut batch = Vec::new();
+        self.ring.borrow_mut().reap(&mut batch);
+        let n = batch.len();
+        for (user_data, completion) in batch {
+            self.complete(user_data, completion);
+        }
+        n
+    }
+
+    fn complete(&self, user_data: u64, completion: Completion) {
+        match user_data {
+            WAKE_USER_DATA => self.wake_armed.set(false),
+            IGNORE_USER_DATA => {}
+            key => {
+                let waker = self.ops.borrow_mut().complete(key as usize, completion);
+                if let Some(w) = waker {
+                    w.wake();
+                }
+            }
+        }
+    }
+
+    /// The loop: run until shut down, then drain in-flight ops.
+    pub(crate) fn run(self: &Rc<Self>) {
+        let need_getevents = self.ring_info.granted.defer_taskrun;
+        loop {
+            self.drain_inbox();
+            if self.shutting_down.get() {
+                break;
+            }
+            let ran = self.run_tasks();
+            let polled = if self.pollers.borrow().is_empty() {
+                0
+            } else {
+                self.run_pollers()
+            };
+            let has_work = !self.run_queue.borrow().is_empty() || ran > 0 || polled > 0;
+            let spinning = self.busy_poll || !self.pollers.borrow().is_empty();
+            if has_work || spinning {
+                // Hand queued entries to the kernel and pick up what completed.
+                let pending = self.ring.borrow_mut().sq_pending();
+                let inflight = self.ops.borrow().len() > 0;
+                if pending > 0 || (need_getevents && inflight) {
+                    self.enters.set(self.enters.get() + 1);
+                    let res = self.ring.borrow_mut().enter(false, need_getevents);
+                    if let Err(e) = res {
+                        tracing::error!(error = %e, "io_uring_enter failed");
+                    }
+                }
+                self.reap();
+                continue;
+            }
+            // Nothing runnable: block in the kernel until a completion or a message arrives.
+            self.arm_wake();
+            self.remote.sleeping.store(true, Ordering::SeqCst);
+            if self.drain_inbox() {
+                self.remote.sleeping.store(false, Ordering::SeqCst);
+                continue;
+            }
+            self.enters.set(self.enters.get() + 1);
+            let res = self.ring.borrow_mut().enter(true, false);
+            self.remote.sleeping.store(false, Ordering::SeqCst);
+            if let Err(e) = res {
+                tracing::error!(error = %e, "io_uring_enter (wait) failed");
+            }
+            self.reap();
+        }
+        self.shutdown();
+    }
+
+    fn shutdown(self: &Rc<Self>) {
+        // Drop every queued task: their futures drop, and in-flight ops turn into cancels.
+        loop {
+            let next = self.run_queue.borrow_mut().pop_front();
+            match next {
+                Some(r) => drop(r),
+                None => break,
+            }
+        }
+        self.pollers.borrow_mut().clear();
+        // Wait for every op the kernel still owns memory of.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while self.ops.borrow().len() > 0 || self.wake_armed.get() {
+            if self.wake_armed.get() {
+                self.remote.kick();
+            }
+            self.ops.borrow().cancel_all(self);
+            self.enters.set(self.enters.get() + 1);
+            let _ = self.ring.borrow_mut().enter(true, false);
+            self.reap();
+            // Tasks woken by cancelled completions are dropped, not run.
+            loop {
+                let next = self.run_queue.borrow_mut().pop_front();
+                match next {
+                    Some(r) => drop(r),
+                    None => break,
+                }
+            }
+            // Drain messages so runnables sent during shutdown are dropped, not leaked.
+            while let Ok(m) = self.inbox.try_recv() {
+                drop(m);
+            }
+            if std::time::Instant::now() > deadline {
+                tracing::error!(
+                    inflight = self.ops.borrow().len(),
+                    "in-flight ops did not complete within 10 s of shutdown; leaking their buffers"
+                );
+                self.ops.borrow_mut().leak_all();
+                break;
+            }
+        }
+        CURRENT.with(|c| *c.borrow_mut() = None);
+    }
+}

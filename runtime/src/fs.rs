@@ -1,0 +1,346 @@
+//! Files driven through the core's ring.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::buf::{IoBuf, IoBufMut};
+use crate::error::{Error, Result};
+use crate::op;
+
+/// Registered file slots per core.
+pub const FIXED_FILE_SLOTS: u32 = 1024;
+
+/// How to open a file (the `open(2)` flags that matter for ZIOB).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenOptions {
+    read: bool,
+    write: bool,
+    create: bool,
+    truncate: bool,
+    direct: bool,
+    custom_flags: i32,
+    mode: u32,
+}
+
+impl OpenOptions {
+    /// No access; set what you need.
+    pub fn new() -> Self {
+        OpenOptions {
+            mode: 0o644,
+            ..Default::default()
+        }
+    }
+    /// Open for reading.
+    pub fn read(mut self, on: bool) -> Self {
+        self.read = on;
+        self
+    }
+    /// Open for writing.
+    pub fn write(mut self, on: bool) -> Self {
+        self.write = on;
+        self
+    }
+    /// Create if missing.
+    pub fn create(mut self, on: bool) -> Self {
+        self.create = on;
+        self
+    }
+    /// Truncate to zero length.
+    pub fn truncate(mut self, on: bool) -> Self {
+        self.truncate = on;
+        self
+    }
+    /// `O_DIRECT`: bypass the page cache (buffers, offsets and lengths must be aligned to the
+    /// logical block size; [`DmaBuf`](crate::DmaBuf) is 4 KiB aligned).
+    pub fn direct(mut self, on: bool) -> Self {
+        self.direct = on;
+        self
+    }
+    /// Extra `open(2)` flags.
+    pub fn custom_flags(mut self, flags: i32) -> Self {
+        self.custom_flags = flags;
+        self
+    }
+    /// Permission bits for a created file.
+    pub fn mode(mut self, mode: u32) -> Self {
+        self.mode = mode;
+        self
+    }
+    fn flags(&self) -> i32 {
+        let acc = match (self.read, self.write) {
+            (true, true) => libc::O_RDWR,
+            (false, true) => libc::O_WRONLY,
+            _ => libc::O_RDONLY,
+        };
+        let mut f = acc | self.custom_flags;
+        if self.create {
+            f |= libc::O_CREAT;
+        }
+        if self.truncate {
+            f |= libc::O_TRUNC;
+        }
+        if self.direct {
+            f |= libc::O_DIRECT;
+        }
+        f
+    }
+    /// Opens `path` through the ring of the current core.
+    pub async fn open(&self, path: impl AsRef<Path>) -> Result<File> {
+        let c = CString::new(path.as_ref().as_os_str().as_bytes()).map_err(|_| Error::Io {
+            op: "open",
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "path contains a NUL byte",
+            ),
+        })?;
+        let fd = op::fs::open(c, self.flags(), self.mode).await?;
+        Ok(File::from_fd(fd))
+    }
+}
+
+/// The ring slot a file is registered in, encoded as `core << 32 | slot` (or [`NOT_FIXED`]).
+struct FixedSlot(AtomicU64);
+
+const NOT_FIXED: u64 = u64::MAX;
+
+impl FixedSlot {
+    fn get(&self) -> Option<(usize, u32)> {
+        match self.0.load(Ordering::Acquire) {
+            NOT_FIXED => None,
+            v => Some(((v >> 32) as usize, v as u32)),
+        }
+    }
+}
+
+impl Drop for FixedSlot {
+    fn drop(&mut self) {
+        if let Some((core, slot)) = self.get() {
+            crate::core::with_core(|c| {
+                if c.id == core {
+                    let _ = c.ring.borrow().unregister_file_at(slot);
+                    c.file_slots.borrow_mut().push(slot);
+                }
+            });
+        }
+    }
+}
+
+struct FileInner {
+    fd: OwnedFd,
+    fixed: FixedSlot,
+}
+
+/// A file owned by ZIOB; cheap to clone (shared descriptor). Ops on it run on the current core.
+///
+/// Every in-flight op holds a reference to the descriptor, so dropping the `File` (or an op
+/// future) can never let an op hit a reused descriptor number.
+#[derive(Clone)]
+pub struct File {
+    inner: Arc<FileInner>,
+}
+
+/// What an op keeps of a file: the descriptor, alive until the completion.
+#[derive(Clone)]
+pub(crate) struct FileRef {
+    inner: Arc<FileInner>,
+    slot: Option<u32>,
+}
+
+impl FileRef {
+    pub(crate) fn raw(&self) -> RawFd {
+        self.inner.fd.as_raw_fd()
+    }
+    pub(crate) fn fixed_slot(&self) -> Option<u32> {
+        self.slot
+    }
+}
+
+impl std::fmt::Debug for File {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("File")
+            .field("fd", &self.as_raw_fd())
+            .finish()
+    }
+}
+
+impl File {
+    /// Opens `path` read-write (no create) on the current core.
+    pub async fn open(path: impl AsRef<Path>) -> Result<File> {
+        OpenOptions::new().read(true).write(true).open(path).await
+    }
+
+    /// Wraps an already open descriptor.
+    pub fn from_fd(fd: OwnedFd) -> File {
+        File {
+            inner: Arc::new(FileInner {
+                fd,
+                fixed: FixedSlot(AtomicU64::new(NOT_FIXED)),
+            }),
+        }
+    }
+
+    /// Wraps a `std::fs::File`.
+    pub fn from_std(f: std::fs::File) -> File {
+        File::from_fd(f.into())
+    }
+
+    fn op_ref(&self) -> FileRef {
+        let slot = match self.inner.fixed.get() {
+            Some((core, slot)) if crate::core::with_core(|c| c.id) == Some(core) => Some(slot),
+            _ => None,
+        };
+        FileRef {
+            inner: self.inner.clone(),
+            slot,
+        }
+    }
+
+    /// Registers the descriptor with the current core's ring, so ops on this core skip the
+    /// kernel's per-op file lookup. Returns false when no slot is free (ops still work).
+    pub fn register(&self) -> Result<bool> {
+        crate::core::with_core(|c| {
+            if self.inner.fixed.get().is_some() {
+                return Ok(false);
+            }
+            let Some(slot) = c.file_slots.borrow_mut().pop() else {
+                return Ok(false);
+            };
+            c.ring
+                .borrow()
+                .register_file_at(slot, self.as_raw_fd())
+                .map_err(|source| Error::Io {
+                    op: "register_files_update",
+                    source,
+                })?;
+            self.inner
+                .fixed
+                .0
+                .store(((c.id as u64) << 32) | slot as u64, Ordering::Release);
+            Ok(true)
+        })
+        .unwrap_or(Err(Error::NotOnCore("File::register")))
+    }
+
+    /// Reads into `buf` (up to its capacity) at `offset`; returns the bytes read and the buffer.
+    pub async fn read_at<B: IoBufMut>(&self, buf: B, offset: u64) -> (Result<usize>, B) {
+        op::rw::read_at(self.op_ref(), buf, offset).await
+    }
+
+    /// Writes `buf`'s bytes at `offset`; returns the bytes written and the buffer.
+    pub async fn write_at<B: IoBuf>(&self, buf: B, offset: u64) -> (Result<usize>, B) {
+        op::rw::write_at(self.op_ref(), buf, offset).await
+    }
+
+    /// Vectored read at `offset`.
+    pub async fn readv_at<B: IoBufMut>(
+        &self,
+        bufs: Vec<B>,
+        offset: u64,
+    ) -> (Result<usize>, Vec<B>) {
+        op::rw::readv_at(self.op_ref(), bufs, offset).await
+    }
+
+    /// Vectored write at `offset`.
+    pub async fn writev_at<B: IoBuf>(&self, bufs: Vec<B>, offset: u64) -> (Result<usize>, Vec<B>) {
+        op::rw::writev_at(self.op_ref(), bufs, offset).await
+    }
+
+    /// Writes all of `buf` at `offset`, continuing after short writes.
+    pub async fn write_all_at(
+        &self,
+        buf: crate::DmaBuf,
+        offset: u64,
+    ) -> (Result<()>, crate::DmaBuf) {
+        let total = buf.len();
+        let (res, buf) = self.write_at(buf, offset).await;
+        match res {
+            Ok(n) if n == total => (Ok(()), buf),
+            Ok(0) => (
+                Err(Error::Io {
+                    op: "write",
+                    source: std::io::Error::new(std::io::ErrorKind::WriteZero, "wrote 0 bytes"),
+                }),
+                buf,
+            ),
+            Ok(n) => {
+                let rest = crate::DmaBuf::from_slice(&buf[n..]);
+                let (res, _) = Box::pin(self.write_all_at(rest, offset + n as u64)).await;
+                (res, buf)
+            }
+            Err(e) => (Err(e), buf),
+        }
+    }
+
+    /// Fills `buf` to its capacity from `offset`; fails with `UnexpectedEof` at end of file.
+    pub async fn read_exact_at(
+        &self,
+        mut buf: crate::DmaBuf,
+        offset: u64,
+    ) -> (Result<()>, crate::DmaBuf) {
+        let want = buf.capacity();
+        let mut done = 0usize;
+        while done < want {
+            let chunk = crate::DmaBuf::with_capacity(want - done);
+            let (res, chunk) = self.read_at(chunk, offset + done as u64).await;
+            match res {
+                Ok(0) => {
+                    return (
+                        Err(Error::Io {
+                            op: "read",
+                            source: std::io::Error::new(
+                                std::io::ErrorKind::UnexpectedEof,
+                                "end of file",
+                            ),
+                        }),
+                        buf,
+                    )
+                }
+                Ok(n) => {
+                    if done == 0 && n == want {
+                        return (Ok(()), chunk);
+                    }
+                    buf.extend_from_slice(&chunk[..n.min(want - done)]);
+                    done += n;
+                }
+                Err(e) => return (Err(e), buf),
+            }
+        }
+        (Ok(()), buf)
+    }
+
+    /// `fsync`: data and metadata durable.
+    pub async fn sync_all(&self) -> Result<()> {
+        op::fs::fsync(self.op_ref(), false).await
+    }
+
+    /// `fdatasync`: data durable.
+    pub async fn sync_data(&self) -> Result<()> {
+        op::fs::fsync(self.op_ref(), true).await
+    }
+
+    /// `fallocate(mode, offset, len)` (mode 0 allocates and extends the file).
+    pub async fn fallocate(&self, offset: u64, len: u64, mode: i32) -> Result<()> {
+        op::fs::fallocate(self.op_ref(), offset, len, mode).await
+    }
+
+    /// Closes the descriptor through the ring if this is the last handle to it.
+    pub async fn close(self) -> Result<()> {
+        match Arc::try_unwrap(self.inner) {
+            Ok(FileInner { fd, fixed }) => {
+                drop(fixed); // unregisters the slot before the descriptor goes away
+                op::fs::close(fd).await
+            }
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+impl AsRawFd for File {
+    fn as_raw_fd(&self) -> RawFd {
+        self.inner.fd.as_raw_fd()
+    }
+}

@@ -1,0 +1,64 @@
+//! # ziob-runtime: a thread-per-core io_uring executor
+//!
+//! Each core is one OS thread that owns one io_uring ring, a local run queue of tasks, the
+//! table of its in-flight ops and a pool of aligned buffers. Cores never share locks on the
+//! I/O path; they talk by message passing ([`call_on`], [`spawn_on`]): a closure travels to
+//! the target core's mailbox and an eventfd wakes it if it sleeps in `io_uring_enter`.
+//!
+//! ## The loop of a core
+//! 1. drain the mailbox (remote wake-ups, jobs), 2. poll up to `task_budget` runnable tasks,
+//! 3. call registered pollers (busy-polled drivers such as SPDK), 4. hand queued SQEs to the
+//! kernel (one `io_uring_enter` per turn under [`SubmitPolicy::Batched`]) and reap
+//! completions, waking exactly the task each belongs to. With nothing to do, the core blocks
+//! in `io_uring_enter` until a completion, a timer or a message arrives.
+//!
+//! ## Buffers and cancellation
+//! Ops take their buffer by value and give it back with the result ([`IoBuf`], [`IoBufMut`],
+//! [`DmaBuf`]). If an op's future is dropped before the completion, the buffer is parked in
+//! the op table and an `ASYNC_CANCEL` is sent; the memory is released only when the kernel
+//! reports the op finished. Memory the kernel may write into is therefore never freed early.
+//!
+//! ## Memory
+//! Registered (fixed) buffers ([`Builder::fixed_buffers`]) are locked memory and count against
+//! `RLIMIT_MEMLOCK` for unprivileged users; a too-small limit gives
+//! [`Error::MemlockTooSmall`].
+//!
+//! ```
+//! use ziob_runtime::{fs::OpenOptions, DmaBuf, Runtime};
+//! let rt = Runtime::builder().cores(2).build().unwrap();
+//! let path = std::env::temp_dir().join(format!("ziob-doc-{}", std::process::id()));
+//! let p = path.clone();
+//! let n = rt.run_on(1, move || async move {
+//!     let f = OpenOptions::new().read(true).write(true).create(true).open(&p).await.unwrap();
+//!     let (res, _buf) = f.write_at(DmaBuf::from_slice(b"hello"), 0).await;
+//!     res.unwrap()
+//! }).unwrap();
+//! assert_eq!(n, 5);
+//! std::fs::remove_file(path).unwrap();
+//! ```
+#![warn(missing_docs)]
+
+pub mod buf;
+mod config;
+mod core;
+mod error;
+pub mod fs;
+pub mod op;
+mod ring;
+mod runtime;
+mod task;
+
+pub use buf::{DmaBuf, IoBuf, IoBufMut, PoolStats, DMA_ALIGN_BYTES};
+pub use config::{
+    Builder, Config, FixedBufferConfig, RingFlags, SubmitPolicy, FIXED_BUFFERS_MAX,
+    RING_ENTRIES_DEFAULT, RING_ENTRIES_MAX, RING_ENTRIES_MIN,
+};
+pub use error::{Error, Result};
+pub use fs::{File, OpenOptions};
+pub use op::{nop, sleep, uring_cmd, Sleep, UringCmdOutput};
+pub use ring::{Completion, RingInfo};
+pub use runtime::Runtime;
+pub use task::{
+    call_on, core_id, core_stats, num_cores, on_core, register_poller, ring_info, spawn, spawn_on,
+    yield_now, CoreStats, PollerGuard, Task, YieldNow,
+};

@@ -1,0 +1,104 @@
+//! Ops as futures. An [`Op`] owns everything the kernel may touch (buffers, iovecs,
+//! timespecs) until the completion arrives; dropping it early parks that memory in the op
+//! table and cancels the op, so the kernel never writes into freed memory.
+
+pub(crate) mod fs;
+pub(crate) mod nop;
+pub(crate) mod rw;
+pub(crate) mod table;
+pub(crate) mod timeout;
+pub(crate) mod uring_cmd;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use crate::core::Core;
+use crate::error::{Error, Result};
+
+use crate::ring::{Completion, Sqe};
+
+pub use nop::nop;
+pub use timeout::{sleep, Sleep};
+pub use uring_cmd::{uring_cmd, UringCmdOutput};
+
+/// A submitted op: resolves to its completion and the memory it owned.
+pub(crate) struct Op<T: 'static> {
+    key: usize,
+    data: Option<T>,
+    core: Rc<Core>,
+}
+
+impl<T: 'static> Op<T> {
+    /// Submits `sqe` on the current core; `data` owns whatever the entry points to.
+    ///
+    /// # Safety
+    /// Every pointer in `sqe` must point into heap memory owned by `data` (which does not
+    /// move when `data` moves) or into memory that outlives the op.
+    /// On failure (off-core, or a big entry on a normal ring) `data` comes back with the error.
+    pub(crate) unsafe fn submit(
+        op: &'static str,
+        sqe: Sqe,
+        data: T,
+    ) -> std::result::Result<Op<T>, (Error, T)> {
+        let Some(core) = crate::core::with_core(|c| c.clone()) else {
+            return Err((Error::NotOnCore(op), data));
+        };
+        if matches!(sqe, Sqe::Big(_)) && !core.ring.borrow().is_big() {
+            return Err((Error::NeedsBigRing { op }, data));
+        }
+        let key = core.ops.borrow_mut().insert();
+        let sqe = match sqe {
+            Sqe::Normal(e) => Sqe::Normal(e.user_data(key as u64)),
+            Sqe::Big(e) => Sqe::Big(e.user_data(key as u64)),
+        };
+        tracing::trace!(op, key, core = core.id, "submit");
+        // SAFETY: forwarded from the caller's contract; `data` stays alive in this Op or in
+        // the op table until the completion for `key` is reaped.
+        unsafe { core.push_sqe(sqe) };
+        Ok(Op {
+            key,
+            data: Some(data),
+            core,
+        })
+    }
+}
+
+impl<T: 'static + Unpin> Future for Op<T> {
+    type Output = (Completion, T);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let polled = this.core.ops.borrow_mut().poll(this.key, cx.waker());
+        match polled {
+            Some(c) => {
+                let data = this.data.take().expect("op polled after completion");
+                tracing::trace!(key = this.key, result = c.result, "complete");
+                Poll::Ready((c, data))
+            }
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl<T: 'static> Drop for Op<T> {
+    fn drop(&mut self) {
+        if let Some(data) = self.data.take() {
+            let still_in_kernel = self.core.ops.borrow_mut().abandon(self.key, Box::new(data));
+            if still_in_kernel {
+                tracing::trace!(key = self.key, "cancel");
+                table::push_cancel(&self.core, self.key);
+            }
+        }
+    }
+}
+
+/// Turns a completion result into a byte count or a typed error.
+pub(crate) fn result_len(op: &'static str, c: &Completion) -> Result<usize> {
+    if c.result < 0 {
+        Err(Error::from_errno(op, c.result))
+    } else {
+        Ok(c.result as usize)
+    }
+}

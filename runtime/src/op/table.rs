@@ -1,0 +1,138 @@
+//! The in-flight op table: which task waits for which completion, and who owns the memory
+//! the kernel may still touch.
+
+use std::any::Any;
+use std::task::Waker;
+
+use slab::Slab;
+
+use crate::core::{Core, IGNORE_USER_DATA};
+use crate::ring::{Completion, Sqe};
+
+/// The state of one submitted op.
+pub(crate) enum Slot {
+    /// Submitted, nobody polled yet or the waker is stored.
+    Waiting(Option<Waker>),
+    /// The completion arrived; the future has not picked it up yet.
+    Completed(Completion),
+    /// The future was dropped before the completion: the slot owns the op's memory until the
+    /// kernel is done with it. A cancel has been requested.
+    Abandoned(#[allow(dead_code)] Box<dyn Any>),
+}
+
+/// All ops a core has submitted and not yet retired. The slab key is the SQE user data.
+#[derive(Default)]
+pub(crate) struct OpTable {
+    slots: Slab<Slot>,
+    /// Slots the kernel still owns (Waiting or Abandoned).
+    inflight: usize,
+    /// Ops abandoned by dropped futures (statistics).
+    pub(crate) abandoned_total: u64,
+}
+
+impl OpTable {
+    /// Reserves a slot for a new op and returns its key.
+    pub(crate) fn insert(&mut self) -> usize {
+        self.inflight += 1;
+        self.slots.insert(Slot::Waiting(None))
+    }
+
+    /// Ops whose completion has not arrived yet.
+    pub(crate) fn len(&self) -> usize {
+        self.inflight
+    }
+
+    /// Records a completion and returns the waker of the waiting task; frees the memory of
+    /// an abandoned op.
+    pub(crate) fn complete(&mut self, key: usize, completion: Completion) -> Option<Waker> {
+        let Some(slot) = self.slots.get_mut(key) else {
+            tracing::error!(key, "completion for an unknown op");
+            return None;
+        };
+        match std::mem::replace(slot, Slot::Completed(completion)) {
+            Slot::Waiting(waker) => {
+                self.inflight -= 1;
+                waker
+            }
+            Slot::Abandoned(memory) => {
+                self.inflight -= 1;
+                self.slots.remove(key);
+                drop(memory);
+                None
+            }
+            Slot::Completed(_) => {
+                // Multishot ops are not used; a second completion means a bug elsewhere.
+                tracing::error!(key, "second completion for an op");
+                None
+            }
+        }
+    }
+
+    /// Polls op `key`: the completion if it arrived (retiring the slot), else stores `waker`.
+    pub(crate) fn poll(&mut self, key: usize, waker: &Waker) -> Option<Completion> {
+        match self.slots.get_mut(key) {
+            Some(Slot::Completed(_)) => match self.slots.remove(key) {
+                Slot::Completed(c) => Some(c),
+                _ => unreachable!(),
+            },
+            Some(Slot::Waiting(w)) => {
+                match w {
+                    Some(old) if old.will_wake(waker) => {}
+                    _ => *w = Some(waker.clone()),
+                }
+                None
+            }
+            Some(Slot::Abandoned(_)) | None => {
+                unreachable!("polled an op that was dropped or retired")
+            }
+        }
+    }
+
+    /// The future of op `key` is gone. If the kernel still owns its memory, keep `memory`
+    /// alive until the completion and return true (the caller requests a cancel).
+    pub(crate) fn abandon(&mut self, key: usize, memory: Box<dyn Any>) -> bool {
+        match self.slots.get_mut(key) {
+            Some(slot @ Slot::Waiting(_)) => {
+                *slot = Slot::Abandoned(memory);
+                self.abandoned_total += 1;
+                true
+            }
+            Some(Slot::Completed(_)) => {
+                self.slots.remove(key);
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Requests cancellation of every op still in the kernel (used at shutdown).
+    pub(crate) fn cancel_all(&self, core: &Core) {
+        for (key, slot) in self.slots.iter() {
+            if matches!(slot, Slot::Waiting(_) | Slot::Abandoned(_)) {
+                push_cancel(core, key);
+            }
+        }
+    }
+
+    /// Gives up on in-flight ops at shutdown after a timeout: their memory is leaked rather
+    /// than freed while the kernel may still write to it.
+    pub(crate) fn leak_all(&mut self) {
+        for (_, slot) in self.slots.iter_mut() {
+            if let Slot::Abandoned(_) = slot {
+                let s = std::mem::replace(slot, Slot::Waiting(None));
+                std::mem::forget(s);
+            }
+        }
+        std::mem::forget(std::mem::take(&mut self.slots));
+        self.inflight = 0;
+    }
+}
+
+/// Queues an `ASYNC_CANCEL` for op `key`; its own completion is ignored.
+pub(crate) fn push_cancel(core: &Core, key: usize) {
+    let sqe = io_uring::opcode::AsyncCancel::new(key as u64)
+        .build()
+        .user_data(IGNORE_USER_DATA);
+    // SAFETY: a cancel entry refers to no memory.
+    unsafe { core.push_sqe(Sqe::Normal(sqe)) };
+}

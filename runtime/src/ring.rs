@@ -1,0 +1,293 @@
+//! One core's io_uring instance: setup with flag fallback, pushing entries, reaping completions.
+
+use std::io;
+use std::os::fd::RawFd;
+
+use io_uring::{cqueue, squeue, IoUring};
+
+use crate::config::{Config, RingFlags};
+use crate::error::{Error, Result};
+
+/// What a core's ring ended up with after setup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingInfo {
+    /// Flags requested and granted.
+    pub granted: RingFlags,
+    /// Optional flags requested but dropped because the kernel refused them.
+    pub degraded: RingFlags,
+    /// Submission queue entries.
+    pub sq_entries: u32,
+}
+
+/// A completion, normalised over 16- and 32-byte CQEs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The result: a count or `-errno`.
+    pub result: i32,
+    /// CQE flags.
+    pub flags: u32,
+    /// The extra 16 bytes of a 32-byte CQE (zero on normal rings).
+    pub big: [u64; 2],
+}
+
+/// The ring, with 64- or 128-byte submission entries.
+pub(crate) enum Ring {
+    Normal(IoUring),
+    Big(IoUring<squeue::Entry128, cqueue::Entry32>),
+}
+
+/// An entry ready to push, of either size.
+pub(crate) enum Sqe {
+    Normal(squeue::Entry),
+    Big(squeue::Entry128),
+}
+
+/// `IORING_ENTER_GETEVENTS` from the kernel's uapi header (not re-exported by `io-uring`).
+const IORING_ENTER_GETEVENTS: u32 = 1;
+
+fn is_unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL) | Some(libc::EOPNOTSUPP)
+    )
+}
+
+fn simulated_refusal(requested: &RingFlags, simulate: &RingFlags) -> bool {
+    (requested.single_issuer && simulate.single_issuer)
+        || (requested.defer_taskrun && simulate.defer_taskrun)
+        || (requested.coop_taskrun && simulate.coop_taskrun)
+        || (requested.big_entries && simulate.big_entries)
+        || (requested.sqpoll_idle_ms.is_some() && simulate.sqpoll_idle_ms.is_some())
+}
+
+impl Ring {
+    /// Creates a ring for `config`, dropping optional flags the kernel refuses. SQE128 and
+    /// SQPOLL are required when asked for: refusing them is an error that says what to change.
+    pub(crate) fn new(config: &Config) -> Result<(Ring, RingInfo)> {
+        let want = config.ring_flags;
+        let mut try_flags = want;
+        loop {
+            match Self::try_new(
+                config.ring_entries,
+                &try_flags,
+                &config.simulate_unsupported,
+            ) {
+                Ok(ring) => {
+                    let degraded = RingFlags {
+                        sqpoll_idle_ms: None,
+                        big_entries: false,
+                        single_issuer: want.single_issuer && !try_flags.single_issuer,
+                        defer_taskrun: want.defer_taskrun && !try_flags.defer_taskrun,
+                        coop_taskrun: want.coop_taskrun && !try_flags.coop_taskrun,
+                    };
+                    if degraded != RingFlags::default() {
+                        tracing::warn!(?degraded, "io_uring setup: kernel refused optional flags");
+                    }
+                    let sq_entries = ring.sq_entries();
+                    return Ok((
+                        ring,
+                        RingInfo {
+                            granted: try_flags,
+                            degraded,
+                            sq_entries,
+                        },
+                    ));
+                }
+                Err(e) if is_unsupported(&e) => {
+                    // Drop optional flags, newest first; then the required ones fail.
+                    if try_flags.defer_taskrun {
+                        try_flags.defer_taskrun = false;
+                    } else if try_flags.single_issuer {
+                        try_flags.single_issuer = false;
+                    } else if try_flags.coop_taskrun {
+                        try_flags.coop_taskrun = false;
+                    } else if try_flags.big_entries {
+                        return Err(Error::UnsupportedRingFlag {
+                            flag: "SQE128/CQE32",
+                            hint: "NVMe passthrough needs Linux 5.19 or newer; use the zbd: backend on this kernel",
+                            source: e,
+                        });
+                    } else if try_flags.sqpoll_idle_ms.is_some() {
+                        return Err(Error::UnsupportedRingFlag {
+                            flag: "SQPOLL",
+                            hint: "run without Builder::sqpoll, or on a kernel that allows SQPOLL for this user",
+                            source: e,
+                        });
+                    } else {
+                        return Err(Error::IoUringUnavailable { source: e });
+                    }
+                }
+                Err(e) => return Err(Error::IoUringUnavailable { source: e }),
+            }
+        }
+    }
+
+    fn try_new(entries: u32, flags: &RingFlags, simulate: &RingFlags) -> io::Result<Ring> {
+        if simulated_refusal(flags, simulate) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        macro_rules! configure {
+            ($b:expr) => {{
+                let mut b = $b;
+                if let Some(idle) = flags.sqpoll_idle_ms {
+                    b.setup_sqpoll(idle);
+                }
+                if flags.single_issuer {
+                    b.setup_single_issuer();
+                }
+                if flags.defer_taskrun {
+                    b.setup_defer_taskrun();
+                }
+                if flags.coop_taskrun {
+                    b.setup_coop_taskrun();
+                }
+                b.setup_cqsize(entries * 4);
+                b.build(entries)
+            }};
+        }
+        if flags.big_entries {
+            Ok(Ring::Big(configure!(IoUring::<
+                squeue::Entry128,
+                cqueue::Entry32,
+            >::builder())?))
+        } else {
+            Ok(Ring::Normal(configure!(IoUring::builder())?))
+        }
+    }
+
+    fn sq_entries(&self) -> u32 {
+        match self {
+            Ring::Normal(r) => r.params().sq_entries(),
+            Ring::Big(r) => r.params().sq_entries(),
+        }
+    }
+
+    pub(crate) fn is_big(&self) -> bool {
+        matches!(self, Ring::Big(_))
+    }
+
+    /// Pushes one entry; returns it back when the submission queue is full.
+    ///
+    /// # Safety
+    /// Every buffer and pointer the entry refers to must stay valid until its completion is
+    /// reaped (the op table guarantees this by owning them).
+    pub(crate) unsafe fn push(&mut self, sqe: Sqe) -> std::result::Result<(), Sqe> {
+        match (self, sqe) {
+            (Ring::Normal(r), Sqe::Normal(e)) => {
+                // SAFETY: forwarded from the caller's contract.
+                unsafe { r.submission().push(&e) }.map_err(|_| Sqe::Normal(e))
+            }
+            (Ring::Big(r), Sqe::Normal(e)) => {
+                let e: squeue::Entry128 = e.into();
+                // SAFETY: forwarded from the caller's contract.
+                unsafe { r.submission().push(&e) }.map_err(|_| Sqe::Big(e))
+            }
+            (Ring::Big(r), Sqe::Big(e)) => {
+                // SAFETY: forwarded from the caller's contract.
+                unsafe { r.submission().push(&e) }.map_err(|_| Sqe::Big(e))
+            }
+            (Ring::Normal(_), Sqe::Big(_)) => {
+                unreachable!("big entries are rejected before they reach a normal ring")
+            }
+        }
+    }
+
+    /// Number of queued entries not yet handed to the kernel.
+    pub(crate) fn sq_pending(&mut self) -> usize {
+        match self {
+            Ring::Normal(r) => r.submission().len(),
+            Ring::Big(r) => r.submission().len(),
+        }
+    }
+
+    /// Submits queued entries and, if `wait`, blocks until at least one completion exists.
+    /// `getevents` forces the kernel to run deferred completion work.
+    pub(crate) fn enter(&mut self, wait: bool, getevents: bool) -> io::Result<usize> {
+        let pending = self.sq_pending() as u32;
+        let submitter = match self {
+            Ring::Normal(r) => r.submitter(),
+            Ring::Big(r) => r.submitter(),
+        };
+        let res = if wait {
+            submitter.submit_and_wait(1)
+        } else if getevents {
+            // SAFETY: the queued entries were pushed under `push`'s contract; the call passes
+            // no argument pointer. GETEVENTS makes a DEFER_TASKRUN ring post its completions.
+            unsafe { submitter.enter::<libc::sigset_t>(pending, 0, IORING_ENTER_GETEVENTS, None) }
+                .map(|n| n as usize)
+        } else {
+            submitter.submit()
+        };
+        match res {
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(0),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Ok(0),
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => Ok(0),
+            other => other,
+        }
+    }
+
+    /// Moves every available completion into `out` as `(user_data, completion)`.
+    pub(crate) fn reap(&mut self, out: &mut Vec<(u64, Completion)>) {
+        match self {
+            Ring::Normal(r) => {
+                for cqe in r.completion() {
+                    out.push((
+                        cqe.user_data(),
+                        Completion {
+                            result: cqe.result(),
+                            flags: cqe.flags(),
+                            big: [0, 0],
+                        },
+                    ));
+                }
+            }
+            Ring::Big(r) => {
+                for cqe in r.completion() {
+                    out.push((
+                        cqe.user_data(),
+                        Completion {
+                            result: cqe.result(),
+                            flags: cqe.flags(),
+                            big: *cqe.big_cqe(),
+                        },
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Registers `iovecs` as fixed buffers.
+    ///
+    /// # Safety
+    /// The memory behind every iovec must stay valid and unmoved while the ring exists.
+    pub(crate) unsafe fn register_buffers(&self, iovecs: &[libc::iovec]) -> io::Result<()> {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe {
+            match self {
+                Ring::Normal(r) => r.submitter().register_buffers(iovecs),
+                Ring::Big(r) => r.submitter().register_buffers(iovecs),
+            }
+        }
+    }
+
+    /// Registers a sparse file table of `slots` entries.
+    pub(crate) fn register_files_sparse(&self, slots: u32) -> io::Result<()> {
+        match self {
+            Ring::Normal(r) => r.submitter().register_files_sparse(slots),
+            Ring::Big(r) => r.submitter().register_files_sparse(slots),
+        }
+    }
+
+    /// Puts `fd` into fixed file slot `slot`.
+    pub(crate) fn register_file_at(&self, slot: u32, fd: RawFd) -> io::Result<()> {
+        match self {
+            Ring::Normal(r) => r.submitter().register_files_update(slot, &[fd]).map(|_| ()),
+            Ring::Big(r) => r.submitter().register_files_update(slot, &[fd]).map(|_| ()),
+        }
+    }
+
+    /// Empties fixed file slot `slot`.
+    pub(crate) fn unregister_file_at(&self, slot: u32) -> io::Result<()> {
+        self.register_file_at(slot, -1)
+    }
+}

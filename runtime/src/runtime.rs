@@ -1,0 +1,206 @@
+//! [`Runtime`]: starts the cores and hands work to them from ordinary threads.
+
+use std::future::Future;
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+
+use crate::config::{Builder, Config};
+use crate::core::{self, Core, CoreRemote, Message};
+use crate::error::{Error, Result};
+use crate::ring::RingInfo;
+
+/// A running set of cores: one thread, one io_uring ring, one run queue each.
+///
+/// Dropping the runtime stops every core: queued tasks are dropped, in-flight ops are
+/// cancelled and their completions awaited before the rings close.
+pub struct Runtime {
+    remotes: Arc<Vec<Arc<CoreRemote>>>,
+    threads: Vec<JoinHandle<()>>,
+    ring_infos: Vec<RingInfo>,
+    config: Config,
+}
+
+fn pin_to_cpu(core: usize) {
+    let n = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it; sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core % n, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            tracing::warn!(core, error = %std::io::Error::last_os_error(), "pinning failed");
+        }
+    }
+}
+
+impl Runtime {
+    /// A builder with default settings.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    pub(crate) fn start(config: Config) -> Result<Runtime> {
+        let mut remotes = Vec::with_capacity(config.cores);
+        let mut inboxes = Vec::with_capacity(config.cores);
+        for id in 0..config.cores {
+            let (r, inbox) =
+                core::remote(id).map_err(|source| Error::Spawn { core: id, source })?;
+            remotes.push(r);
+            inboxes.push(inbox);
+        }
+        let remotes = Arc::new(remotes);
+        let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<RingInfo>)>();
+        let mut threads = Vec::with_capacity(config.cores);
+        for (id, inbox) in inboxes.into_iter().enumerate() {
+            let core_config = config.clone();
+            let remote = remotes[id].clone();
+            let peers = remotes.clone();
+            let ready = ready_tx.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("ziob-core-{id}"))
+                .spawn(move || {
+                    if core_config.pin_cores {
+                        pin_to_cpu(id);
+                    }
+                    match Core::new(&core_config, remote, inbox, peers) {
+                        Ok(core) => {
+                            core.enter_thread();
+                            let _ = ready.send((id, Ok(core.ring_info)));
+                            drop(ready);
+                            core.run();
+                        }
+                        Err(e) => {
+                            let _ = ready.send((id, Err(e)));
+                        }
+                    }
+                });
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(source) => {
+                    let rt = Runtime {
+                        remotes,
+                        threads,
+                        ring_infos: Vec::new(),
+                        config,
+                    };
+                    drop(rt);
+                    return Err(Error::Spawn { core: id, source });
+                }
+            }
+        }
+        drop(ready_tx);
+        let mut infos: Vec<Option<RingInfo>> = vec![None; config.cores];
+        let mut first_err = None;
+        for _ in 0..config.cores {
+            match ready_rx.recv() {
+                Ok((id, Ok(info))) => infos[id] = Some(info),
+                Ok((_, Err(e))) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => break,
+            }
+        }
+        let rt = Runtime {
+            remotes,
+            threads,
+            ring_infos: infos.iter().flatten().copied().collect(),
+            config,
+        };
+        match first_err {
+            Some(e) => Err(e), // dropping `rt` stops the cores that did start
+            None => Ok(rt),
+        }
+    }
+
+    /// Number of cores.
+    pub fn cores(&self) -> usize {
+        self.remotes.len()
+    }
+
+    /// The configuration the runtime was built with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// What core `core`'s ring was set up with (flags granted and degraded).
+    pub fn ring_info(&self, core: usize) -> Option<RingInfo> {
+        self.ring_infos.get(core).copied()
+    }
+
+    /// Runs the future made by `f` on core `core` and blocks the calling thread until it
+    /// finishes. Call it from outside the runtime (e.g. `main`).
+    pub fn run_on<F, Fut, T>(&self, core: usize, f: F) -> Result<T>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = T> + 'static,
+        T: Send + 'static,
+    {
+        assert!(
+            !crate::task::on_core(),
+            "Runtime::run_on blocks; from a core, use call_on instead"
+        );
+        let target = self.remotes.get(core).ok_or(Error::CoreGone(core))?;
+        let (tx, rx) = futures::channel::oneshot::channel();
+        let job = move || {
+            crate::task::spawn(async move {
+                let _ = tx.send(f().await);
+            })
+            .detach();
+        };
+        target
+            .send(Message::Job(Box::new(job)))
+            .map_err(|()| Error::CoreGone(core))?;
+        futures::executor::block_on(rx).map_err(|_| Error::CoreGone(core))
+    }
+
+    /// Runs `f(core)` on core 0 (convenience for single-core programs).
+    pub fn block_on<F, Fut, T>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = T> + 'static,
+        T: Send + 'static,
+    {
+        self.run_on(0, f)
+    }
+
+    /// Runs `f(core)` on every core at once and returns the outputs in core order.
+    pub fn run_on_all<F, Fut, T>(&self, f: F) -> Result<Vec<T>>
+    where
+        F: Fn(usize) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = T> + 'static,
+        T: Send + 'static,
+    {
+        let f = Arc::new(f);
+        let mut rxs = Vec::with_capacity(self.cores());
+        for (core, target) in self.remotes.iter().enumerate() {
+            let (tx, rx) = futures::channel::oneshot::channel();
+            let f = f.clone();
+            let job = move || {
+                crate::task::spawn(async move {
+                    let _ = tx.send(f(core).await);
+                })
+                .detach();
+            };
+            target
+                .send(Message::Job(Box::new(job)))
+                .map_err(|()| Error::CoreGone(core))?;
+            rxs.push(rx);
+        }
+        rxs.into_iter()
+            .enumerate()
+            .map(|(core, rx)| futures::executor::block_on(rx).map_err(|_| Error::CoreGone(core)))
+            .collect()
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        for r in self.remotes.iter() {
+            let _ = r.send(Message::Shutdown);
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

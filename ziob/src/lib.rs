@@ -1,0 +1,1 @@
+//! ziob (work in progress).
