@@ -59,6 +59,9 @@ impl CoreRemote {
     }
 }
 
+/// A busy-poll function registered by a backend; returns the completions it found.
+type Poller = Box<dyn FnMut() -> usize>;
+
 /// User data of the eventfd read that wakes a sleeping core.
 pub(crate) const WAKE_USER_DATA: u64 = u64::MAX;
 /// User data of entries whose completion nobody waits for (cancellations).
@@ -82,7 +85,7 @@ pub(crate) struct Core {
     task_budget: usize,
     wake_buf: RefCell<Box<u64>>,
     wake_armed: Cell<bool>,
-    pollers: RefCell<Vec<(usize, Box<dyn FnMut() -> usize>)>>,
+    pollers: RefCell<Vec<(usize, Poller)>>,
     next_poller: Cell<usize>,
     shutting_down: Cell<bool>,
     /// Statistics: io_uring_enter calls made.

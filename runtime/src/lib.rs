@@ -6,11 +6,14 @@
 //! the target core's mailbox and an eventfd wakes it if it sleeps in `io_uring_enter`.
 //!
 //! ## The loop of a core
-//! 1. drain the mailbox (remote wake-ups, jobs), 2. poll up to `task_budget` runnable tasks,
-//! 3. call registered pollers (busy-polled drivers such as SPDK), 4. hand queued SQEs to the
-//! kernel (one `io_uring_enter` per turn under [`SubmitPolicy::Batched`]) and reap
-//! completions, waking exactly the task each belongs to. With nothing to do, the core blocks
-//! in `io_uring_enter` until a completion, a timer or a message arrives.
+//! 1. Drain the mailbox (remote wake-ups, jobs).
+//! 2. Poll up to `task_budget` runnable tasks.
+//! 3. Call registered pollers (busy-polled drivers such as SPDK).
+//! 4. Hand queued SQEs to the kernel (one `io_uring_enter` per turn under
+//!    [`SubmitPolicy::Batched`]) and reap completions, waking exactly the task each belongs to.
+//!
+//! With nothing to do, the core blocks in `io_uring_enter` until a completion, a timer or a
+//! message arrives.
 //!
 //! ## Buffers and cancellation
 //! Ops take their buffer by value and give it back with the result ([`IoBuf`], [`IoBufMut`],

@@ -39,7 +39,7 @@ pub(crate) enum Ring {
 /// An entry ready to push, of either size.
 pub(crate) enum Sqe {
     Normal(squeue::Entry),
-    Big(squeue::Entry128),
+    Big(Box<squeue::Entry128>),
 }
 
 /// `IORING_ENTER_GETEVENTS` from the kernel's uapi header (not re-exported by `io-uring`).
@@ -178,9 +178,9 @@ impl Ring {
                 unsafe { r.submission().push(&e) }.map_err(|_| Sqe::Normal(e))
             }
             (Ring::Big(r), Sqe::Normal(e)) => {
-                let e: squeue::Entry128 = e.into();
+                let big: squeue::Entry128 = e.into();
                 // SAFETY: forwarded from the caller's contract.
-                unsafe { r.submission().push(&e) }.map_err(|_| Sqe::Big(e))
+                unsafe { r.submission().push(&big) }.map_err(|_| Sqe::Big(Box::new(big)))
             }
             (Ring::Big(r), Sqe::Big(e)) => {
                 // SAFETY: forwarded from the caller's contract.
@@ -214,7 +214,6 @@ impl Ring {
             // SAFETY: the queued entries were pushed under `push`'s contract; the call passes
             // no argument pointer. GETEVENTS makes a DEFER_TASKRUN ring post its completions.
             unsafe { submitter.enter::<libc::sigset_t>(pending, 0, IORING_ENTER_GETEVENTS, None) }
-                .map(|n| n as usize)
         } else {
             submitter.submit()
         };

@@ -51,7 +51,7 @@ impl<T: 'static> Op<T> {
         let key = core.ops.borrow_mut().insert();
         let sqe = match sqe {
             Sqe::Normal(e) => Sqe::Normal(e.user_data(key as u64)),
-            Sqe::Big(e) => Sqe::Big(e.user_data(key as u64)),
+            Sqe::Big(e) => Sqe::Big(Box::new(e.user_data(key as u64))),
         };
         tracing::trace!(op, key, core = core.id, "submit");
         // SAFETY: forwarded from the caller's contract; `data` stays alive in this Op or in

@@ -1,0 +1,117 @@
+//! ≥100k tasks on every core complete, and cross-core calls return the right answers.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use ziob_runtime::{call_on, core_id, nop, spawn, yield_now, Runtime};
+
+const TASKS_PER_CORE: usize = 100_000;
+
+#[test]
+fn hundred_thousand_tasks_per_core_complete() {
+    let rt = Runtime::builder().cores(2).build().unwrap();
+    let counts = rt
+        .run_on_all(|core| async move {
+            assert_eq!(core_id(), core);
+            let done = Rc::new(Cell::new(0usize));
+            let mut handles = Vec::with_capacity(TASKS_PER_CORE);
+            for i in 0..TASKS_PER_CORE {
+                let done = done.clone();
+                handles.push(spawn(async move {
+                    yield_now().await;
+                    if i % 10 == 0 {
+                        nop().await.unwrap();
+                    }
+                    done.set(done.get() + 1);
+                    i
+                }));
+            }
+            let mut sum = 0usize;
+            for h in handles {
+                sum += h.await;
+            }
+            assert_eq!(sum, TASKS_PER_CORE * (TASKS_PER_CORE - 1) / 2);
+            done.get()
+        })
+        .unwrap();
+    assert_eq!(counts, vec![TASKS_PER_CORE; 2]);
+}
+
+#[test]
+fn cross_core_calls_return_the_right_answers() {
+    let rt = Runtime::builder().cores(2).build().unwrap();
+    let sums = rt
+        .run_on_all(|me| async move {
+            let other = 1 - me;
+            let mut sum = 0u64;
+            for i in 0..2_000u64 {
+                let (ran_on, v) = call_on(other, move || async move { (core_id(), i * 3 + 1) })
+                    .await
+                    .unwrap();
+                assert_eq!(ran_on, other);
+                sum += v;
+            }
+            // A call to ourselves runs inline.
+            let (ran_on, _) = call_on(me, || async { (core_id(), ()) }).await.unwrap();
+            assert_eq!(ran_on, me);
+            sum
+        })
+        .unwrap();
+    let want: u64 = (0..2_000u64).map(|i| i * 3 + 1).sum();
+    assert_eq!(sums, vec![want, want]);
+}
+
+#[test]
+fn concurrent_cross_core_calls_from_many_tasks() {
+    let rt = Runtime::builder().cores(2).build().unwrap();
+    let total = rt
+        .run_on(0, || async {
+            let mut tasks = Vec::new();
+            for t in 0..200u64 {
+                tasks.push(spawn(async move {
+                    let mut s = 0;
+                    for i in 0..20u64 {
+                        s += call_on(1, move || async move { t * 1000 + i })
+                            .await
+                            .unwrap();
+                    }
+                    s
+                }));
+            }
+            let mut s = 0;
+            for t in tasks {
+                s += t.await;
+            }
+            s
+        })
+        .unwrap();
+    let want: u64 = (0..200u64)
+        .map(|t| (0..20u64).map(|i| t * 1000 + i).sum::<u64>())
+        .sum();
+    assert_eq!(total, want);
+}
+
+#[test]
+fn run_on_unknown_core_is_an_error() {
+    let rt = Runtime::builder().cores(1).build().unwrap();
+    let err = rt.run_on(5, || async {}).unwrap_err();
+    assert_eq!(err.to_string(), "core 5 is not running");
+}
+
+#[test]
+fn sleep_wakes_an_idle_core() {
+    let rt = Runtime::builder().cores(1).build().unwrap();
+    let elapsed = rt
+        .block_on(|| async {
+            let t = std::time::Instant::now();
+            ziob_runtime::sleep(std::time::Duration::from_millis(20))
+                .await
+                .unwrap();
+            t.elapsed()
+        })
+        .unwrap();
+    assert!(
+        elapsed >= std::time::Duration::from_millis(20),
+        "{elapsed:?}"
+    );
+}
