@@ -1,1 +1,30 @@
-//! ziob-benches (work in progress).
+//! # ziob-benches: how fast is the runtime, measured against what it is built on
+//!
+//! `rt-bench` drives the same workloads — NOP round trips and 4 KiB random reads at a queue
+//! depth (QD) of N, buffered or `O_DIRECT` — through several *runners* in one process run:
+//!
+//! * `ziob`, `ziob-fixed` (and `-eager` variants): the ZIOB runtime, QD N = N tasks each
+//!   looping `read_at` on random 4 KiB-aligned offsets ([`ziob_rt`]);
+//! * `plain`, `plain-fixed`: a hand-written `io-uring` loop keeping N reads in flight, the
+//!   floor a runtime is measured against ([`plain_uring`]);
+//! * `fio`, `fio-fixed`: fio's io_uring engine ([`fio`]);
+//! * `tokio-uring`, `monoio`, `glommio` behind the `peers` feature ([`peers`]).
+//!
+//! Every in-process runner counts operations through one [`meter::Meter`], which also takes
+//! the CPU time (`getrusage`, user + system) at the start and end of the measured window, so
+//! "CPU per op" means the same thing for every runner. Speed is only ever reported (medians
+//! and ratios against a runner of the same run), never asserted.
+#![warn(missing_docs)]
+
+pub mod cpu;
+pub mod fio;
+pub mod meter;
+pub mod plain_uring;
+pub mod report;
+pub mod rng;
+pub mod spec;
+pub mod testfile;
+pub mod ziob_rt;
+
+#[cfg(feature = "peers")]
+pub mod peers;
