@@ -1,0 +1,110 @@
+//! [`AnyDevice`]: one type for every backend, chosen at run time from a device spec.
+
+use ziob_runtime::DmaBuf;
+
+use crate::device::ZonedDevice;
+use crate::emu::EmuDevice;
+use crate::mem::MemDevice;
+use crate::model::error::{DeviceError, Result};
+use crate::model::geometry::Geometry;
+use crate::model::spec::DeviceSpec;
+use crate::model::state::{ZoneAction, ZoneInfo, ZoneTarget};
+use crate::nil::NilDevice;
+
+/// A device of any built-in backend. New backends join as new variants.
+#[derive(Clone)]
+pub enum AnyDevice {
+    /// `mem:`
+    Mem(MemDevice),
+    /// `emu:`
+    Emu(EmuDevice),
+    /// `nil:`
+    Nil(NilDevice),
+}
+
+/// Opens the device a spec names (see [`DeviceSpec`]). `mem` and `nil` devices are new and
+/// empty; `emu` opens an existing file (see [`create_device`]).
+pub async fn open_device(spec: &str) -> Result<AnyDevice> {
+    match DeviceSpec::parse(spec)? {
+        DeviceSpec::Mem(g) => Ok(AnyDevice::Mem(MemDevice::new(spec, &g)?)),
+        DeviceSpec::Nil(g) => Ok(AnyDevice::Nil(NilDevice::new(spec, &g)?)),
+        DeviceSpec::Emu { path, latency } => Ok(AnyDevice::Emu(
+            EmuDevice::open_named(&path, latency, spec.to_string()).await?,
+        )),
+        DeviceSpec::Zbd(_) => Err(DeviceError::Unsupported {
+            backend: "zbd".into(),
+        }),
+        DeviceSpec::Nvme(_) => Err(DeviceError::Unsupported {
+            backend: "nvme".into(),
+        }),
+        DeviceSpec::Spdk(_) => Err(DeviceError::Unsupported {
+            backend: "spdk".into(),
+        }),
+    }
+}
+
+/// Creates a persistent device of `geometry` (only `emu` creates anything: its file must not
+/// exist yet) and opens it with the spec's options.
+pub async fn create_device(spec: &str, geometry: &Geometry) -> Result<AnyDevice> {
+    match DeviceSpec::parse(spec)? {
+        DeviceSpec::Emu { path, .. } => {
+            drop(EmuDevice::create(&path, geometry).await?);
+            open_device(spec).await
+        }
+        _ => Err(DeviceError::InvalidSpec {
+            spec: spec.to_string(),
+            reason: "only emu devices are created; mem and nil take their geometry from the spec"
+                .into(),
+        }),
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $d:ident => $e:expr) => {
+        match $self {
+            AnyDevice::Mem($d) => $e,
+            AnyDevice::Emu($d) => $e,
+            AnyDevice::Nil($d) => $e,
+        }
+    };
+}
+
+impl ZonedDevice for AnyDevice {
+    fn geometry(&self) -> &Geometry {
+        dispatch!(self, d => d.geometry())
+    }
+
+    fn name(&self) -> &str {
+        dispatch!(self, d => d.name())
+    }
+
+    async fn report_zones(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
+        dispatch!(self, d => d.report_zones(first, count).await)
+    }
+
+    async fn read(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        len: usize,
+        buf: DmaBuf,
+    ) -> (Result<()>, DmaBuf) {
+        dispatch!(self, d => d.read(zone, offset_bytes, len, buf).await)
+    }
+
+    async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (Result<()>, DmaBuf) {
+        dispatch!(self, d => d.write(zone, offset_bytes, buf).await)
+    }
+
+    async fn append(&self, zone: u32, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
+        dispatch!(self, d => d.append(zone, buf).await)
+    }
+
+    async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
+        dispatch!(self, d => d.zone_action(action, target).await)
+    }
+
+    async fn flush(&self) -> Result<()> {
+        dispatch!(self, d => d.flush().await)
+    }
+}

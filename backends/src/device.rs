@@ -1,0 +1,81 @@
+//! The [`ZonedDevice`] trait every backend implements.
+
+use ziob_runtime::DmaBuf;
+
+use crate::model::error::{DeviceError, Result};
+use crate::model::geometry::Geometry;
+use crate::model::state::{ZoneAction, ZoneInfo, ZoneTarget};
+
+/// A zoned block device with NVMe ZNS semantics.
+///
+/// Handles are cheap to clone and may be sent to every core; each call runs its I/O on the
+/// core that awaits it (the futures are not `Send`). Zones are addressed by index (0-based);
+/// offsets are bytes from the zone start and, like lengths, multiples of the block size.
+/// Callers issue one op at a time per zone (zones are owned by one core); a backend never
+/// corrupts its state if that contract is broken, but the data order is then undefined.
+#[expect(
+    async_fn_in_trait,
+    reason = "device futures are deliberately !Send: they run on the calling core"
+)]
+pub trait ZonedDevice: Clone + Send + Sync + 'static {
+    /// The device's geometry and limits.
+    fn geometry(&self) -> &Geometry;
+
+    /// The spec the device was opened with, e.g. `emu:/tmp/dev.zns`.
+    fn name(&self) -> &str;
+
+    /// Report Zones: up to `count` zones from zone `first` (fewer at the device end; an
+    /// out-of-range `first` is an error).
+    async fn report_zones(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>>;
+
+    /// Reads `len` bytes at `offset_bytes` of `zone` into `buf` (whose capacity must be at
+    /// least `len`); on success `buf.len() == len`. The range must end within the zone size;
+    /// bytes at or past the data written since the last reset (the write pointer, or where a
+    /// finished zone's data ended) read as zeros.
+    async fn read(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        len: usize,
+        buf: DmaBuf,
+    ) -> (Result<()>, DmaBuf);
+
+    /// Writes all of `buf` at `offset_bytes` of `zone`, which must be the write pointer.
+    /// A write that does not fit below the zone capacity is refused whole.
+    async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (Result<()>, DmaBuf);
+
+    /// Zone Append: writes all of `buf` at the write pointer of `zone` and returns the offset
+    /// (bytes from the zone start) where it landed.
+    async fn append(&self, zone: u32, buf: DmaBuf) -> (Result<u64>, DmaBuf);
+
+    /// Zone Management Send: open, close, finish, reset or offline one zone or all.
+    /// Completes only once the new state is durable.
+    async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()>;
+
+    /// Makes every write completed before the call durable (flush of the volatile cache).
+    async fn flush(&self) -> Result<()>;
+
+    /// Report Zones for the whole device.
+    async fn report_all(&self) -> Result<Vec<ZoneInfo>> {
+        self.report_zones(0, u32::MAX).await
+    }
+}
+
+/// Checks that a read buffer can hold `len` bytes.
+pub(crate) fn check_read_buf(buf: &DmaBuf, len: usize) -> Result<()> {
+    if buf.capacity() < len {
+        return Err(DeviceError::InvalidArgument(format!(
+            "read of {len} bytes into a buffer of capacity {}",
+            buf.capacity()
+        )));
+    }
+    Ok(())
+}
+
+/// Fills `buf` with `len` bytes: `data` (at most `len` bytes) followed by zeros.
+pub(crate) fn fill_read_buf(buf: &mut DmaBuf, data: &[u8], len: usize) {
+    debug_assert!(data.len() <= len);
+    buf.clear();
+    buf.extend_from_slice(data);
+    buf.resize(len, 0);
+}

@@ -1,0 +1,327 @@
+//! The emu file format (see `docs/format.md`, which this module mirrors field by field).
+//!
+//! ```text
+//! [0, 4096)                          header
+//! [4096, 4096 + S)                   zone-table slot 0   (S = table_slot_bytes)
+//! [4096 + S, 4096 + 2S)              zone-table slot 1
+//! [data_offset, data_offset + N*Z)   data: zone i at data_offset + i*Z
+//! ```
+//! All integers are little-endian. Decoders never panic on bytes from the file: they return
+//! a description of what is wrong.
+
+use crate::limits::EMU_REGION_ALIGN_BYTES;
+use crate::model::geometry::Geometry;
+use crate::model::state::{PersistedZone, ZoneState};
+
+/// Magic of the header.
+pub const HEADER_MAGIC: [u8; 8] = *b"ZIOBEMU\0";
+/// Magic of a zone-table slot.
+pub const TABLE_MAGIC: [u8; 8] = *b"ZIOBZTBL";
+/// Format version of the header and the table slots.
+pub const FORMAT_VERSION: u32 = 1;
+/// Bytes of the header region.
+pub const HEADER_BYTES: u64 = EMU_REGION_ALIGN_BYTES;
+
+// Header field offsets, in file order.
+const H_MAGIC: usize = 0;
+const H_VERSION: usize = H_MAGIC + 8;
+const H_BLOCK_SIZE: usize = H_VERSION + 4;
+const H_ZONE_SIZE: usize = H_BLOCK_SIZE + 4;
+const H_ZONE_CAPACITY: usize = H_ZONE_SIZE + 8;
+const H_ZONE_COUNT: usize = H_ZONE_CAPACITY + 8;
+const H_MAX_OPEN: usize = H_ZONE_COUNT + 4;
+const H_MAX_ACTIVE: usize = H_MAX_OPEN + 4;
+const H_FLAGS: usize = H_MAX_ACTIVE + 4;
+const H_MAX_APPEND: usize = H_FLAGS + 4;
+const H_SLOT_BYTES: usize = H_MAX_APPEND + 8;
+const H_DATA_OFFSET: usize = H_SLOT_BYTES + 8;
+const H_CRC: usize = H_DATA_OFFSET + 8;
+/// Bytes of the header that carry fields (the rest of its 4 KiB are zero).
+pub const HEADER_USED_BYTES: usize = H_CRC + 4;
+const _: () = assert!(HEADER_USED_BYTES == 76);
+const _: () = assert!(HEADER_USED_BYTES as u64 <= HEADER_BYTES);
+
+/// Header flag: the device has a volatile write cache.
+const FLAG_VOLATILE_WRITE_CACHE: u32 = 1;
+
+// Table slot field offsets.
+const T_MAGIC: usize = 0;
+const T_VERSION: usize = T_MAGIC + 8;
+const T_ZONE_COUNT: usize = T_VERSION + 4;
+const T_SEQUENCE: usize = T_ZONE_COUNT + 4;
+const T_ENTRIES: usize = T_SEQUENCE + 8;
+/// Bytes per zone entry: state (1), reserved (7), written bytes (8).
+pub const ENTRY_BYTES: usize = 16;
+const _: () = assert!(T_ENTRIES == 24);
+
+/// Where the regions of a device file are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Bytes of one zone-table slot (a multiple of 4 KiB).
+    pub table_slot_bytes: u64,
+    /// First byte of the data region (a multiple of 4 KiB and of the block size).
+    pub data_offset_bytes: u64,
+}
+
+impl Layout {
+    /// The layout for `g`.
+    pub fn for_geometry(g: &Geometry) -> Layout {
+        let table = (T_ENTRIES + ENTRY_BYTES * g.zone_count as usize + 4) as u64;
+        let table_slot_bytes = table.div_ceil(EMU_REGION_ALIGN_BYTES) * EMU_REGION_ALIGN_BYTES;
+        let align = EMU_REGION_ALIGN_BYTES.max(g.block_size_bytes);
+        let data_offset_bytes = (HEADER_BYTES + 2 * table_slot_bytes).div_ceil(align) * align;
+        Layout {
+            table_slot_bytes,
+            data_offset_bytes,
+        }
+    }
+
+    /// File offset of table slot `slot` (0 or 1).
+    pub fn slot_offset(&self, slot: u64) -> u64 {
+        HEADER_BYTES + slot * self.table_slot_bytes
+    }
+
+    /// Length the file must have.
+    pub fn file_bytes(&self, g: &Geometry) -> u64 {
+        self.data_offset_bytes + g.device_size_bytes()
+    }
+}
+
+fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+fn put_u64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+fn get_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+fn get_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Encodes the header (4096 bytes).
+pub fn encode_header(g: &Geometry, layout: &Layout) -> Vec<u8> {
+    assert!(g.validate().is_ok(), "encoding an invalid geometry");
+    let mut b = vec![0u8; HEADER_BYTES as usize];
+    b[H_MAGIC..H_MAGIC + 8].copy_from_slice(&HEADER_MAGIC);
+    put_u32(&mut b, H_VERSION, FORMAT_VERSION);
+    put_u32(&mut b, H_BLOCK_SIZE, g.block_size_bytes as u32);
+    put_u64(&mut b, H_ZONE_SIZE, g.zone_size_bytes);
+    put_u64(&mut b, H_ZONE_CAPACITY, g.zone_capacity_bytes);
+    put_u32(&mut b, H_ZONE_COUNT, g.zone_count);
+    put_u32(&mut b, H_MAX_OPEN, g.max_open_zones.unwrap_or(0));
+    put_u32(&mut b, H_MAX_ACTIVE, g.max_active_zones.unwrap_or(0));
+    let flags = if g.volatile_write_cache {
+        FLAG_VOLATILE_WRITE_CACHE
+    } else {
+        0
+    };
+    put_u32(&mut b, H_FLAGS, flags);
+    put_u64(&mut b, H_MAX_APPEND, g.max_append_bytes);
+    put_u64(&mut b, H_SLOT_BYTES, layout.table_slot_bytes);
+    put_u64(&mut b, H_DATA_OFFSET, layout.data_offset_bytes);
+    let crc = crc32c::crc32c(&b[..H_CRC]);
+    put_u32(&mut b, H_CRC, crc);
+    b
+}
+
+/// Decodes a header; the error says what is wrong.
+pub fn decode_header(b: &[u8]) -> Result<(Geometry, Layout), String> {
+    if b.len() < HEADER_USED_BYTES {
+        return Err(format!(
+            "the header is {} bytes, shorter than {HEADER_USED_BYTES}",
+            b.len()
+        ));
+    }
+    if b[H_MAGIC..H_MAGIC + 8] != HEADER_MAGIC {
+        return Err("bad magic (not a ZIOB emu device file)".into());
+    }
+    let version = get_u32(b, H_VERSION);
+    if version != FORMAT_VERSION {
+        return Err(format!(
+            "format version {version}, this build reads version {FORMAT_VERSION}"
+        ));
+    }
+    let stored = get_u32(b, H_CRC);
+    let computed = crc32c::crc32c(&b[..H_CRC]);
+    if stored != computed {
+        return Err(format!(
+            "header checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+        ));
+    }
+    let limit = |v: u32| if v == 0 { None } else { Some(v) };
+    let g = Geometry {
+        block_size_bytes: u64::from(get_u32(b, H_BLOCK_SIZE)),
+        zone_size_bytes: get_u64(b, H_ZONE_SIZE),
+        zone_capacity_bytes: get_u64(b, H_ZONE_CAPACITY),
+        zone_count: get_u32(b, H_ZONE_COUNT),
+        max_open_zones: limit(get_u32(b, H_MAX_OPEN)),
+        max_active_zones: limit(get_u32(b, H_MAX_ACTIVE)),
+        max_append_bytes: get_u64(b, H_MAX_APPEND),
+        volatile_write_cache: get_u32(b, H_FLAGS) & FLAG_VOLATILE_WRITE_CACHE != 0,
+    };
+    g.validate().map_err(|e| format!("header: {e}"))?;
+    let layout = Layout {
+        table_slot_bytes: get_u64(b, H_SLOT_BYTES),
+        data_offset_bytes: get_u64(b, H_DATA_OFFSET),
+    };
+    if layout != Layout::for_geometry(&g) {
+        return Err(format!(
+            "header layout {layout:?} does not match its geometry (expected {:?})",
+            Layout::for_geometry(&g)
+        ));
+    }
+    Ok((g, layout))
+}
+
+/// Encodes a zone-table slot (`layout.table_slot_bytes` bytes).
+pub fn encode_table(layout: &Layout, sequence: u64, zones: &[PersistedZone]) -> Vec<u8> {
+    let mut b = vec![0u8; layout.table_slot_bytes as usize];
+    let crc_at = T_ENTRIES + ENTRY_BYTES * zones.len();
+    assert!(crc_at + 4 <= b.len(), "zone table does not fit its slot");
+    b[T_MAGIC..T_MAGIC + 8].copy_from_slice(&TABLE_MAGIC);
+    put_u32(&mut b, T_VERSION, FORMAT_VERSION);
+    put_u32(&mut b, T_ZONE_COUNT, zones.len() as u32);
+    put_u64(&mut b, T_SEQUENCE, sequence);
+    for (i, z) in zones.iter().enumerate() {
+        let at = T_ENTRIES + ENTRY_BYTES * i;
+        b[at] = z.state.nvme_code();
+        put_u64(&mut b, at + 8, z.written_bytes);
+    }
+    let crc = crc32c::crc32c(&b[..crc_at]);
+    put_u32(&mut b, crc_at, crc);
+    b
+}
+
+/// Decodes a zone-table slot of a device with `zone_count` zones: its sequence number and
+/// entries (consistency with the geometry is checked by `ZoneTable::restore`).
+pub fn decode_table(b: &[u8], zone_count: u32) -> Result<(u64, Vec<PersistedZone>), String> {
+    let crc_at = T_ENTRIES + ENTRY_BYTES * zone_count as usize;
+    if b.len() < crc_at + 4 {
+        return Err(format!("slot of {} bytes is too short", b.len()));
+    }
+    if b[T_MAGIC..T_MAGIC + 8] != TABLE_MAGIC {
+        return Err("bad magic".into());
+    }
+    let version = get_u32(b, T_VERSION);
+    if version != FORMAT_VERSION {
+        return Err(format!("version {version}"));
+    }
+    let stored = get_u32(b, crc_at);
+    let computed = crc32c::crc32c(&b[..crc_at]);
+    if stored != computed {
+        return Err(format!(
+            "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+        ));
+    }
+    let n = get_u32(b, T_ZONE_COUNT);
+    if n != zone_count {
+        return Err(format!("{n} zones, the header says {zone_count}"));
+    }
+    let mut zones = Vec::with_capacity(n as usize);
+    for i in 0..n as usize {
+        let at = T_ENTRIES + ENTRY_BYTES * i;
+        let state = ZoneState::from_nvme_code(b[at])
+            .ok_or_else(|| format!("zone {i} has unknown state code {:#x}", b[at]))?;
+        zones.push(PersistedZone {
+            state,
+            written_bytes: get_u64(b, at + 8),
+        });
+    }
+    Ok((get_u64(b, T_SEQUENCE), zones))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geometry() -> Geometry {
+        Geometry {
+            block_size_bytes: 4096,
+            zone_size_bytes: 1 << 20,
+            zone_capacity_bytes: 768 << 10,
+            zone_count: 2,
+            max_open_zones: Some(2),
+            max_active_zones: None,
+            max_append_bytes: 512 << 10,
+            volatile_write_cache: true,
+        }
+    }
+
+    #[test]
+    fn header_bytes_are_exact() {
+        let g = geometry();
+        let layout = Layout::for_geometry(&g);
+        assert_eq!(layout.table_slot_bytes, 4096);
+        assert_eq!(layout.data_offset_bytes, 3 * 4096);
+        let b = encode_header(&g, &layout);
+        #[rustfmt::skip]
+        let want: [u8; 72] = [
+            b'Z', b'I', b'O', b'B', b'E', b'M', b'U', 0, // magic
+            1, 0, 0, 0,                                    // version
+            0, 0x10, 0, 0,                                 // block size 4096
+            0, 0, 0x10, 0, 0, 0, 0, 0,                     // zone size 1 MiB
+            0, 0, 0x0C, 0, 0, 0, 0, 0,                     // zone capacity 768 KiB
+            2, 0, 0, 0,                                    // zone count
+            2, 0, 0, 0,                                    // max open
+            0, 0, 0, 0,                                    // max active: no limit
+            1, 0, 0, 0,                                    // flags: volatile write cache
+            0, 0, 0x08, 0, 0, 0, 0, 0,                     // max append 512 KiB
+            0, 0x10, 0, 0, 0, 0, 0, 0,                     // table slot bytes 4096
+            0, 0x30, 0, 0, 0, 0, 0, 0,                     // data offset 12288
+        ];
+        assert_eq!(&b[..72], &want[..]);
+        assert_eq!(get_u32(&b, 72), crc32c::crc32c(&want));
+        assert!(b[76..].iter().all(|&x| x == 0));
+        assert_eq!(decode_header(&b).unwrap(), (g, layout));
+    }
+
+    #[test]
+    fn table_bytes_are_exact_and_checked() {
+        let g = geometry();
+        let layout = Layout::for_geometry(&g);
+        let zones = [
+            PersistedZone {
+                state: ZoneState::Closed,
+                written_bytes: 8192,
+            },
+            PersistedZone {
+                state: ZoneState::Full,
+                written_bytes: 4096,
+            },
+        ];
+        let mut b = encode_table(&layout, 7, &zones);
+        #[rustfmt::skip]
+        let want: [u8; 56] = [
+            b'Z', b'I', b'O', b'B', b'Z', b'T', b'B', b'L', // magic
+            1, 0, 0, 0,                                     // version
+            2, 0, 0, 0,                                     // zone count
+            7, 0, 0, 0, 0, 0, 0, 0,                         // sequence
+            0x4, 0, 0, 0, 0, 0, 0, 0, 0, 0x20, 0, 0, 0, 0, 0, 0, // zone 0: Closed, 8192
+            0xE, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, // zone 1: Full, 4096
+        ];
+        assert_eq!(&b[..56], &want[..]);
+        assert_eq!(decode_table(&b, 2).unwrap(), (7, zones.to_vec()));
+        b[40] ^= 1;
+        let e = decode_table(&b, 2).unwrap_err();
+        assert!(e.starts_with("checksum mismatch"), "{e}");
+    }
+
+    #[test]
+    fn damaged_headers_are_described() {
+        let g = geometry();
+        let layout = Layout::for_geometry(&g);
+        let good = encode_header(&g, &layout);
+        assert!(decode_header(&good[..10]).unwrap_err().contains("shorter"));
+        let mut b = good.clone();
+        b[0] = b'X';
+        assert!(decode_header(&b).unwrap_err().contains("bad magic"));
+        let mut b = good.clone();
+        b[20] ^= 0xFF;
+        assert!(decode_header(&b).unwrap_err().contains("checksum mismatch"));
+        let mut b = good;
+        b[8] = 9;
+        assert!(decode_header(&b).unwrap_err().contains("format version 9"));
+    }
+}

@@ -1,0 +1,23 @@
+//! Named limits of the backends crate. Every bound a backend or the model checks lives here.
+
+/// Smallest logical block size accepted, in bytes (the smallest NVMe LBA format).
+pub const BLOCK_SIZE_BYTES_MIN: u64 = 512;
+/// Largest logical block size accepted, in bytes.
+pub const BLOCK_SIZE_BYTES_MAX: u64 = 64 * 1024;
+/// Block size at and above which the emu backend uses `O_DIRECT` (the [`ziob_runtime::DmaBuf`]
+/// alignment); smaller blocks use buffered I/O, as a 4Kn filesystem would refuse them.
+pub const EMU_DIRECT_BLOCK_SIZE_BYTES_MIN: u64 = 4096;
+/// Most zones a device may have (bounds the zone table: 16 bytes per zone per slot).
+pub const ZONE_COUNT_MAX: u32 = 1 << 20;
+/// Default max append size when a geometry does not say, in bytes (QEMU's default ZASL
+/// follows MDTS; 512 KiB is what the notes observed as a safe transfer).
+pub const MAX_APPEND_BYTES_DEFAULT: u64 = 512 * 1024;
+/// Size of the emu header and the alignment of every emu region, in bytes.
+pub const EMU_REGION_ALIGN_BYTES: u64 = 4096;
+
+const _: () = assert!(BLOCK_SIZE_BYTES_MIN.is_power_of_two());
+const _: () = assert!(BLOCK_SIZE_BYTES_MAX.is_power_of_two());
+const _: () = assert!(BLOCK_SIZE_BYTES_MIN <= EMU_DIRECT_BLOCK_SIZE_BYTES_MIN);
+const _: () = assert!(EMU_DIRECT_BLOCK_SIZE_BYTES_MIN <= BLOCK_SIZE_BYTES_MAX);
+const _: () = assert!(MAX_APPEND_BYTES_DEFAULT % BLOCK_SIZE_BYTES_MAX == 0);
+const _: () = assert!(EMU_REGION_ALIGN_BYTES as usize == ziob_runtime::DMA_ALIGN_BYTES);

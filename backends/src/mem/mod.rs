@@ -1,0 +1,212 @@
+//! `mem`: zones in RAM, for tests, with deterministic fault injection.
+//!
+//! Everything happens under the device's one lock (the modelled controller): an op checks
+//! the zone table, copies its data and commits in one step. The device has a volatile write
+//! cache: [`MemDevice::crash`] loses every write not covered by a flush or by a later zone
+//! management command (which, as on emu, makes the whole device durable before completing).
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ziob_runtime::DmaBuf;
+
+use crate::device::{check_read_buf, fill_read_buf, ZonedDevice};
+use crate::model::error::{DeviceError, Result};
+use crate::model::geometry::Geometry;
+use crate::model::state::{PersistedZone, ZoneAction, ZoneInfo, ZoneTable, ZoneTarget};
+
+/// A fault to inject into a [`MemDevice`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The op with this index (0-based, counting reads, writes, appends, zone actions and
+    /// flushes since the device was made) fails with EIO and has no effect.
+    FailOp {
+        /// Index of the op to fail.
+        op_index: u64,
+    },
+    /// The zone becomes Read Only now (device-initiated).
+    ZoneReadOnly {
+        /// Zone index.
+        zone: u32,
+    },
+    /// The zone becomes Offline now (device-initiated).
+    ZoneOffline {
+        /// Zone index.
+        zone: u32,
+    },
+}
+
+struct MemState {
+    table: ZoneTable,
+    /// Per zone, the bytes written since the last reset (length = data end).
+    data: Vec<Vec<u8>>,
+    /// The zones as of the last flush or zone management command.
+    durable: Vec<PersistedZone>,
+    ops: u64,
+    failing_ops: Vec<u64>,
+}
+
+struct MemInner {
+    name: String,
+    geometry: Geometry,
+    state: Mutex<MemState>,
+}
+
+/// A RAM-backed zoned device. Clones share the device.
+#[derive(Clone)]
+pub struct MemDevice {
+    inner: Arc<MemInner>,
+}
+
+impl MemDevice {
+    /// A device of `geometry` with every zone Empty; `name` is the spec it reports.
+    pub fn new(name: impl Into<String>, geometry: &Geometry) -> Result<MemDevice> {
+        geometry.validate()?;
+        let table = ZoneTable::new(geometry);
+        let durable = table.snapshot();
+        Ok(MemDevice {
+            inner: Arc::new(MemInner {
+                name: name.into(),
+                geometry: *geometry,
+                state: Mutex::new(MemState {
+                    table,
+                    data: vec![Vec::new(); geometry.zone_count as usize],
+                    durable,
+                    ops: 0,
+                    failing_ops: Vec::new(),
+                }),
+            }),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, MemState> {
+        // A panic while holding the lock leaves a consistent table (every change is checked
+        // before it is made), so a poisoned lock is still usable.
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Injects a fault.
+    pub fn inject(&self, fault: Fault) {
+        let mut s = self.lock();
+        match fault {
+            Fault::FailOp { op_index } => s.failing_ops.push(op_index),
+            Fault::ZoneReadOnly { zone } => s.table.make_read_only(zone),
+            Fault::ZoneOffline { zone } => s.table.make_offline(zone),
+        }
+    }
+
+    /// Ops counted so far (the index the next op gets).
+    pub fn op_count(&self) -> u64 {
+        self.lock().ops
+    }
+
+    /// Simulated power loss: every zone goes back to its state at the last flush or zone
+    /// management command (opened zones come back Closed), and data past that point is lost.
+    pub fn crash(&self) {
+        let mut s = self.lock();
+        let durable = s.durable.clone();
+        s.table = ZoneTable::restore(&self.inner.geometry, &durable)
+            .expect("a snapshot of a valid table is valid");
+        for (data, z) in s.data.iter_mut().zip(&durable) {
+            data.truncate(z.written_bytes as usize);
+        }
+    }
+
+    /// Counts an op; fails it if a [`Fault::FailOp`] targets it.
+    fn count_op(&self, s: &mut MemState, what: &str) -> Result<()> {
+        let index = s.ops;
+        s.ops += 1;
+        if let Some(pos) = s.failing_ops.iter().position(|&i| i == index) {
+            s.failing_ops.swap_remove(pos);
+            return Err(DeviceError::io(
+                format!("{}: {what} (injected fault at op {index})", self.inner.name),
+                std::io::Error::from_raw_os_error(libc::EIO),
+            ));
+        }
+        Ok(())
+    }
+
+    fn write_now(&self, zone: u32, offset: Option<u64>, data: &[u8]) -> Result<u64> {
+        let mut s = self.lock();
+        let what = if offset.is_some() { "write" } else { "append" };
+        self.count_op(&mut s, what)?;
+        let len = data.len() as u64;
+        let r = match offset {
+            Some(off) => s.table.begin_write(zone, off, len)?,
+            None => s.table.begin_append(zone, len)?,
+        };
+        let zone_data = &mut s.data[zone as usize];
+        zone_data.truncate(r.offset_bytes as usize);
+        zone_data.extend_from_slice(data);
+        s.table.complete(r, true);
+        Ok(r.offset_bytes)
+    }
+}
+
+impl ZonedDevice for MemDevice {
+    fn geometry(&self) -> &Geometry {
+        &self.inner.geometry
+    }
+
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    async fn report_zones(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
+        self.lock().table.report(first, count)
+    }
+
+    async fn read(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        len: usize,
+        mut buf: DmaBuf,
+    ) -> (Result<()>, DmaBuf) {
+        let res = (|| {
+            check_read_buf(&buf, len)?;
+            let mut s = self.lock();
+            self.count_op(&mut s, "read")?;
+            let data_end = s.table.check_read(zone, offset_bytes, len as u64)?;
+            let data = &s.data[zone as usize];
+            debug_assert_eq!(data.len() as u64, data_end);
+            let start = (offset_bytes as usize).min(data.len());
+            let end = (offset_bytes as usize + len).min(data.len());
+            fill_read_buf(&mut buf, &data[start..end], len);
+            Ok(())
+        })();
+        (res, buf)
+    }
+
+    async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (Result<()>, DmaBuf) {
+        (
+            self.write_now(zone, Some(offset_bytes), &buf).map(|_| ()),
+            buf,
+        )
+    }
+
+    async fn append(&self, zone: u32, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
+        (self.write_now(zone, None, &buf), buf)
+    }
+
+    async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
+        let mut s = self.lock();
+        self.count_op(&mut s, "zone action")?;
+        s.table.apply(action, target)?;
+        let MemState { table, data, .. } = &mut *s;
+        for (zone_data, z) in data.iter_mut().zip(table.snapshot()) {
+            zone_data.truncate(z.written_bytes as usize);
+        }
+        s.durable = s.table.snapshot();
+        Ok(())
+    }
+
+    async fn flush(&self) -> Result<()> {
+        let mut s = self.lock();
+        self.count_op(&mut s, "flush")?;
+        s.durable = s.table.snapshot();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

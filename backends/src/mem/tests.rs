@@ -1,0 +1,95 @@
+use super::*;
+use crate::model::error::ErrorKind;
+use crate::model::state::ZoneState;
+
+fn block_on<T: Send + 'static, F: std::future::Future<Output = T> + 'static>(
+    f: impl FnOnce() -> F + Send + 'static,
+) -> T {
+    let rt = ziob_runtime::Runtime::builder().cores(1).build().unwrap();
+    rt.block_on(f).unwrap()
+}
+
+fn device() -> MemDevice {
+    let mut g = Geometry::new(4, 64 * 1024);
+    g.max_open_zones = Some(2);
+    MemDevice::new("mem:test", &g).unwrap()
+}
+
+#[test]
+fn failed_op_has_no_effect_and_is_deterministic() {
+    block_on(|| async {
+        let dev = device();
+        dev.inject(Fault::FailOp { op_index: 1 });
+        let (r, _) = dev.write(0, 0, DmaBuf::from_slice(&[1; 4096])).await;
+        r.unwrap();
+        let (r, _) = dev.write(0, 4096, DmaBuf::from_slice(&[2; 4096])).await;
+        let e = r.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Io);
+        assert_eq!(
+            e.to_string(),
+            "mem:test: write (injected fault at op 1): Input/output error (os error 5)"
+        );
+        let z = dev.report_zones(0, 1).await.unwrap()[0];
+        assert_eq!(z.write_pointer_bytes, 4096);
+        let (r, _) = dev.write(0, 4096, DmaBuf::from_slice(&[2; 4096])).await;
+        r.unwrap();
+        assert_eq!(dev.op_count(), 3);
+    });
+}
+
+#[test]
+fn crash_drops_unflushed_writes_only() {
+    block_on(|| async {
+        let dev = device();
+        let (r, _) = dev.write(0, 0, DmaBuf::from_slice(&[1; 8192])).await;
+        r.unwrap();
+        dev.flush().await.unwrap();
+        let (r, _) = dev.write(0, 8192, DmaBuf::from_slice(&[2; 4096])).await;
+        r.unwrap();
+        let (r, _) = dev.append(1, DmaBuf::from_slice(&[3; 4096])).await;
+        r.unwrap();
+        dev.crash();
+        let zones = dev.report_all().await.unwrap();
+        assert_eq!(zones[0].write_pointer_bytes, 8192);
+        assert_eq!(zones[0].state, ZoneState::Closed);
+        assert_eq!(zones[1].state, ZoneState::Empty);
+        let (r, buf) = dev.read(0, 4096, 8192, DmaBuf::with_capacity(8192)).await;
+        r.unwrap();
+        assert_eq!(&buf[..4096], &[1; 4096][..]);
+        assert_eq!(&buf[4096..], &[0; 4096][..]);
+    });
+}
+
+#[test]
+fn device_initiated_states_refuse_io() {
+    block_on(|| async {
+        let dev = device();
+        let (r, _) = dev.write(2, 0, DmaBuf::from_slice(&[1; 4096])).await;
+        r.unwrap();
+        dev.inject(Fault::ZoneReadOnly { zone: 2 });
+        let (r, _) = dev.write(2, 4096, DmaBuf::from_slice(&[1; 4096])).await;
+        assert_eq!(
+            r.unwrap_err().to_string(),
+            "Zone Is Read Only: write at block 1 of zone 2"
+        );
+        let (r, buf) = dev.read(2, 0, 4096, DmaBuf::with_capacity(4096)).await;
+        r.unwrap();
+        assert_eq!(&buf[..], &[1; 4096][..]);
+        let e = dev
+            .zone_action(ZoneAction::Reset, ZoneTarget::One(2))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidTransition);
+        dev.zone_action(ZoneAction::Offline, ZoneTarget::All)
+            .await
+            .unwrap();
+        let (r, _) = dev.read(2, 0, 4096, DmaBuf::with_capacity(4096)).await;
+        assert_eq!(
+            r.unwrap_err().to_string(),
+            "Zone Is Offline: read at block 0 of zone 2"
+        );
+        dev.inject(Fault::ZoneOffline { zone: 3 });
+        let (r, _) = dev.append(3, DmaBuf::from_slice(&[1; 4096])).await;
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::Offline);
+    });
+}

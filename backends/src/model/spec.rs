@@ -1,0 +1,259 @@
+//! Device spec strings: one syntax selects a backend everywhere (API, CLI, benchmarks).
+//!
+//! | spec | backend |
+//! |---|---|
+//! | `mem:zones=64,zone_size=64M[,…]` | zones in RAM (tests, fault injection) |
+//! | `nil:zones=64,zone_size=64M[,…]` | completes every op at once, stores nothing |
+//! | `emu:/path/dev.zns[,lat_us=N][,bw_mbps=N]` | file-backed emulated ZNS device |
+//! | `zbd:/dev/nvme0n1`, `nvme:/dev/ng0n1`, `spdk:<addr>` | reserved for later backends |
+//!
+//! Geometry options of `mem` and `nil` (sizes take K/M/G/T suffixes, powers of 1024):
+//! `zones` (default 64), `zone_size` (default 64M), `zone_capacity` (default = zone size),
+//! `block_size` (default 4K), `max_open`, `max_active` (default no limit), `max_append`
+//! (default 512K, at most the capacity). Options of `emu`: `lat_us` (added latency per op
+//! in µs) and `bw_mbps` (bandwidth cap in MB/s = 10^6 bytes/s); both off by default. An emu
+//! path cannot contain a comma.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::limits;
+use crate::model::error::{DeviceError, Result};
+use crate::model::geometry::Geometry;
+
+/// An optional per-op latency and bandwidth model (off = both `None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LatencyModel {
+    /// Fixed latency added to every op.
+    pub latency: Option<Duration>,
+    /// Bandwidth cap in bytes per second: an op moving `n` bytes takes `n / bw` longer.
+    pub bandwidth_bytes_per_sec: Option<u64>,
+}
+
+impl LatencyModel {
+    /// Extra time an op moving `bytes` bytes takes (zero when the model is off).
+    pub fn delay(&self, bytes: u64) -> Duration {
+        let fixed = self.latency.unwrap_or_default();
+        let transfer = match self.bandwidth_bytes_per_sec {
+            Some(bw) if bw > 0 => Duration::from_nanos(
+                (u128::from(bytes) * 1_000_000_000 / u128::from(bw)).min(u128::from(u64::MAX))
+                    as u64,
+            ),
+            _ => Duration::ZERO,
+        };
+        fixed + transfer
+    }
+
+    /// Whether the model adds any delay.
+    pub fn is_off(&self) -> bool {
+        self.latency.is_none() && self.bandwidth_bytes_per_sec.is_none()
+    }
+}
+
+/// A parsed device spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceSpec {
+    /// `mem:…`: RAM-backed device of the given geometry.
+    Mem(Geometry),
+    /// `nil:…`: state-only device of the given geometry.
+    Nil(Geometry),
+    /// `emu:PATH[,…]`: file-backed emulated device.
+    Emu {
+        /// The device file.
+        path: PathBuf,
+        /// Optional latency model.
+        latency: LatencyModel,
+    },
+    /// `zbd:PATH`: a kernel zoned block device (not built in yet).
+    Zbd(PathBuf),
+    /// `nvme:PATH`: an NVMe generic char device for passthrough (not built in yet).
+    Nvme(PathBuf),
+    /// `spdk:ADDR`: a PCI address or transport id (not built in yet).
+    Spdk(String),
+}
+
+/// Parses a size with an optional K/M/G/T suffix (powers of 1024; `KiB`, `KB` and lower case
+/// are accepted too), e.g. `64M` = 67108864.
+pub fn parse_size_bytes(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, suffix) = t.split_at(digits_end);
+    if num.is_empty() {
+        return Err(format!(
+            "`{text}` is not a size (expected e.g. 4096, 64K, 1M, 2G)"
+        ));
+    }
+    let value: u64 = num.parse().map_err(|_| format!("`{text}` is too large"))?;
+    let shift = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => {
+            return Err(format!(
+                "`{text}` has an unknown size suffix (use K, M, G or T)"
+            ))
+        }
+    };
+    value
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("`{text}` is too large"))
+}
+
+impl DeviceSpec {
+    /// Parses a spec string such as `mem:zones=8,zone_size=1M` or `emu:/tmp/d.zns,lat_us=20`.
+    pub fn parse(spec: &str) -> Result<DeviceSpec> {
+        let invalid = |reason: String| DeviceError::InvalidSpec {
+            spec: spec.to_string(),
+            reason,
+        };
+        let (backend, rest) = spec.split_once(':').ok_or_else(|| {
+            invalid(
+                "expected BACKEND:ARGS, e.g. emu:/path/dev.zns or mem:zones=8,zone_size=1M".into(),
+            )
+        })?;
+        match backend {
+            "mem" => Ok(DeviceSpec::Mem(parse_geometry(rest).map_err(invalid)?)),
+            "nil" => Ok(DeviceSpec::Nil(parse_geometry(rest).map_err(invalid)?)),
+            "emu" => {
+                let mut parts = rest.split(',');
+                let path = parts.next().unwrap_or_default();
+                if path.is_empty() {
+                    return Err(invalid(
+                        "emu needs a file path, e.g. emu:/tmp/dev.zns".into(),
+                    ));
+                }
+                let mut latency = LatencyModel::default();
+                for opt in parts {
+                    let (key, value) = split_option(opt).map_err(&invalid)?;
+                    let n: u64 = value
+                        .parse()
+                        .map_err(|_| invalid(format!("{key}={value} is not a number")))?;
+                    match key {
+                        "lat_us" => latency.latency = Some(Duration::from_micros(n)),
+                        "bw_mbps" => latency.bandwidth_bytes_per_sec = Some(n * 1_000_000),
+                        _ => {
+                            return Err(invalid(format!(
+                                "unknown emu option `{key}` (known: lat_us, bw_mbps)"
+                            )))
+                        }
+                    }
+                }
+                Ok(DeviceSpec::Emu {
+                    path: PathBuf::from(path),
+                    latency,
+                })
+            }
+            "zbd" | "nvme" if rest.is_empty() => {
+                Err(invalid(format!("{backend} needs a device path")))
+            }
+            "zbd" => Ok(DeviceSpec::Zbd(PathBuf::from(rest))),
+            "nvme" => Ok(DeviceSpec::Nvme(PathBuf::from(rest))),
+            "spdk" if rest.is_empty() => {
+                Err(invalid("spdk needs a PCI address or transport id".into()))
+            }
+            "spdk" => Ok(DeviceSpec::Spdk(rest.to_string())),
+            other => Err(invalid(format!(
+                "unknown backend `{other}` (known: mem, nil, emu, zbd, nvme, spdk)"
+            ))),
+        }
+    }
+}
+
+fn split_option(opt: &str) -> std::result::Result<(&str, &str), String> {
+    opt.split_once('=')
+        .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+        .ok_or_else(|| format!("option `{opt}` is not KEY=VALUE"))
+}
+
+fn parse_geometry(options: &str) -> std::result::Result<Geometry, String> {
+    let mut g = Geometry::new(64, 64 << 20);
+    let mut capacity = None;
+    let mut max_append = None;
+    for opt in options.split(',').filter(|o| !o.is_empty()) {
+        let (key, value) = split_option(opt)?;
+        let size = || parse_size_bytes(value);
+        let count = || -> std::result::Result<u32, String> {
+            value
+                .parse()
+                .map_err(|_| format!("{key}={value} is not a count"))
+        };
+        match key {
+            "zones" => g.zone_count = count()?,
+            "zone_size" => g.zone_size_bytes = size()?,
+            "zone_capacity" => capacity = Some(size()?),
+            "block_size" => g.block_size_bytes = size()?,
+            "max_open" => g.max_open_zones = Some(count()?),
+            "max_active" => g.max_active_zones = Some(count()?),
+            "max_append" => max_append = Some(size()?),
+            _ => {
+                return Err(format!(
+                    "unknown option `{key}` (known: zones, zone_size, zone_capacity, block_size, max_open, max_active, max_append)"
+                ))
+            }
+        }
+    }
+    g.zone_capacity_bytes = capacity.unwrap_or(g.zone_size_bytes);
+    g.max_append_bytes =
+        max_append.unwrap_or(limits::MAX_APPEND_BYTES_DEFAULT.min(g.zone_capacity_bytes));
+    g.validate().map_err(|e| e.to_string())?;
+    Ok(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_suffixes() {
+        assert_eq!(parse_size_bytes("4096"), Ok(4096));
+        assert_eq!(parse_size_bytes("64K"), Ok(64 << 10));
+        assert_eq!(parse_size_bytes("1m"), Ok(1 << 20));
+        assert_eq!(parse_size_bytes("2GiB"), Ok(2 << 30));
+        assert!(parse_size_bytes("12Q").is_err());
+        assert!(parse_size_bytes("M").is_err());
+        assert!(parse_size_bytes("99999999999999999999").is_err());
+    }
+
+    #[test]
+    fn parses_every_backend() {
+        let DeviceSpec::Mem(g) = DeviceSpec::parse(
+            "mem:zones=8,zone_size=1M,zone_capacity=768K,max_open=2,max_active=3",
+        )
+        .unwrap() else {
+            panic!("not mem")
+        };
+        assert_eq!(g.zone_count, 8);
+        assert_eq!(g.zone_capacity_bytes, 768 << 10);
+        assert_eq!(g.max_open_zones, Some(2));
+        assert_eq!(g.max_append_bytes, 512 << 10);
+        let spec = DeviceSpec::parse("emu:/tmp/x.zns,lat_us=20,bw_mbps=100").unwrap();
+        let DeviceSpec::Emu { path, latency } = spec else {
+            panic!("not emu")
+        };
+        assert_eq!(path, PathBuf::from("/tmp/x.zns"));
+        assert_eq!(latency.delay(1_000_000), Duration::from_micros(10_020));
+        assert_eq!(
+            DeviceSpec::parse("zbd:/dev/nvme0n1").unwrap(),
+            DeviceSpec::Zbd("/dev/nvme0n1".into())
+        );
+        assert!(matches!(
+            DeviceSpec::parse("nil:").unwrap(),
+            DeviceSpec::Nil(_)
+        ));
+    }
+
+    #[test]
+    fn refuses_with_a_reason() {
+        let e = DeviceSpec::parse("tape:/dev/st0").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid device spec `tape:/dev/st0`: unknown backend `tape` (known: mem, nil, emu, zbd, nvme, spdk)"
+        );
+        let e = DeviceSpec::parse("mem:zones=8,zone_size=1M,zone_capacity=2M").unwrap_err();
+        assert!(e.to_string().contains("zone capacity"), "{e}");
+        assert!(DeviceSpec::parse("emu:").is_err());
+        assert!(DeviceSpec::parse("emu:/x,lat=3").is_err());
+    }
+}

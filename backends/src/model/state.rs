@@ -1,0 +1,725 @@
+//! Zone states and the one transition engine, [`ZoneTable`], shared by every backend that
+//! tracks zone state itself (mem, emu, nil).
+//!
+//! The table models the controller: backends keep it behind one `std::sync::Mutex`, hold the
+//! lock only for a table call (never across an `.await`) and do their data I/O outside it.
+//! A write *reserves* its range at the write pointer ([`ZoneTable::begin_write`]), the backend
+//! moves the data, then reports the outcome ([`ZoneTable::complete`]).
+
+use crate::model::error::{Boundary, DeviceError, IoOp, Result};
+use crate::model::geometry::Geometry;
+
+/// The state of a zone, as in the NVMe ZNS command set (the discriminant is the Zone State
+/// value of a zone descriptor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ZoneState {
+    /// ZSE: nothing written since the last reset. Holds no resource.
+    Empty = 0x1,
+    /// ZSIO: opened by a write or append. Holds an open and an active resource.
+    ImplicitlyOpened = 0x2,
+    /// ZSEO: opened by an Open Zone command. Holds an open and an active resource.
+    ExplicitlyOpened = 0x3,
+    /// ZSC: closed, still active. Holds an active resource.
+    Closed = 0x4,
+    /// ZSRO: made read only by the device. Holds no resource.
+    ReadOnly = 0xD,
+    /// ZSF: write pointer at capacity, or finished. Holds no resource.
+    Full = 0xE,
+    /// ZSO: made offline by the device or by Offline Zone. Holds no resource.
+    Offline = 0xF,
+}
+
+impl ZoneState {
+    /// Every state, in discriminant order.
+    pub const ALL: [ZoneState; 7] = [
+        ZoneState::Empty,
+        ZoneState::ImplicitlyOpened,
+        ZoneState::ExplicitlyOpened,
+        ZoneState::Closed,
+        ZoneState::ReadOnly,
+        ZoneState::Full,
+        ZoneState::Offline,
+    ];
+
+    /// The NVMe Zone State value.
+    pub fn nvme_code(self) -> u8 {
+        self as u8
+    }
+
+    /// The state with NVMe Zone State value `code`, if any.
+    pub fn from_nvme_code(code: u8) -> Option<ZoneState> {
+        ZoneState::ALL.into_iter().find(|s| s.nvme_code() == code)
+    }
+
+    /// Whether the state holds an open resource.
+    pub fn is_open(self) -> bool {
+        matches!(
+            self,
+            ZoneState::ImplicitlyOpened | ZoneState::ExplicitlyOpened
+        )
+    }
+
+    /// Whether the state holds an active resource.
+    pub fn is_active(self) -> bool {
+        self.is_open() || self == ZoneState::Closed
+    }
+
+    /// snake_case name used in JSON output, e.g. `implicitly_opened`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ZoneState::Empty => "empty",
+            ZoneState::ImplicitlyOpened => "implicitly_opened",
+            ZoneState::ExplicitlyOpened => "explicitly_opened",
+            ZoneState::Closed => "closed",
+            ZoneState::ReadOnly => "read_only",
+            ZoneState::Full => "full",
+            ZoneState::Offline => "offline",
+        }
+    }
+
+    /// The two-letter condition code `blkzone report` prints, e.g. `oi`.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            ZoneState::Empty => "em",
+            ZoneState::ImplicitlyOpened => "oi",
+            ZoneState::ExplicitlyOpened => "oe",
+            ZoneState::Closed => "cl",
+            ZoneState::ReadOnly => "ro",
+            ZoneState::Full => "fu",
+            ZoneState::Offline => "ol",
+        }
+    }
+}
+
+impl std::fmt::Display for ZoneState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ZoneState::Empty => "Empty",
+            ZoneState::ImplicitlyOpened => "Implicitly Opened",
+            ZoneState::ExplicitlyOpened => "Explicitly Opened",
+            ZoneState::Closed => "Closed",
+            ZoneState::ReadOnly => "Read Only",
+            ZoneState::Full => "Full",
+            ZoneState::Offline => "Offline",
+        })
+    }
+}
+
+/// A Zone Management Send action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ZoneAction {
+    /// Open Zone: Empty/Closed/Implicitly Opened → Explicitly Opened.
+    Open,
+    /// Close Zone: Opened → Closed (stays active even with nothing written).
+    Close,
+    /// Finish Zone: Empty/Opened/Closed → Full; Full stays Full.
+    Finish,
+    /// Reset Zone: Opened/Closed/Full → Empty; Empty stays Empty.
+    Reset,
+    /// Offline Zone: Read Only → Offline.
+    Offline,
+}
+
+impl std::fmt::Display for ZoneAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ZoneAction::Open => "open",
+            ZoneAction::Close => "close",
+            ZoneAction::Finish => "finish",
+            ZoneAction::Reset => "reset",
+            ZoneAction::Offline => "offline",
+        })
+    }
+}
+
+/// Which zones a [`ZoneAction`] applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ZoneTarget {
+    /// One zone, by index.
+    One(u32),
+    /// Select All: every zone in a state the action applies to (Open: Closed; Close: Opened;
+    /// Finish: Opened and Closed; Reset: Opened, Closed and Full; Offline: Read Only).
+    All,
+}
+
+/// What a zone report says about one zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZoneInfo {
+    /// Zone index (0-based).
+    pub index: u32,
+    /// First byte of the zone on the device.
+    pub start_bytes: u64,
+    /// Writable bytes of the zone.
+    pub capacity_bytes: u64,
+    /// Write pointer in bytes from the zone start. For a Full zone this is the capacity
+    /// (never the next zone's start, unlike the Linux block layer).
+    pub write_pointer_bytes: u64,
+    /// The zone state.
+    pub state: ZoneState,
+}
+
+/// A zone as a persistent backend stores it: its state and how far data was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PersistedZone {
+    /// The state.
+    pub state: ZoneState,
+    /// Bytes of data written from the zone start (below capacity for a finished zone; data
+    /// past it reads as zeros).
+    pub written_bytes: u64,
+}
+
+/// A reserved write range, handed back to [`ZoneTable::complete`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a reservation must be completed"]
+pub struct Reservation {
+    /// Zone index.
+    pub zone: u32,
+    /// Where the data goes, in bytes from the zone start.
+    pub offset_bytes: u64,
+    /// Length in bytes.
+    pub len_bytes: u64,
+}
+
+/// A counted resource (open or active zones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Tokens {
+    in_use: u32,
+    max: Option<u32>,
+}
+
+impl Tokens {
+    fn available(&self) -> bool {
+        self.max.is_none_or(|m| self.in_use < m)
+    }
+    fn take(&mut self) {
+        self.in_use += 1;
+    }
+    fn give(&mut self) {
+        assert!(self.in_use > 0, "resource released twice");
+        self.in_use -= 1;
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Zone {
+    state: ZoneState,
+    /// Data written from the zone start (the write pointer unless Full/Read Only/Offline).
+    written_bytes: u64,
+    /// When the zone was last opened (smaller = older); the oldest implicitly opened zone is
+    /// the one the controller closes to free an open resource (as QEMU does).
+    opened_seq: u64,
+    /// Reservations not yet completed.
+    in_flight: u32,
+    /// What to persist while `in_flight > 0`: the zone before its reservations.
+    settled: PersistedZone,
+}
+
+/// The zone state machine of one device: states, write pointers and the open/active resource
+/// tokens. Pure bookkeeping, no I/O.
+#[derive(Debug, Clone)]
+pub struct ZoneTable {
+    geometry: Geometry,
+    zones: Vec<Zone>,
+    open: Tokens,
+    active: Tokens,
+    next_seq: u64,
+}
+
+impl ZoneTable {
+    /// A table of `geometry.zone_count` Empty zones.
+    pub fn new(geometry: &Geometry) -> ZoneTable {
+        let empty = PersistedZone {
+            state: ZoneState::Empty,
+            written_bytes: 0,
+        };
+        ZoneTable::restore(geometry, &vec![empty; geometry.zone_count as usize])
+            .expect("an all-empty table is valid")
+    }
+
+    /// Rebuilds a table from persisted zones, as after a power cycle: opened zones come back
+    /// Closed (NVMe: controller reset closes open zones). Returns a description of the first
+    /// inconsistent entry instead of a table.
+    pub fn restore(
+        geometry: &Geometry,
+        persisted: &[PersistedZone],
+    ) -> std::result::Result<ZoneTable, String> {
+        if persisted.len() != geometry.zone_count as usize {
+            return Err(format!(
+                "{} zone entries for {} zones",
+                persisted.len(),
+                geometry.zone_count
+            ));
+        }
+        let mut zones = Vec::with_capacity(persisted.len());
+        let mut active = 0;
+        for (i, p) in persisted.iter().enumerate() {
+            if p.written_bytes > geometry.zone_capacity_bytes
+                || p.written_bytes % geometry.block_size_bytes != 0
+            {
+                return Err(format!(
+                    "zone {i}: {} bytes written does not fit a capacity of {} bytes in whole blocks",
+                    p.written_bytes, geometry.zone_capacity_bytes
+                ));
+            }
+            let state = if p.state.is_open() {
+                ZoneState::Closed
+            } else {
+                p.state
+            };
+            let consistent = match state {
+                ZoneState::Empty => p.written_bytes == 0,
+                ZoneState::Closed => p.written_bytes < geometry.zone_capacity_bytes,
+                _ => true,
+            };
+            if !consistent {
+                return Err(format!(
+                    "zone {i}: state {state} with {} bytes written",
+                    p.written_bytes
+                ));
+            }
+            if state.is_active() {
+                active += 1;
+            }
+            let settled = PersistedZone {
+                state,
+                written_bytes: p.written_bytes,
+            };
+            zones.push(Zone {
+                state,
+                written_bytes: p.written_bytes,
+                opened_seq: 0,
+                in_flight: 0,
+                settled,
+            });
+        }
+        let table = ZoneTable {
+            geometry: *geometry,
+            zones,
+            open: Tokens {
+                in_use: 0,
+                max: geometry.max_open_zones,
+            },
+            active: Tokens {
+                in_use: active,
+                max: geometry.max_active_zones,
+            },
+            next_seq: 1,
+        };
+        table.check_invariants();
+        Ok(table)
+    }
+
+    /// The geometry the table was built for.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    /// Open resources in use.
+    pub fn open_in_use(&self) -> u32 {
+        self.open.in_use
+    }
+
+    /// Active resources in use.
+    pub fn active_in_use(&self) -> u32 {
+        self.active.in_use
+    }
+
+    fn zone_index(&self, zone: u32) -> Result<usize> {
+        if zone >= self.geometry.zone_count {
+            return Err(DeviceError::OutOfRange {
+                zone,
+                zone_count: self.geometry.zone_count,
+            });
+        }
+        Ok(zone as usize)
+    }
+
+    fn blocks(&self, bytes: u64) -> u64 {
+        bytes / self.geometry.block_size_bytes
+    }
+
+    /// The report entry of `zone`.
+    pub fn info(&self, zone: u32) -> Result<ZoneInfo> {
+        let z = &self.zones[self.zone_index(zone)?];
+        let write_pointer_bytes = if z.state == ZoneState::Full {
+            self.geometry.zone_capacity_bytes
+        } else {
+            z.written_bytes
+        };
+        Ok(ZoneInfo {
+            index: zone,
+            start_bytes: u64::from(zone) * self.geometry.zone_size_bytes,
+            capacity_bytes: self.geometry.zone_capacity_bytes,
+            write_pointer_bytes,
+            state: z.state,
+        })
+    }
+
+    /// Report Zones from `first`, at most `count` zones (fewer at the device end).
+    pub fn report(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
+        self.zone_index(first)?;
+        let end = first.saturating_add(count).min(self.geometry.zone_count);
+        (first..end).map(|z| self.info(z)).collect()
+    }
+
+    fn check_aligned(&self, op: IoOp, zone: u32, offset_bytes: u64, len_bytes: u64) -> Result<()> {
+        let bs = self.geometry.block_size_bytes;
+        if len_bytes == 0 || len_bytes % bs != 0 || offset_bytes % bs != 0 {
+            return Err(DeviceError::Misaligned {
+                op,
+                zone,
+                offset_bytes,
+                len_bytes,
+                block_size_bytes: bs,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks a read of `len_bytes` at `offset_bytes` of `zone`; returns how many bytes from
+    /// the zone start hold data (the rest of the range reads as zeros).
+    pub fn check_read(&self, zone: u32, offset_bytes: u64, len_bytes: u64) -> Result<u64> {
+        let i = self.zone_index(zone)?;
+        self.check_aligned(IoOp::Read, zone, offset_bytes, len_bytes)?;
+        let z = &self.zones[i];
+        if z.state == ZoneState::Offline {
+            return Err(DeviceError::Offline {
+                op: IoOp::Read,
+                zone,
+                offset_blocks: self.blocks(offset_bytes),
+            });
+        }
+        if offset_bytes.saturating_add(len_bytes) > self.geometry.zone_size_bytes {
+            return Err(DeviceError::BoundaryError {
+                op: IoOp::Read,
+                zone,
+                offset_blocks: self.blocks(offset_bytes),
+                len_blocks: self.blocks(len_bytes),
+                boundary: Boundary::ZoneEnd,
+                limit_blocks: self.geometry.zone_size_blocks(),
+            });
+        }
+        Ok(z.written_bytes)
+    }
+
+    /// Reserves a write of `len_bytes` at `offset_bytes`, which must be the write pointer.
+    pub fn begin_write(
+        &mut self,
+        zone: u32,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<Reservation> {
+        self.begin(IoOp::Write, zone, Some(offset_bytes), len_bytes)
+    }
+
+    /// Reserves a zone append of `len_bytes` at the write pointer.
+    pub fn begin_append(&mut self, zone: u32, len_bytes: u64) -> Result<Reservation> {
+        self.begin(IoOp::Append, zone, None, len_bytes)
+    }
+
+    /// Checks a write without reserving anything (what [`begin_write`](Self::begin_write) would
+    /// answer).
+    pub fn check_write(&self, zone: u32, offset_bytes: u64, len_bytes: u64) -> Result<()> {
+        self.clone()
+            .begin(IoOp::Write, zone, Some(offset_bytes), len_bytes)
+            .map(|_| ())
+    }
+
+    fn begin(
+        &mut self,
+        op: IoOp,
+        zone: u32,
+        offset: Option<u64>,
+        len_bytes: u64,
+    ) -> Result<Reservation> {
+        let i = self.zone_index(zone)?;
+        self.check_aligned(op, zone, offset.unwrap_or(0), len_bytes)?;
+        if op == IoOp::Append && len_bytes > self.geometry.max_append_bytes {
+            return Err(DeviceError::AppendTooLarge {
+                zone,
+                len_bytes,
+                max_append_bytes: self.geometry.max_append_bytes,
+            });
+        }
+        let z = self.zones[i];
+        let offset_blocks = self.blocks(offset.unwrap_or(0));
+        match z.state {
+            ZoneState::Offline => {
+                return Err(DeviceError::Offline {
+                    op,
+                    zone,
+                    offset_blocks,
+                })
+            }
+            ZoneState::ReadOnly => {
+                return Err(DeviceError::ReadOnly {
+                    op,
+                    zone,
+                    offset_blocks,
+                })
+            }
+            ZoneState::Full => {
+                return Err(DeviceError::ZoneFull {
+                    op,
+                    zone,
+                    offset_blocks,
+                    capacity_blocks: self.geometry.zone_capacity_blocks(),
+                })
+            }
+            _ => {}
+        }
+        let at = offset.unwrap_or(z.written_bytes);
+        if at != z.written_bytes {
+            return Err(DeviceError::InvalidWrite {
+                zone,
+                offset_blocks,
+                wp_blocks: self.blocks(z.written_bytes),
+            });
+        }
+        if at + len_bytes > self.geometry.zone_capacity_bytes {
+            return Err(DeviceError::BoundaryError {
+                op,
+                zone,
+                offset_blocks: self.blocks(at),
+                len_blocks: self.blocks(len_bytes),
+                boundary: Boundary::Capacity,
+                limit_blocks: self.geometry.zone_capacity_blocks(),
+            });
+        }
+        match z.state {
+            ZoneState::Empty => self.acquire(i, true)?,
+            ZoneState::Closed => self.acquire(i, false)?,
+            _ => {}
+        }
+        let z = &mut self.zones[i];
+        if z.in_flight == 0 {
+            z.settled = PersistedZone {
+                state: z.state,
+                written_bytes: z.written_bytes,
+            };
+        }
+        z.in_flight += 1;
+        if !z.state.is_open() {
+            z.state = ZoneState::ImplicitlyOpened;
+            z.opened_seq = self.next_seq;
+            self.next_seq += 1;
+        }
+        z.written_bytes = at + len_bytes;
+        if z.written_bytes == self.geometry.zone_capacity_bytes {
+            z.state = ZoneState::Full;
+            self.open.give();
+            self.active.give();
+        }
+        self.check_invariants();
+        Ok(Reservation {
+            zone,
+            offset_bytes: at,
+            len_bytes,
+        })
+    }
+
+    /// Takes the resources zone `i` needs to become open (`from_empty`: an active one too),
+    /// closing the oldest implicitly opened zone if the open limit is reached. Changes nothing
+    /// on error. The caller sets the new state.
+    fn acquire(&mut self, i: usize, from_empty: bool) -> Result<()> {
+        let zone = i as u32;
+        if from_empty && !self.active.available() {
+            return Err(DeviceError::TooManyActive {
+                zone,
+                max_active: self.active.max.unwrap_or(u32::MAX),
+            });
+        }
+        if !self.open.available() {
+            let victim = (0..self.zones.len())
+                .filter(|&v| v != i && self.zones[v].state == ZoneState::ImplicitlyOpened)
+                .min_by_key(|&v| self.zones[v].opened_seq);
+            let Some(v) = victim else {
+                return Err(DeviceError::TooManyOpen {
+                    zone,
+                    max_open: self.open.max.unwrap_or(u32::MAX),
+                });
+            };
+            tracing::debug!(zone = v, for_zone = zone, "implicitly closing zone");
+            self.set_state(v, ZoneState::Closed);
+            self.open.give();
+        }
+        self.open.take();
+        if from_empty {
+            self.active.take();
+        }
+        Ok(())
+    }
+
+    /// Changes a zone's state outside its own reservations (management, implicit close,
+    /// device-initiated), keeping what would be persisted in step.
+    fn set_state(&mut self, i: usize, state: ZoneState) {
+        let z = &mut self.zones[i];
+        z.state = state;
+        if z.in_flight > 0 {
+            z.settled.state = state;
+        }
+    }
+
+    /// Ends a reservation. On failure (`ok == false`) the write pointer goes back when the
+    /// reservation was the last one of the zone and left it open; otherwise the zone becomes
+    /// Read Only, as a device whose media failed under a write (no data past the write pointer
+    /// is ever claimed).
+    pub fn complete(&mut self, r: Reservation, ok: bool) {
+        let i = r.zone as usize;
+        assert!(
+            self.zones[i].in_flight > 0,
+            "completing a reservation twice"
+        );
+        self.zones[i].in_flight -= 1;
+        if !ok {
+            let z = self.zones[i];
+            if z.state.is_open() && z.written_bytes == r.offset_bytes + r.len_bytes {
+                self.zones[i].written_bytes = r.offset_bytes;
+            } else {
+                self.make_read_only(r.zone);
+            }
+        }
+        self.check_invariants();
+    }
+
+    /// Device-initiated: the zone becomes Read Only (releases its resources).
+    pub fn make_read_only(&mut self, zone: u32) {
+        self.release_and_set(zone as usize, ZoneState::ReadOnly);
+    }
+
+    /// Device-initiated: the zone becomes Offline (releases its resources).
+    pub fn make_offline(&mut self, zone: u32) {
+        self.release_and_set(zone as usize, ZoneState::Offline);
+    }
+
+    fn release_and_set(&mut self, i: usize, state: ZoneState) {
+        let old = self.zones[i].state;
+        if old.is_open() {
+            self.open.give();
+        }
+        if old.is_active() {
+            self.active.give();
+        }
+        self.set_state(i, state);
+        self.check_invariants();
+    }
+
+    /// Applies a zone management action. A one-zone action changes nothing on error; an
+    /// all-zones action checks its resources before changing anything.
+    pub fn apply(&mut self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
+        let result = match target {
+            ZoneTarget::One(zone) => {
+                let i = self.zone_index(zone)?;
+                self.apply_one(action, i)
+            }
+            ZoneTarget::All => self.apply_all(action),
+        };
+        self.check_invariants();
+        result
+    }
+
+    fn apply_all(&mut self, action: ZoneAction) -> Result<()> {
+        let selected = |s: ZoneState| match action {
+            ZoneAction::Open => s == ZoneState::Closed,
+            ZoneAction::Close => s.is_open(),
+            ZoneAction::Finish => s.is_active(),
+            ZoneAction::Reset => s.is_active() || s == ZoneState::Full,
+            ZoneAction::Offline => s == ZoneState::ReadOnly,
+        };
+        let chosen: Vec<usize> = (0..self.zones.len())
+            .filter(|&i| selected(self.zones[i].state))
+            .collect();
+        if action == ZoneAction::Open {
+            if let Some(max) = self.open.max {
+                let free = max.saturating_sub(self.open.in_use) as usize;
+                if chosen.len() > free {
+                    return Err(DeviceError::TooManyOpen {
+                        zone: chosen[free] as u32,
+                        max_open: max,
+                    });
+                }
+            }
+        }
+        for i in chosen {
+            self.apply_one(action, i)?;
+        }
+        Ok(())
+    }
+
+    fn apply_one(&mut self, action: ZoneAction, i: usize) -> Result<()> {
+        use ZoneState::*;
+        let state = self.zones[i].state;
+        let refuse = || {
+            Err(DeviceError::InvalidTransition {
+                zone: i as u32,
+                action,
+                state,
+            })
+        };
+        match (action, state) {
+            (ZoneAction::Open, ExplicitlyOpened) => {}
+            (ZoneAction::Open, ImplicitlyOpened) => self.set_state(i, ExplicitlyOpened),
+            (ZoneAction::Open, Empty | Closed) => {
+                self.acquire(i, state == Empty)?;
+                self.set_state(i, ExplicitlyOpened);
+                self.zones[i].opened_seq = self.next_seq;
+                self.next_seq += 1;
+            }
+            (ZoneAction::Close, Closed) => {}
+            (ZoneAction::Close, ImplicitlyOpened | ExplicitlyOpened) => {
+                self.open.give();
+                self.set_state(i, Closed);
+            }
+            (ZoneAction::Finish, Full) => {}
+            (ZoneAction::Finish, Empty | ImplicitlyOpened | ExplicitlyOpened | Closed) => {
+                self.release_and_set(i, Full);
+            }
+            (ZoneAction::Reset, Empty) => {}
+            (ZoneAction::Reset, ImplicitlyOpened | ExplicitlyOpened | Closed | Full) => {
+                let z = &mut self.zones[i];
+                z.written_bytes = 0;
+                z.settled.written_bytes = 0;
+                self.release_and_set(i, Empty);
+            }
+            (ZoneAction::Offline, Offline) => {}
+            (ZoneAction::Offline, ReadOnly) => self.set_state(i, Offline),
+            _ => return refuse(),
+        }
+        Ok(())
+    }
+
+    /// The zones as a persistent backend must store them: zones with reservations in flight
+    /// are stored as they were before those reservations (their data may not be durable).
+    pub fn snapshot(&self) -> Vec<PersistedZone> {
+        self.zones
+            .iter()
+            .map(|z| {
+                if z.in_flight > 0 {
+                    z.settled
+                } else {
+                    PersistedZone {
+                        state: z.state,
+                        written_bytes: z.written_bytes,
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// Asserts the counted tokens match the states and every write pointer is in range.
+    fn check_invariants(&self) {
+        if cfg!(debug_assertions) {
+            let open = self.zones.iter().filter(|z| z.state.is_open()).count() as u32;
+            let active = self.zones.iter().filter(|z| z.state.is_active()).count() as u32;
+            assert_eq!(open, self.open.in_use, "open tokens out of step");
+            assert_eq!(active, self.active.in_use, "active tokens out of step");
+            for z in &self.zones {
+                assert!(z.written_bytes <= self.geometry.zone_capacity_bytes);
+                if z.state == ZoneState::Empty {
+                    assert_eq!(z.written_bytes, 0, "an Empty zone holds data");
+                }
+            }
+        }
+    }
+}
