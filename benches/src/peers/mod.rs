@@ -1,11 +1,38 @@
 //! Peer runtimes measured in the same run (feature `peers`): each in the same shape as the
-//! ZIOB runner — QD local tasks, each looping on a 4 KiB read at a random aligned offset —
-//! and counted by the same [`Meter`](crate::meter::Meter).
+//! ZIOB runner — one core, QD local tasks, each looping on a 4 KiB read at a random aligned
+//! offset — and counted by the same [`Meter`](crate::meter::Meter). Peers get no NOP
+//! workload (none of them exposes `IORING_OP_NOP`).
+
+mod glommio_rt;
+mod monoio_rt;
+mod tokio_uring_rt;
 
 use crate::meter::Sample;
-use crate::spec::{RunSpec, Runner};
+use crate::spec::{RunSpec, Runner, Workload, BLOCK_SIZE_BYTES};
+
+/// Ring entries the peers are built with (as for ZIOB: at least 256, at least 2 × QD).
+fn ring_entries(qd: usize) -> u32 {
+    256u32.max((qd as u32 * 2).next_power_of_two())
+}
+
+/// Checks a read's byte count.
+fn check_read(res: std::io::Result<usize>, off: u64) -> Result<(), String> {
+    match res {
+        Ok(n) if n as u64 == BLOCK_SIZE_BYTES => Ok(()),
+        Ok(n) => Err(format!("short read of {n} bytes at {off}")),
+        Err(e) => Err(format!("read at {off}: {e}")),
+    }
+}
 
 /// Runs `spec` on the peer `runner`.
-pub fn run(_spec: &RunSpec, runner: Runner) -> Result<Sample, String> {
-    Err(format!("{runner}: not implemented yet"))
+pub fn run(spec: &RunSpec, runner: Runner) -> Result<Sample, String> {
+    if spec.workload != Workload::Randread {
+        return Err(format!("{runner} has no {} workload", spec.workload));
+    }
+    match runner {
+        Runner::TokioUring => tokio_uring_rt::run(spec),
+        Runner::Monoio => monoio_rt::run(spec),
+        Runner::Glommio => glommio_rt::run(spec),
+        other => Err(format!("{other} is not a peer runtime")),
+    }
 }

@@ -1,0 +1,72 @@
+//! tokio-uring 0.5: QD tasks on its current-thread runtime, `File::read_at` into a 4 KiB
+//! aligned buffer that each task reuses.
+
+use std::os::unix::fs::OpenOptionsExt;
+use std::rc::Rc;
+
+use super::{check_read, ring_entries};
+use crate::meter::{Meter, Sample};
+use crate::rng::XorShift;
+use crate::spec::{RunSpec, BLOCK_SIZE_BYTES};
+use crate::testfile::AlignedBuf;
+
+// SAFETY: the allocation never moves while the AlignedBuf lives, and all `len` bytes are
+// initialised (zeroed at allocation).
+unsafe impl tokio_uring::buf::IoBuf for AlignedBuf {
+    fn stable_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn bytes_init(&self) -> usize {
+        self.len()
+    }
+    fn bytes_total(&self) -> usize {
+        self.len()
+    }
+}
+
+// SAFETY: as above; every byte is always initialised, so set_init has nothing to record.
+unsafe impl tokio_uring::buf::IoBufMut for AlignedBuf {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.as_mut_ptr()
+    }
+    unsafe fn set_init(&mut self, _pos: usize) {}
+}
+
+pub(super) fn run(spec: &RunSpec) -> Result<Sample, String> {
+    let spec = spec.clone();
+    let mut builder = tokio_uring::builder();
+    builder.entries(ring_entries(spec.qd));
+    builder.start(async move {
+        let file = tokio_uring::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(spec.open_flags() & libc::O_DIRECT)
+            .open(&spec.path)
+            .await
+            .map_err(|e| format!("open {}: {e}", spec.path.display()))?;
+        let file = Rc::new(file);
+        let meter = Rc::new(Meter::new(spec.warmup, spec.duration, None));
+        let blocks = spec.blocks_count();
+        let tasks: Vec<_> = (0..spec.qd)
+            .map(|i| {
+                let (file, meter) = (file.clone(), meter.clone());
+                tokio_uring::spawn(async move {
+                    let mut rng = XorShift::new(i as u64);
+                    let mut buf = AlignedBuf::new(BLOCK_SIZE_BYTES as usize);
+                    loop {
+                        let off = rng.block_index(blocks) * BLOCK_SIZE_BYTES;
+                        let (res, b) = file.read_at(buf, off).await;
+                        buf = b;
+                        check_read(res, off)?;
+                        if !meter.tick() {
+                            return Ok::<(), String>(());
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.map_err(|e| format!("task: {e}"))??;
+        }
+        meter.sample()
+    })
+}
