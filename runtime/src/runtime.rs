@@ -204,3 +204,50 @@ impl Drop for Runtime {
         }
     }
 }
+
+/// A cheap, thread-safe handle to a runtime's cores: send work to a core from any thread
+/// without blocking. Get one with [`Runtime::handle`] or, on a core, [`crate::handle`].
+#[derive(Clone)]
+pub struct Handle {
+    remotes: Arc<Vec<Arc<CoreRemote>>>,
+}
+
+impl Handle {
+    pub(crate) fn new(remotes: Arc<Vec<Arc<CoreRemote>>>) -> Handle {
+        Handle { remotes }
+    }
+
+    /// Number of cores.
+    pub fn cores(&self) -> usize {
+        self.remotes.len()
+    }
+
+    /// Runs the future made by `f` on core `core` as a detached task; returns without waiting.
+    pub fn spawn_on<F, Fut>(&self, core: usize, f: F) -> Result<()>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let target = self.remotes.get(core).ok_or(Error::CoreGone(core))?;
+        target
+            .send(Message::Job(Box::new(move || {
+                crate::task::spawn(f()).detach()
+            })))
+            .map_err(|()| Error::CoreGone(core))
+    }
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("cores", &self.cores())
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// A handle to this runtime's cores.
+    pub fn handle(&self) -> Handle {
+        Handle::new(self.remotes.clone())
+    }
+}

@@ -169,3 +169,8 @@ pub fn core_stats() -> CoreStats {
 pub fn ring_info() -> crate::RingInfo {
     current("ring_info").ring_info
 }
+
+/// A handle to the runtime the current core belongs to. Panics off-core.
+pub fn handle() -> crate::runtime::Handle {
+    crate::runtime::Handle::new(current("handle").peers.clone())
+}

@@ -33,9 +33,16 @@ pub(crate) enum Origin {
 /// or [`DmaBuf::fixed`] (from the core's registered arena when there is a free slot). Dropping
 /// it returns the memory to its pool when dropped on the core it came from.
 pub struct DmaBuf {
+    /// Start of the memory.
     ptr: NonNull<u8>,
-    len: usize,
+    /// Bytes of memory.
     cap: usize,
+    /// Start of the window, in bytes from `ptr` (a multiple of [`DMA_ALIGN_BYTES`]).
+    head: usize,
+    /// Initialised bytes in the window.
+    len: usize,
+    /// High-water mark of initialised bytes, from `ptr`.
+    init: usize,
     origin: Origin,
 }
 
@@ -54,8 +61,10 @@ impl DmaBuf {
         let (ptr, origin) = pool::take(cap);
         DmaBuf {
             ptr,
-            len: 0,
             cap,
+            head: 0,
+            len: 0,
+            init: 0,
             origin,
         }
     }
@@ -81,8 +90,10 @@ impl DmaBuf {
         match pool::take_fixed(cap) {
             Some((ptr, slot_bytes, origin)) => DmaBuf {
                 ptr,
-                len: 0,
                 cap: slot_bytes,
+                head: 0,
+                len: 0,
+                init: 0,
                 origin,
             },
             None => DmaBuf::with_capacity(cap),
@@ -97,9 +108,42 @@ impl DmaBuf {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-    /// Bytes of memory behind the buffer.
+    /// Bytes of memory from the window start to the end of the buffer.
     pub fn capacity(&self) -> usize {
-        self.cap
+        self.cap - self.head
+    }
+
+    /// Moves the window (what the buffer reads, writes and derefs to) to bytes
+    /// `start..end` of the whole buffer, without copying: e.g. to write back the middle of a
+    /// staging buffer. `start` must be a multiple of [`DMA_ALIGN_BYTES`] (the window stays
+    /// aligned for O_DIRECT) and `end` at most the initialised high-water mark.
+    /// `set_window(0, n)` returns to the start.
+    pub fn set_window(&mut self, start: usize, end: usize) {
+        assert!(
+            start % DMA_ALIGN_BYTES == 0,
+            "window start {start} is not aligned"
+        );
+        assert!(
+            start <= end && end <= self.init,
+            "window {start}..{end} outside the {} initialised bytes",
+            self.init
+        );
+        self.head = start;
+        self.len = end - start;
+    }
+
+    /// Start of the window in bytes from the start of the buffer.
+    pub fn window_start(&self) -> usize {
+        self.head
+    }
+
+    fn base(&self) -> *mut u8 {
+        // SAFETY: head <= cap, so the result stays inside (or one past) the allocation.
+        unsafe { self.ptr.as_ptr().add(self.head) }
+    }
+
+    fn mark_init(&mut self) {
+        self.init = self.init.max(self.head + self.len);
     }
     /// Drops all bytes (keeps the memory).
     pub fn clear(&mut self) {
@@ -113,37 +157,33 @@ impl DmaBuf {
     /// kernel may hold their address).
     pub fn extend_from_slice(&mut self, data: &[u8]) {
         assert!(
-            self.len + data.len() <= self.cap,
+            self.len + data.len() <= self.capacity(),
             "DmaBuf overflow: {} + {} > capacity {}",
             self.len,
             data.len(),
-            self.cap
+            self.capacity()
         );
         // SAFETY: the destination range lies inside our allocation (checked above) and
         // cannot overlap `data`, which is borrowed immutably while we hold `&mut self`.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                self.ptr.as_ptr().add(self.len),
-                data.len(),
-            )
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.base().add(self.len), data.len())
         };
         self.len += data.len();
+        self.mark_init();
     }
     /// Grows or shrinks to `len` bytes, filling new bytes with `value`. Panics past capacity.
     pub fn resize(&mut self, len: usize, value: u8) {
         assert!(
-            len <= self.cap,
+            len <= self.capacity(),
             "DmaBuf resize to {len} past capacity {}",
-            self.cap
+            self.capacity()
         );
         if len > self.len {
             // SAFETY: the range [self.len, len) lies inside our allocation.
-            unsafe {
-                std::ptr::write_bytes(self.ptr.as_ptr().add(self.len), value, len - self.len)
-            };
+            unsafe { std::ptr::write_bytes(self.base().add(self.len), value, len - self.len) };
         }
         self.len = len;
+        self.mark_init();
     }
     /// Whether the memory is in a registered arena.
     pub fn is_fixed(&self) -> bool {
@@ -165,14 +205,14 @@ impl Deref for DmaBuf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         // SAFETY: the first `len` bytes are initialised and owned by us.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts(self.base(), self.len) }
     }
 }
 
 impl DerefMut for DmaBuf {
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: the first `len` bytes are initialised and owned by us exclusively.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.base(), self.len) }
     }
 }
 
@@ -180,7 +220,8 @@ impl std::fmt::Debug for DmaBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DmaBuf")
             .field("len", &self.len)
-            .field("capacity", &self.cap)
+            .field("capacity", &self.capacity())
+            .field("window_start", &self.head)
             .field("fixed", &self.is_fixed())
             .finish()
     }
@@ -196,7 +237,7 @@ impl Drop for DmaBuf {
 // SAFETY: the memory is owned by the DmaBuf and never moves; `len` bytes are initialised.
 unsafe impl IoBuf for DmaBuf {
     fn stable_ptr(&self) -> *const u8 {
-        self.ptr.as_ptr()
+        self.base()
     }
     fn bytes_init(&self) -> usize {
         self.len
@@ -214,13 +255,14 @@ unsafe impl IoBuf for DmaBuf {
 // SAFETY: `cap` bytes are allocated and writable; set_init is bounded by the capacity.
 unsafe impl IoBufMut for DmaBuf {
     fn stable_mut_ptr(&mut self) -> *mut u8 {
-        self.ptr.as_ptr()
+        self.base()
     }
     fn bytes_total(&self) -> usize {
-        self.cap
+        self.capacity()
     }
     unsafe fn set_init(&mut self, n: usize) {
-        self.len = n.min(self.cap);
+        self.len = n.min(self.capacity());
+        self.mark_init();
     }
 }
 
@@ -239,6 +281,28 @@ mod tests {
         assert_eq!(&b[5..], &[7; 5]);
         b.truncate(2);
         assert_eq!(&b[..], b"he");
+    }
+
+    #[test]
+    fn window_moves_without_copying() {
+        let mut b = DmaBuf::with_capacity(3 * 4096);
+        let data: Vec<u8> = (0..3 * 4096).map(|i| (i / 4096) as u8).collect();
+        b.extend_from_slice(&data);
+        b.set_window(4096, 2 * 4096 + 100);
+        assert_eq!(b.len(), 4096 + 100);
+        assert_eq!(b.capacity(), 2 * 4096);
+        assert!(b[..4096].iter().all(|&x| x == 1));
+        assert_eq!(b.stable_ptr() as usize % DMA_ALIGN_BYTES, 0);
+        b.set_window(0, 3 * 4096);
+        assert!(b[..] == data[..]);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside the")]
+    fn window_cannot_expose_uninitialised_bytes() {
+        let mut b = DmaBuf::with_capacity(2 * 4096);
+        b.extend_from_slice(&[1; 10]);
+        b.set_window(0, 4096);
     }
 
     #[test]
