@@ -54,8 +54,14 @@ pub struct EmuDevice {
     inner: Arc<EmuInner>,
 }
 
-fn io_err(path: &Path, what: &str, e: impl Into<std::io::Error>) -> DeviceError {
-    DeviceError::io(format!("emu:{}: {what}", path.display()), e)
+/// An error of a std call (`what` names it) on the device file.
+fn io_err(path: &Path, what: &str, e: std::io::Error) -> DeviceError {
+    DeviceError::io(format!("emu:{}: {what} failed", path.display()), e)
+}
+
+/// An error of a runtime op on the device file (the runtime error names the op).
+fn rt_err(path: &Path, e: ziob_runtime::Error) -> DeviceError {
+    DeviceError::io(format!("emu:{}", path.display()), e)
 }
 
 fn corrupt(path: &Path, detail: impl Into<String>) -> DeviceError {
@@ -71,7 +77,7 @@ async fn read_region(file: &File, path: &Path, offset: u64, len: usize) -> Resul
     while out.len() < len {
         let chunk = DmaBuf::with_capacity(len - out.len());
         let (res, chunk) = file.read_at(chunk, offset + out.len() as u64).await;
-        let n = res.map_err(|e| io_err(path, "read", e))?;
+        let n = res.map_err(|e| rt_err(path, e))?;
         if n == 0 {
             return Ok(None);
         }
@@ -83,7 +89,7 @@ async fn read_region(file: &File, path: &Path, offset: u64, len: usize) -> Resul
 
 async fn write_region(file: &File, path: &Path, offset: u64, bytes: &[u8]) -> Result<()> {
     let (res, _) = file.write_all_at(DmaBuf::from_slice(bytes), offset).await;
-    res.map_err(|e| io_err(path, "write", e))
+    res.map_err(|e| rt_err(path, e))
 }
 
 /// Opens `path` read-write, with `O_DIRECT` if `direct` and the filesystem allows it.
@@ -96,10 +102,10 @@ async fn open_file(path: &Path, direct: bool) -> Result<(File, bool)> {
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                 tracing::info!(path = %path.display(), "O_DIRECT refused, using buffered I/O");
             }
-            Err(e) => return Err(io_err(path, "open", e)),
+            Err(e) => return Err(rt_err(path, e)),
         }
     }
-    let f = opts.open(path).await.map_err(|e| io_err(path, "open", e))?;
+    let f = opts.open(path).await.map_err(|e| rt_err(path, e))?;
     Ok((f, false))
 }
 
@@ -126,9 +132,7 @@ impl EmuDevice {
                 let slot = format::encode_table(&layout, seq, &empty);
                 write_region(&file, path, layout.slot_offset(seq % 2), &slot).await?;
             }
-            file.sync_all()
-                .await
-                .map_err(|e| io_err(path, "fsync", e))?;
+            file.sync_all().await.map_err(|e| rt_err(path, e))?;
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 if let Ok(d) = std::fs::File::open(dir) {
                     d.sync_all()
@@ -274,7 +278,7 @@ impl EmuDevice {
         self.table().complete(r, res.is_ok());
         match res {
             Ok(()) => (Ok(r.offset_bytes), buf),
-            Err(e) => (Err(io_err(&self.inner.path, "write", e)), buf),
+            Err(e) => (Err(rt_err(&self.inner.path, e)), buf),
         }
     }
 
@@ -284,15 +288,11 @@ impl EmuDevice {
         let mut next_seq = self.inner.persist.lock().await;
         let zones = self.table().snapshot();
         let file = &self.inner.file;
-        file.sync_data()
-            .await
-            .map_err(|e| io_err(path, "fdatasync", e))?;
+        file.sync_data().await.map_err(|e| rt_err(path, e))?;
         let seq = *next_seq;
         let slot = format::encode_table(&self.inner.layout, seq, &zones);
         write_region(file, path, self.inner.layout.slot_offset(seq % 2), &slot).await?;
-        file.sync_data()
-            .await
-            .map_err(|e| io_err(path, "fdatasync", e))?;
+        file.sync_data().await.map_err(|e| rt_err(path, e))?;
         *next_seq = seq + 1;
         Ok(())
     }
@@ -335,7 +335,7 @@ impl ZonedDevice for EmuDevice {
         let (res, mut buf) = self.inner.file.read_at(buf, pos).await;
         let got = match res {
             Ok(n) => n,
-            Err(e) => return (Err(io_err(&self.inner.path, "read", e)), buf),
+            Err(e) => return (Err(rt_err(&self.inner.path, e)), buf),
         };
         if got < with_data {
             // Short read (a file shortened behind our back, or a page-cache split): finish it.
