@@ -1,0 +1,316 @@
+//! The commands, run inside a one-core runtime.
+//!
+//! The CLI is the only task of its runtime, so writing to stdout with blocking calls from the
+//! core is fine here (a library must never do that).
+
+use std::io::{Read, Write};
+
+use ziob_backends::{
+    create_device, open_device, Boundary, DeviceError, Geometry, IoOp, ZoneAction, ZoneState,
+    ZoneTarget, ZonedDevice,
+};
+use ziob_runtime::DmaBuf;
+
+use crate::{output, Command};
+
+/// Bytes moved per device op by `write` and `read`.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The device refused or failed.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// Bad input from the user (not a device error).
+    #[error("{0}")]
+    Input(String),
+    /// stdin or stdout failed.
+    #[error("{0}: {1}")]
+    Stdio(&'static str, std::io::Error),
+    /// The runtime could not start or stopped.
+    #[error("runtime: {0}")]
+    Runtime(String),
+}
+
+/// A command with its stdin already read (stdin is read on the main thread).
+#[derive(Debug)]
+pub enum Request {
+    Create {
+        spec: String,
+        geometry: Geometry,
+    },
+    Info {
+        spec: String,
+    },
+    Report {
+        spec: String,
+        zone: Option<u32>,
+        json: bool,
+    },
+    Action {
+        spec: String,
+        action: ZoneAction,
+        target: ZoneTarget,
+    },
+    Write {
+        spec: String,
+        zone: u32,
+        data: Vec<u8>,
+        pad: bool,
+        append: bool,
+    },
+    Read {
+        spec: String,
+        zone: u32,
+        offset: u64,
+        length: u64,
+    },
+}
+
+impl Request {
+    /// Turns parsed arguments into a request, reading stdin for `write` and `append`.
+    pub fn from_command(cmd: Command) -> Result<Request, CliError> {
+        let action = cmd.action();
+        Ok(match cmd {
+            Command::Create(a) => {
+                let capacity = a.zone_capacity.unwrap_or(a.zone_size);
+                let geometry = Geometry {
+                    block_size_bytes: a.block_size,
+                    zone_size_bytes: a.zone_size,
+                    zone_capacity_bytes: capacity,
+                    zone_count: a.zones,
+                    max_open_zones: a.max_open,
+                    max_active_zones: a.max_active,
+                    max_append_bytes: a
+                        .max_append
+                        .unwrap_or(ziob_backends::limits::MAX_APPEND_BYTES_DEFAULT.min(capacity)),
+                    volatile_write_cache: true,
+                };
+                Request::Create {
+                    spec: a.dev,
+                    geometry,
+                }
+            }
+            Command::Info { dev } => Request::Info { spec: dev },
+            Command::Report { dev, zone, json } => Request::Report {
+                spec: dev,
+                zone,
+                json,
+            },
+            Command::Reset(a) | Command::Open(a) | Command::Close(a) | Command::Finish(a) => {
+                Request::Action {
+                    spec: a.dev,
+                    action: action.expect("zone action command"),
+                    target: match a.zone {
+                        Some(z) if !a.all => ZoneTarget::One(z),
+                        _ => ZoneTarget::All,
+                    },
+                }
+            }
+            Command::Write(ref a) | Command::Append(ref a) => {
+                let mut data = Vec::new();
+                std::io::stdin()
+                    .lock()
+                    .read_to_end(&mut data)
+                    .map_err(|e| CliError::Stdio("reading stdin", e))?;
+                Request::Write {
+                    spec: a.dev.clone(),
+                    zone: a.zone,
+                    data,
+                    pad: a.pad,
+                    append: matches!(cmd, Command::Append(_)),
+                }
+            }
+            Command::Read {
+                dev,
+                zone,
+                offset,
+                length,
+            } => Request::Read {
+                spec: dev,
+                zone,
+                offset,
+                length,
+            },
+        })
+    }
+}
+
+fn stdout_write(bytes: &[u8]) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .map_err(|e| CliError::Stdio("writing stdout", e))
+}
+
+/// Runs a request on the current core.
+pub async fn run(request: Request) -> Result<(), CliError> {
+    match request {
+        Request::Create { spec, geometry } => {
+            let dev = create_device(&spec, &geometry).await?;
+            dev.flush().await?;
+            stdout_write(output::created(&dev).as_bytes())
+        }
+        Request::Info { spec } => {
+            let dev = open_device(&spec).await?;
+            let zones = dev.report_all().await?;
+            stdout_write(output::info(&dev, &zones).as_bytes())
+        }
+        Request::Report { spec, zone, json } => {
+            let dev = open_device(&spec).await?;
+            let zones = match zone {
+                Some(z) => dev.report_zones(z, 1).await?,
+                None => dev.report_all().await?,
+            };
+            let text = if json {
+                output::report_json(&zones)
+            } else {
+                output::report_table(&zones)
+            };
+            stdout_write(text.as_bytes())
+        }
+        Request::Action {
+            spec,
+            action,
+            target,
+        } => {
+            let dev = open_device(&spec).await?;
+            dev.zone_action(action, target).await?;
+            dev.flush().await?;
+            Ok(())
+        }
+        Request::Write {
+            spec,
+            zone,
+            data,
+            pad,
+            append,
+        } => {
+            let dev = open_device(&spec).await?;
+            let data = whole_blocks(data, dev.geometry().block_size_bytes, pad)?;
+            if append {
+                let (res, _) = dev.append(zone, DmaBuf::from_slice(&data)).await;
+                let offset = res?;
+                dev.flush().await?;
+                stdout_write(format!("{offset}\n").as_bytes())
+            } else {
+                write_whole(&dev, zone, &data).await?;
+                dev.flush().await.map_err(CliError::from)
+            }
+        }
+        Request::Read {
+            spec,
+            zone,
+            offset,
+            length,
+        } => {
+            let dev = open_device(&spec).await?;
+            check_read_range(&dev, zone, offset, length).await?;
+            let mut done = 0u64;
+            while done < length {
+                let len = (length - done).min(CHUNK_BYTES as u64) as usize;
+                let (res, buf) = dev
+                    .read(zone, offset + done, len, DmaBuf::with_capacity(len))
+                    .await;
+                res?;
+                stdout_write(&buf)?;
+                done += len as u64;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Refuses a read range whole (before anything is printed), with the device's wording.
+async fn check_read_range<D: ZonedDevice>(
+    dev: &D,
+    zone: u32,
+    offset: u64,
+    length: u64,
+) -> Result<(), CliError> {
+    let g = *dev.geometry();
+    dev.report_zones(zone, 1).await?;
+    let bs = g.block_size_bytes;
+    if length == 0 || offset % bs != 0 || length % bs != 0 {
+        return Err(DeviceError::Misaligned {
+            op: IoOp::Read,
+            zone,
+            offset_bytes: offset,
+            len_bytes: length,
+            block_size_bytes: bs,
+        }
+        .into());
+    }
+    if offset.saturating_add(length) > g.zone_size_bytes {
+        return Err(DeviceError::BoundaryError {
+            op: IoOp::Read,
+            zone,
+            offset_blocks: offset / bs,
+            len_blocks: length / bs,
+            boundary: Boundary::ZoneEnd,
+            limit_blocks: g.zone_size_blocks(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// The input as whole blocks: padded with zeros if asked, refused otherwise.
+fn whole_blocks(mut data: Vec<u8>, bs: u64, pad: bool) -> Result<Vec<u8>, CliError> {
+    let rem = data.len() as u64 % bs;
+    if data.is_empty() {
+        return Err(CliError::Input("no data on stdin".into()));
+    }
+    if rem != 0 {
+        if !pad {
+            return Err(CliError::Input(format!(
+                "input of {} bytes is not a multiple of the {bs}-byte block size (use --pad to fill the last block with zeros)",
+                data.len()
+            )));
+        }
+        data.resize(data.len() + (bs - rem) as usize, 0);
+    }
+    Ok(data)
+}
+
+/// Writes all of `data` at the write pointer, in chunks, after checking it fits the zone:
+/// a write that cannot fit is refused whole, with the device's Zone Boundary Error wording.
+async fn write_whole<D: ZonedDevice>(dev: &D, zone: u32, data: &[u8]) -> Result<(), CliError> {
+    let g = *dev.geometry();
+    let info = dev.report_zones(zone, 1).await?[0];
+    let wp = info.write_pointer_bytes;
+    let len = data.len() as u64;
+    let writable = matches!(
+        info.state,
+        ZoneState::Empty
+            | ZoneState::ImplicitlyOpened
+            | ZoneState::ExplicitlyOpened
+            | ZoneState::Closed
+    );
+    if writable && wp + len > g.zone_capacity_bytes {
+        return Err(DeviceError::BoundaryError {
+            op: IoOp::Write,
+            zone,
+            offset_blocks: wp / g.block_size_bytes,
+            len_blocks: len / g.block_size_bytes,
+            boundary: Boundary::Capacity,
+            limit_blocks: g.zone_capacity_blocks(),
+        }
+        .into());
+    }
+    let mut done = 0usize;
+    while done < data.len() {
+        let n = (data.len() - done).min(CHUNK_BYTES);
+        let (res, _) = dev
+            .write(
+                zone,
+                wp + done as u64,
+                DmaBuf::from_slice(&data[done..done + n]),
+            )
+            .await;
+        res?;
+        done += n;
+    }
+    Ok(())
+}
