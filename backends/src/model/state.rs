@@ -418,14 +418,6 @@ impl ZoneTable {
         self.begin(IoOp::Append, zone, None, len_bytes)
     }
 
-    /// Checks a write without reserving anything (what [`begin_write`](Self::begin_write) would
-    /// answer).
-    pub fn check_write(&self, zone: u32, offset_bytes: u64, len_bytes: u64) -> Result<()> {
-        self.clone()
-            .begin(IoOp::Write, zone, Some(offset_bytes), len_bytes)
-            .map(|_| ())
-    }
-
     fn begin(
         &mut self,
         op: IoOp,
