@@ -715,3 +715,100 @@ impl ZoneTable {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> ZoneTable {
+        let mut g = Geometry::new(3, 64 * 1024);
+        g.max_open_zones = Some(2);
+        ZoneTable::new(&g)
+    }
+
+    #[test]
+    fn failed_last_reservation_rolls_back() {
+        let mut t = table();
+        let r = t.begin_write(0, 0, 4096).unwrap();
+        t.complete(r, true);
+        let r = t.begin_write(0, 4096, 8192).unwrap();
+        t.complete(r, false);
+        let z = t.info(0).unwrap();
+        assert_eq!(
+            (z.state, z.write_pointer_bytes),
+            (ZoneState::ImplicitlyOpened, 4096)
+        );
+    }
+
+    #[test]
+    fn failed_reservation_under_a_later_one_makes_the_zone_read_only() {
+        let mut t = table();
+        let first = t.begin_append(1, 4096).unwrap();
+        let second = t.begin_append(1, 4096).unwrap();
+        assert_eq!(second.offset_bytes, 4096);
+        t.complete(first, false);
+        t.complete(second, true);
+        assert_eq!(t.info(1).unwrap().state, ZoneState::ReadOnly);
+        assert_eq!((t.open_in_use(), t.active_in_use()), (0, 0));
+    }
+
+    #[test]
+    fn snapshot_keeps_in_flight_zones_as_they_were() {
+        let mut t = table();
+        let r = t.begin_write(0, 0, 4096).unwrap();
+        t.complete(r, true);
+        let in_flight = t.begin_write(0, 4096, 4096).unwrap();
+        let snap = t.snapshot();
+        assert_eq!(snap[0].written_bytes, 4096);
+        t.apply(ZoneAction::Reset, ZoneTarget::One(0)).unwrap();
+        assert_eq!(
+            t.snapshot()[0],
+            PersistedZone {
+                state: ZoneState::Empty,
+                written_bytes: 0
+            },
+            "a reset during a write is what gets persisted"
+        );
+        t.complete(in_flight, true);
+        assert_eq!(t.snapshot()[0].written_bytes, 0);
+    }
+
+    #[test]
+    fn restore_closes_open_zones_and_rejects_inconsistent_entries() {
+        let g = *table().geometry();
+        let mut zones = vec![
+            PersistedZone {
+                state: ZoneState::Empty,
+                written_bytes: 0
+            };
+            3
+        ];
+        zones[0] = PersistedZone {
+            state: ZoneState::ExplicitlyOpened,
+            written_bytes: 0,
+        };
+        zones[1] = PersistedZone {
+            state: ZoneState::ImplicitlyOpened,
+            written_bytes: 8192,
+        };
+        let t = ZoneTable::restore(&g, &zones).unwrap();
+        assert_eq!(t.info(0).unwrap().state, ZoneState::Closed);
+        assert_eq!(t.info(1).unwrap().write_pointer_bytes, 8192);
+        assert_eq!((t.open_in_use(), t.active_in_use()), (0, 2));
+        zones[2] = PersistedZone {
+            state: ZoneState::Closed,
+            written_bytes: 64 * 1024,
+        };
+        assert_eq!(
+            ZoneTable::restore(&g, &zones).unwrap_err(),
+            "zone 2: state Closed with 65536 bytes written"
+        );
+        zones[2] = PersistedZone {
+            state: ZoneState::Full,
+            written_bytes: 100,
+        };
+        assert!(ZoneTable::restore(&g, &zones)
+            .unwrap_err()
+            .contains("whole blocks"));
+    }
+}
