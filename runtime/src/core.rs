@@ -90,6 +90,8 @@ pub(crate) struct Core {
     shutting_down: Cell<bool>,
     /// Statistics: io_uring_enter calls made.
     pub(crate) enters: Cell<u64>,
+    /// Statistics: tasks that panicked.
+    pub(crate) task_panics: Cell<u64>,
 }
 
 thread_local! {
@@ -173,6 +175,7 @@ impl Core {
             next_poller: Cell::new(0),
             shutting_down: Cell::new(false),
             enters: Cell::new(0),
+            task_panics: Cell::new(0),
         });
         Ok(core)
     }
@@ -271,7 +274,19 @@ impl Core {
             let next = self.run_queue.borrow_mut().pop_front();
             match next {
                 Some(r) => {
-                    r.run();
+                    // A panicking task must not take the core (and every other task) down:
+                    // async-task closes the task; we report the panic and go on.
+                    if let Err(panic) =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r.run()))
+                    {
+                        let msg = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "non-string panic".into());
+                        tracing::error!(core = self.id, panic = %msg, "a task panicked");
+                        self.task_panics.set(self.task_panics.get() + 1);
+                    }
                     ran += 1;
                 }
                 None => break,

@@ -20,6 +20,12 @@ pub struct Runtime {
     config: Config,
 }
 
+/// Runs `fut`, catching a panic so it can be re-raised on the thread that waits for it.
+async fn catch_panic<T>(fut: impl Future<Output = T>) -> std::thread::Result<T> {
+    use futures::FutureExt;
+    std::panic::AssertUnwindSafe(fut).catch_unwind().await
+}
+
 fn pin_to_cpu(core: usize) {
     let n = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -144,14 +150,17 @@ impl Runtime {
         let (tx, rx) = futures::channel::oneshot::channel();
         let job = move || {
             crate::task::spawn(async move {
-                let _ = tx.send(f().await);
+                let _ = tx.send(catch_panic(f()).await);
             })
             .detach();
         };
         target
             .send(Message::Job(Box::new(job)))
             .map_err(|()| Error::CoreGone(core))?;
-        futures::executor::block_on(rx).map_err(|_| Error::CoreGone(core))
+        match futures::executor::block_on(rx).map_err(|_| Error::CoreGone(core))? {
+            Ok(v) => Ok(v),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
     }
 
     /// Runs `f(core)` on core 0 (convenience for single-core programs).
@@ -178,7 +187,7 @@ impl Runtime {
             let f = f.clone();
             let job = move || {
                 crate::task::spawn(async move {
-                    let _ = tx.send(f(core).await);
+                    let _ = tx.send(catch_panic(f(core)).await);
                 })
                 .detach();
             };
@@ -187,10 +196,14 @@ impl Runtime {
                 .map_err(|()| Error::CoreGone(core))?;
             rxs.push(rx);
         }
-        rxs.into_iter()
-            .enumerate()
-            .map(|(core, rx)| futures::executor::block_on(rx).map_err(|_| Error::CoreGone(core)))
-            .collect()
+        let mut out = Vec::with_capacity(rxs.len());
+        for (core, rx) in rxs.into_iter().enumerate() {
+            match futures::executor::block_on(rx).map_err(|_| Error::CoreGone(core))? {
+                Ok(v) => out.push(v),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -150,6 +150,8 @@ pub struct CoreStats {
     pub ops_abandoned: u64,
     /// Ops submitted and not yet completed.
     pub ops_in_flight: usize,
+    /// Tasks that panicked (the core logs and survives them).
+    pub task_panics: u64,
 }
 
 /// Counters of the current core (zeros off-core).
@@ -160,6 +162,7 @@ pub fn core_stats() -> CoreStats {
             enters: c.enters.get(),
             ops_abandoned: ops.abandoned_total,
             ops_in_flight: ops.len(),
+            task_panics: c.task_panics.get(),
         }
     })
     .unwrap_or_default()

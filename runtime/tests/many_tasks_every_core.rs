@@ -115,3 +115,28 @@ fn sleep_wakes_an_idle_core() {
         "{elapsed:?}"
     );
 }
+
+#[test]
+fn a_panicking_task_does_not_take_the_core_down() {
+    let rt = Runtime::builder().cores(1).build().unwrap();
+    let survived = rt
+        .block_on(|| async {
+            spawn(async { panic!("boom in a detached task") }).detach();
+            for _ in 0..10 {
+                yield_now().await;
+            }
+            ziob_runtime::core_stats().task_panics
+        })
+        .unwrap();
+    assert_eq!(survived, 1);
+    // run_on re-raises a panic of its own future on the calling thread.
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(|| async { panic!("boom in run_on") })
+    }));
+    assert!(caught.is_err());
+    assert_eq!(
+        rt.block_on(|| async { 7 }).unwrap(),
+        7,
+        "the core is still alive"
+    );
+}

@@ -1,1 +1,79 @@
-//! ziob (work in progress).
+//! # ZIOB: async zoned storage with a zone write buffer
+//!
+//! `ziob` is the crate applications depend on. It puts a host-memory **zone write buffer**
+//! in front of a zoned device ([`ZonedDevice`]): appends land in memory and get their
+//! offset at once, reads of recent data are served from memory, and each zone's data is
+//! written back to the device in large sequential runs.
+//!
+//! ## Shards and cores
+//! The buffer is split into one shard per runtime core. Zone `z` belongs to core
+//! `z % cores` ([`placement`]); a request for a zone owned by another core is sent there by
+//! message passing, so callers never need to know the owner.
+//!
+//! ## Write-back
+//! Data is staged in chunks of one write-back unit ([`ZiobConfig::writeback_unit_bytes`],
+//! 512 KiB by default). A zone's data goes to the device, in order and one write at a time
+//! per zone (several zones at once), when a chunk fills, when the zone reaches its capacity,
+//! on [`Ziob::flush`] / [`Ziob::sync`] / finish, when memory runs short (least recently
+//! written zone first) and after an idle time ([`ZiobConfig::idle_writeback`]). Write-back
+//! uses device writes at the write pointer: the buffer has already fixed every offset, so
+//! Zone Append would add nothing. Written-back chunks stay in memory as a read cache until
+//! memory is needed.
+//!
+//! ## Open and active zones
+//! Applications may write to any number of zones. The device only sees zones being written
+//! back: each core holds an equal share of the device's Max Open / Max Active Resources; a
+//! device zone is opened by its write-back, stays open while more data follows, and is closed
+//! when another zone needs the open resource (or becomes Full at capacity, or is finished).
+//! A zone whose write-back needs an active resource while all of the core's are taken keeps
+//! its data in memory until one frees (a zone fills, is finished or reset). When the budget is
+//! full of such data and nothing can be written back, the write fails with
+//! [`ZiobError::BufferFull`]: that is the buffer's own limit.
+//!
+//! ## Memory
+//! Each shard has a hard budget ([`ZiobConfig::shard_budget_bytes`]). A writer that needs
+//! memory first drops clean (written-back) chunks, then starts write-back and waits: writers
+//! wait, they never fail for memory alone and the budget is never exceeded.
+//!
+//! ## Example
+//! ```
+//! use ziob::{DmaBuf, Runtime, Ziob, ZiobConfig};
+//! let rt = Runtime::builder().cores(2).build().unwrap();
+//! rt.block_on(|| async {
+//!     let z = Ziob::open("mem:zones=8,zone_size=1M", ZiobConfig::default()).await.unwrap();
+//!     let zone = z.zone(3); // owned by core 1; this task runs on core 0
+//!     let off = zone.append(DmaBuf::from_slice(b"hello, zones")).await.unwrap();
+//!     assert_eq!(off, 0);
+//!     let data = zone.read(0, 12).await.unwrap(); // served from memory
+//!     assert_eq!(&data[..], b"hello, zones");
+//!     zone.flush().await.unwrap(); // on the device, padded to a block
+//!     assert_eq!(zone.append(DmaBuf::from_slice(b"!")).await.unwrap(), 4096);
+//!     z.close().await.unwrap();
+//! })
+//! .unwrap();
+//! ```
+#![warn(missing_docs)]
+
+mod config;
+mod device_impl;
+mod error;
+mod handle;
+mod logical;
+pub mod placement;
+mod shard;
+mod stats;
+
+pub use config::{
+    ZiobConfig, IDLE_WRITEBACK_DEFAULT, SHARD_BUDGET_BYTES_DEFAULT, WRITEBACK_UNIT_BYTES_DEFAULT,
+};
+pub use error::{Result, ZiobError};
+pub use handle::{Ziob, Zone};
+pub use stats::ShardStats;
+
+pub use ziob_backends as backends;
+pub use ziob_backends::{
+    open_device, AnyDevice, DeviceError, ErrorKind, Geometry, ZoneAction, ZoneInfo, ZoneState,
+    ZoneTarget, ZonedDevice,
+};
+pub use ziob_runtime as runtime;
+pub use ziob_runtime::{DmaBuf, Runtime};

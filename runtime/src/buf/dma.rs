@@ -13,6 +13,10 @@ use super::{IoBuf, IoBufMut};
 /// PRPs.
 pub const DMA_ALIGN_BYTES: usize = 4096;
 
+/// Alignment a window start must keep ([`DmaBuf::set_window`]): the smallest logical block
+/// size, so a window at any block boundary stays valid for O_DIRECT.
+pub const WINDOW_ALIGN_BYTES: usize = 512;
+
 /// Where a buffer's memory came from, which decides where it goes back to.
 pub(crate) enum Origin {
     /// A direct allocation (larger than the pool's biggest class, or off-core).
@@ -115,13 +119,13 @@ impl DmaBuf {
 
     /// Moves the window (what the buffer reads, writes and derefs to) to bytes
     /// `start..end` of the whole buffer, without copying: e.g. to write back the middle of a
-    /// staging buffer. `start` must be a multiple of [`DMA_ALIGN_BYTES`] (the window stays
+    /// staging buffer. `start` must be a multiple of [`WINDOW_ALIGN_BYTES`] (the window stays
     /// aligned for O_DIRECT) and `end` at most the initialised high-water mark.
     /// `set_window(0, n)` returns to the start.
     pub fn set_window(&mut self, start: usize, end: usize) {
         assert!(
-            start % DMA_ALIGN_BYTES == 0,
-            "window start {start} is not aligned"
+            start % WINDOW_ALIGN_BYTES == 0,
+            "window start {start} is not 512-byte aligned"
         );
         assert!(
             start <= end && end <= self.init,

@@ -8,7 +8,7 @@
 pub(crate) mod dma;
 pub(crate) mod pool;
 
-pub use dma::{DmaBuf, DMA_ALIGN_BYTES};
+pub use dma::{DmaBuf, DMA_ALIGN_BYTES, WINDOW_ALIGN_BYTES};
 pub use pool::{pool_stats, PoolStats};
 
 /// A buffer whose memory stays put while it is moved around (heap or static memory).

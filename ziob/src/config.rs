@@ -1,0 +1,84 @@
+//! [`ZiobConfig`]: how the zone write buffer behaves.
+
+use std::time::Duration;
+
+use ziob_backends::Geometry;
+
+use crate::error::{Result, ZiobError};
+
+/// Default write-back unit: 512 KiB (clamped to the zone capacity).
+pub const WRITEBACK_UNIT_BYTES_DEFAULT: u64 = 512 << 10;
+/// Default memory budget of one shard: 64 MiB.
+pub const SHARD_BUDGET_BYTES_DEFAULT: u64 = 64 << 20;
+/// Default idle time after which a zone's whole blocks are written back.
+pub const IDLE_WRITEBACK_DEFAULT: Duration = Duration::from_millis(200);
+
+/// Settings of a [`Ziob`](crate::Ziob) instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZiobConfig {
+    /// Buffer writes and serve reads from memory (`true`, the default) or send every
+    /// operation straight to the device (pass-through, to measure the buffer's effect).
+    pub buffered: bool,
+    /// Memory budget of each core's shard in bytes. Writers wait when it is used up; it is
+    /// never exceeded.
+    pub shard_budget_bytes: u64,
+    /// Size of one write-back in bytes: a multiple of the block size, at most the zone
+    /// capacity. `None` = [`WRITEBACK_UNIT_BYTES_DEFAULT`] clamped to the device.
+    pub writeback_unit_bytes: Option<u64>,
+    /// A zone not written for this long has its whole blocks written back. `None` = never.
+    pub idle_writeback: Option<Duration>,
+}
+
+impl Default for ZiobConfig {
+    fn default() -> Self {
+        ZiobConfig {
+            buffered: true,
+            shard_budget_bytes: SHARD_BUDGET_BYTES_DEFAULT,
+            writeback_unit_bytes: None,
+            idle_writeback: Some(IDLE_WRITEBACK_DEFAULT),
+        }
+    }
+}
+
+impl ZiobConfig {
+    /// The pass-through configuration: no buffering at all.
+    pub fn pass_through() -> Self {
+        ZiobConfig {
+            buffered: false,
+            ..ZiobConfig::default()
+        }
+    }
+
+    /// The write-back unit for `geometry`: the configured one, or the default rounded down
+    /// to a block multiple and clamped to the zone capacity.
+    pub fn unit_bytes(&self, geometry: &Geometry) -> Result<u64> {
+        let bs = geometry.block_size_bytes;
+        let cap = geometry.zone_capacity_bytes;
+        match self.writeback_unit_bytes {
+            Some(u) => {
+                if u == 0 || u % bs != 0 || u > cap {
+                    return Err(ZiobError::Config(format!(
+                        "write-back unit {u} bytes must be a positive multiple of the block size {bs} and at most the zone capacity {cap}"
+                    )));
+                }
+                Ok(u)
+            }
+            None => {
+                let u = WRITEBACK_UNIT_BYTES_DEFAULT.min(cap);
+                Ok((u / bs).max(1) * bs)
+            }
+        }
+    }
+
+    /// Checks the settings against a device geometry.
+    pub fn validate(&self, geometry: &Geometry) -> Result<()> {
+        let unit = self.unit_bytes(geometry)?;
+        if self.buffered && self.shard_budget_bytes < 2 * unit {
+            return Err(ZiobError::Config(format!(
+                "shard budget {} bytes must hold at least two write-back units of {unit} bytes",
+                self.shard_budget_bytes
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,93 @@
+//! [`ZiobError`]: errors of the buffer and its API.
+
+use ziob_backends::{DeviceError, ErrorKind};
+
+/// Result alias of the `ziob` crate.
+pub type Result<T> = std::result::Result<T, ZiobError>;
+
+/// An error returned by [`Ziob`](crate::Ziob) and [`Zone`](crate::Zone) operations.
+#[derive(Debug, thiserror::Error)]
+pub enum ZiobError {
+    /// The device (or the buffer acting as the device) refused the operation, with the same
+    /// typed error the device would return.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// An earlier write-back of this zone failed; its data is still readable from the buffer.
+    /// The error stays until the zone is reset (which discards the buffered data).
+    #[error("write-back of zone {zone} failed at byte {offset_bytes}: {message}; the zone's buffered data is still readable, reset the zone to clear the error")]
+    Writeback {
+        /// The zone.
+        zone: u32,
+        /// Where the failed write started, in bytes from the zone start.
+        offset_bytes: u64,
+        /// The device error's kind.
+        kind: ErrorKind,
+        /// The device error's message.
+        message: String,
+    },
+    /// Memory is full of data that cannot be written back because every active-zone resource
+    /// of this core is taken (the buffer's own limit).
+    #[error("buffer full: zone {zone} needs {needed_bytes} bytes, but the {budget_bytes}-byte budget of core {core} holds data of zones that cannot become active on the device ({active_max} active zones per core); flush, finish or reset a zone")]
+    BufferFull {
+        /// The zone being written.
+        zone: u32,
+        /// Bytes the write needed.
+        needed_bytes: u64,
+        /// The shard budget.
+        budget_bytes: u64,
+        /// The core.
+        core: usize,
+        /// Active zones this core may hold on the device.
+        active_max: u32,
+    },
+    /// A configuration that does not fit the device or the runtime.
+    #[error("invalid ZIOB configuration: {0}")]
+    Config(String),
+    /// The runtime failed (a core is gone, or the call was made off-core).
+    #[error(transparent)]
+    Runtime(#[from] ziob_runtime::Error),
+    /// The instance was closed.
+    #[error("this ZIOB instance is closed")]
+    Closed,
+}
+
+impl ZiobError {
+    /// The device error kind this error corresponds to, if any.
+    pub fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            ZiobError::Device(e) => Some(e.kind()),
+            ZiobError::Writeback { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+
+    /// A copy of this error to hand to a second caller (sticky errors are reported to every
+    /// caller that touches the zone).
+    pub(crate) fn writeback(zone: u32, offset_bytes: u64, e: &DeviceError) -> ZiobError {
+        ZiobError::Writeback {
+            zone,
+            offset_bytes,
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl Clone for ZiobError {
+    fn clone(&self) -> Self {
+        match self {
+            ZiobError::Writeback {
+                zone,
+                offset_bytes,
+                kind,
+                message,
+            } => ZiobError::Writeback {
+                zone: *zone,
+                offset_bytes: *offset_bytes,
+                kind: *kind,
+                message: message.clone(),
+            },
+            other => ZiobError::Config(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,408 @@
+//! [`Ziob`] and [`Zone`]: the handle applications use from any core. Each request runs on
+//! the core that owns its zone (`placement`); requests from other cores travel there by
+//! message passing (`ziob_runtime::call_on`).
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ziob_backends::{
+    open_device, AnyDevice, Geometry, ZoneAction, ZoneInfo, ZoneTarget, ZonedDevice,
+};
+use ziob_runtime::{call_on, core_id, num_cores, DmaBuf};
+
+use crate::config::ZiobConfig;
+use crate::error::{Result, ZiobError};
+use crate::placement::owner_core;
+use crate::shard::Shard;
+use crate::stats::ShardStats;
+
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The shards living on this core, by instance id.
+    static SHARDS: RefCell<HashMap<u64, Rc<dyn Any>>> = RefCell::new(HashMap::new());
+}
+
+fn local_shard<D: ZonedDevice>(id: u64) -> Result<Rc<Shard<D>>> {
+    SHARDS.with(|s| {
+        s.borrow()
+            .get(&id)
+            .cloned()
+            .and_then(|a| a.downcast::<Shard<D>>().ok())
+            .ok_or(ZiobError::Closed)
+    })
+}
+
+struct Inner<D: ZonedDevice> {
+    id: u64,
+    device: D,
+    geometry: Geometry,
+    /// The geometry the buffer presents as a device (limits lifted when buffered).
+    view_geometry: Geometry,
+    view_name: String,
+    config: ZiobConfig,
+    cores: usize,
+    closed: AtomicBool,
+}
+
+/// A ZIOB instance: a zoned device with a zone write buffer in front of it, sharded over the
+/// runtime's cores. Clone it freely and use it from any core.
+///
+/// # Durability
+/// A completed [`append`](Ziob::append) or [`write_at`](Ziob::write_at) means the data is in
+/// the buffer — like a drive's volatile write cache, a crash may lose it. A completed
+/// [`flush`](Ziob::flush) (one zone) or [`sync`](Ziob::sync) (all zones) means the data is on
+/// the device and the device's cache is flushed. A flush pads a partial last block with zeros:
+/// the write pointer moves to the next block boundary, so the next append gets that offset.
+///
+/// # Errors of write-back
+/// If writing a zone's data to the device fails, the error is kept and returned to every
+/// append, write, flush and finish of that zone (and by `sync`) until the zone is reset; the
+/// zone's data stays readable from the buffer meanwhile.
+#[derive(Clone)]
+pub struct Ziob<D: ZonedDevice = AnyDevice> {
+    inner: Arc<Inner<D>>,
+}
+
+impl Ziob<AnyDevice> {
+    /// Opens the device named by `spec` (e.g. `emu:/var/tmp/dev.zns`, `mem:zones=64,zone_size=64M`)
+    /// and starts a shard on every core. Call it from a runtime core.
+    pub async fn open(spec: &str, config: ZiobConfig) -> Result<Ziob<AnyDevice>> {
+        let device = open_device(spec).await?;
+        Ziob::with_device(device, config).await
+    }
+}
+
+impl<D: ZonedDevice> Ziob<D> {
+    /// Puts a buffer in front of `device` with one shard per core of the current runtime.
+    pub async fn with_device(device: D, config: ZiobConfig) -> Result<Ziob<D>> {
+        let geometry = *device.geometry();
+        config.validate(&geometry)?;
+        let cores = num_cores();
+        let id = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
+        for core in 0..cores {
+            let (dev, cfg) = (device.clone(), config.clone());
+            let res = call_on(core, move || async move {
+                let shard = Shard::new(core, cores, dev, &cfg).await?;
+                if cfg.buffered {
+                    if let Some(idle) = cfg.idle_writeback {
+                        ziob_runtime::spawn(shard.clone().idle_ticker(idle)).detach();
+                    }
+                }
+                SHARDS.with(|s| s.borrow_mut().insert(id, shard as Rc<dyn Any>));
+                Ok::<_, ZiobError>(())
+            })
+            .await?;
+            if let Err(e) = res {
+                for c in 0..core {
+                    let _ = call_on(c, move || async move { remove_shard::<D>(id) }).await;
+                }
+                return Err(e);
+            }
+        }
+        Ok(Ziob {
+            inner: Arc::new(Inner {
+                id,
+                view_geometry: Geometry {
+                    max_open_zones: if config.buffered {
+                        None
+                    } else {
+                        geometry.max_open_zones
+                    },
+                    max_active_zones: if config.buffered {
+                        None
+                    } else {
+                        geometry.max_active_zones
+                    },
+                    ..geometry
+                },
+                view_name: format!(
+                    "ziob({}{})",
+                    device.name(),
+                    if config.buffered {
+                        ""
+                    } else {
+                        ", pass-through"
+                    }
+                ),
+                device,
+                geometry,
+                config,
+                cores,
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The device's geometry (the buffer lifts the open/active limits, see the crate docs).
+    pub fn geometry(&self) -> &Geometry {
+        &self.inner.geometry
+    }
+
+    /// The geometry this instance presents as a [`ZonedDevice`]: the device's, with no
+    /// open/active limits when buffered (the buffer lifts them).
+    pub fn view_geometry(&self) -> &Geometry {
+        &self.inner.view_geometry
+    }
+
+    /// The name this instance presents as a [`ZonedDevice`].
+    pub fn view_name(&self) -> &str {
+        &self.inner.view_name
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ZiobConfig {
+        &self.inner.config
+    }
+
+    /// The device behind the buffer.
+    pub fn device(&self) -> &D {
+        &self.inner.device
+    }
+
+    /// A handle to one zone.
+    pub fn zone(&self, zone: u32) -> Zone<D> {
+        Zone {
+            ziob: self.clone(),
+            index: zone,
+        }
+    }
+
+    /// The core that owns `zone`.
+    pub fn owner_core(&self, zone: u32) -> usize {
+        owner_core(zone, self.inner.cores)
+    }
+
+    /// Runs `f` with the shard owning `zone`, on its core.
+    async fn on_owner<F, Fut, T>(&self, zone: u32, f: F) -> Result<T>
+    where
+        F: FnOnce(Rc<Shard<D>>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T>> + 'static,
+        T: Send + 'static,
+    {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(ZiobError::Closed);
+        }
+        let owner = owner_core(zone, self.inner.cores);
+        let id = self.inner.id;
+        if owner == core_id() {
+            return f(local_shard::<D>(id)?).await;
+        }
+        call_on(owner, move || async move { f(local_shard::<D>(id)?).await }).await?
+    }
+
+    /// Runs `f` with every shard, on its core, concurrently; results in core order.
+    async fn on_all<F, Fut, T>(&self, f: F) -> Result<Vec<T>>
+    where
+        F: Fn(Rc<Shard<D>>) -> Fut + Send + Sync + Clone + 'static,
+        Fut: Future<Output = Result<T>> + 'static,
+        T: Send + 'static,
+    {
+        let id = self.inner.id;
+        let calls = (0..self.inner.cores).map(|core| {
+            let f = f.clone();
+            call_on(core, move || async move { f(local_shard::<D>(id)?).await })
+        });
+        futures::future::join_all(calls)
+            .await
+            .into_iter()
+            .map(|r| r?)
+            .collect()
+    }
+
+    /// Appends `data` to `zone` and returns the offset (bytes from the zone start) it was
+    /// given. With the buffer on, the offset is assigned at once and the data is buffered;
+    /// any length up to the zone's remaining capacity is accepted. Pass-through appends go to
+    /// the device's Zone Append and must be block multiples within its append limit.
+    pub async fn append(&self, zone: u32, data: DmaBuf) -> Result<u64> {
+        self.append_returning(zone, data).await.0
+    }
+
+    /// [`Ziob::append`], handing the data buffer back for reuse.
+    pub async fn append_returning(&self, zone: u32, data: DmaBuf) -> (Result<u64>, Option<DmaBuf>) {
+        match self
+            .on_owner(zone, move |s| async move { Ok(s.append(zone, data).await) })
+            .await
+        {
+            Ok((res, buf)) => (res, Some(buf)),
+            Err(e) => (Err(e), None),
+        }
+    }
+
+    /// Writes `data` at `offset_bytes` of `zone`, which must be the zone's (logical) write
+    /// pointer; otherwise Zone Invalid Write, as on the device.
+    pub async fn write_at(&self, zone: u32, offset_bytes: u64, data: DmaBuf) -> Result<()> {
+        self.write_at_returning(zone, offset_bytes, data).await.0
+    }
+
+    /// [`Ziob::write_at`], handing the data buffer back for reuse.
+    pub async fn write_at_returning(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        data: DmaBuf,
+    ) -> (Result<()>, Option<DmaBuf>) {
+        match self
+            .on_owner(zone, move |s| async move {
+                Ok(s.write_at(zone, offset_bytes, data).await)
+            })
+            .await
+        {
+            Ok((res, buf)) => (res, Some(buf)),
+            Err(e) => (Err(e), None),
+        }
+    }
+
+    /// Reads `len` bytes at `offset_bytes` of `zone`. Data still in the buffer comes from
+    /// memory (merged with device data where the range straddles what was written back);
+    /// bytes past the write pointer read as zeros, as on the device. The range must end
+    /// within the zone size (Zone Boundary Error otherwise).
+    pub async fn read(&self, zone: u32, offset_bytes: u64, len: usize) -> Result<DmaBuf> {
+        self.on_owner(zone, move |s| async move {
+            s.read(zone, offset_bytes, len).await
+        })
+        .await
+    }
+
+    /// Writes `zone`'s buffered data to the device and flushes the device's cache: when it
+    /// returns, everything appended to the zone before the call is durable.
+    pub async fn flush(&self, zone: u32) -> Result<()> {
+        self.on_owner(zone, move |s| async move { s.flush_zone(zone).await })
+            .await
+    }
+
+    /// Flushes every zone on every core.
+    pub async fn sync(&self) -> Result<()> {
+        self.on_all(|s| async move { s.sync().await })
+            .await
+            .map(|_| ())
+    }
+
+    /// Applies a zone management action (open, close, finish, reset, offline) to one zone
+    /// or all. Reset discards the zone's buffered data and clears a kept write-back error;
+    /// finish writes the data back first. Open and close change only the zone state the
+    /// buffer shows (the device's zones are opened by write-back, see the crate docs).
+    pub async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
+        match target {
+            ZoneTarget::One(zone) => {
+                self.on_owner(zone, move |s| async move { s.action(zone, action).await })
+                    .await
+            }
+            ZoneTarget::All => self
+                .on_all(move |s| async move { s.action_all(action).await })
+                .await
+                .map(|_| ()),
+        }
+    }
+
+    /// Report Zones as the buffer shows them: `count` zones from `first`.
+    pub async fn report(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
+        if first >= self.inner.geometry.zone_count {
+            return Err(ziob_backends::DeviceError::OutOfRange {
+                zone: first,
+                zone_count: self.inner.geometry.zone_count,
+            }
+            .into());
+        }
+        let parts = self
+            .on_all(move |s| async move { s.report(first, count).await })
+            .await?;
+        let mut all: Vec<ZoneInfo> = parts.into_iter().flatten().collect();
+        all.sort_by_key(|z| z.index);
+        Ok(all)
+    }
+
+    /// Statistics of every shard, in core order.
+    pub async fn stats(&self) -> Result<Vec<ShardStats>> {
+        self.on_all(|s| async move { Ok(s.stats()) }).await
+    }
+
+    /// Memory the shards hold right now, per core (for tests of the budget).
+    pub async fn memory_used_bytes(&self) -> Result<Vec<u64>> {
+        self.on_all(|s| async move { Ok(s.memory_used_bytes()) })
+            .await
+    }
+
+    /// Syncs, then stops the shards. Other clones of this handle fail with
+    /// [`ZiobError::Closed`] afterwards. Dropping every handle without closing is like a
+    /// crash: unflushed data is lost (the shards stay until the runtime stops).
+    pub async fn close(self) -> Result<()> {
+        let res = self.sync().await;
+        self.inner.closed.store(true, Ordering::Release);
+        let id = self.inner.id;
+        for core in 0..self.inner.cores {
+            call_on(core, move || async move { remove_shard::<D>(id) }).await?;
+        }
+        res
+    }
+
+    /// Drops this instance's shards without syncing: buffered data is lost, as in a crash
+    /// of the process (for crash tests).
+    pub async fn abandon(self) -> Result<()> {
+        self.inner.closed.store(true, Ordering::Release);
+        let id = self.inner.id;
+        for core in 0..self.inner.cores {
+            call_on(core, move || async move { remove_shard::<D>(id) }).await?;
+        }
+        Ok(())
+    }
+}
+
+fn remove_shard<D: ZonedDevice>(id: u64) {
+    let shard = SHARDS.with(|s| s.borrow_mut().remove(&id));
+    if let Some(s) = shard.and_then(|a| a.downcast::<Shard<D>>().ok()) {
+        s.close();
+    }
+}
+
+/// One zone of a [`Ziob`] instance.
+#[derive(Clone)]
+pub struct Zone<D: ZonedDevice = AnyDevice> {
+    ziob: Ziob<D>,
+    index: u32,
+}
+
+impl<D: ZonedDevice> Zone<D> {
+    /// The zone index.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+    /// See [`Ziob::append`].
+    pub async fn append(&self, data: DmaBuf) -> Result<u64> {
+        self.ziob.append(self.index, data).await
+    }
+    /// See [`Ziob::write_at`].
+    pub async fn write_at(&self, offset_bytes: u64, data: DmaBuf) -> Result<()> {
+        self.ziob.write_at(self.index, offset_bytes, data).await
+    }
+    /// See [`Ziob::read`].
+    pub async fn read(&self, offset_bytes: u64, len: usize) -> Result<DmaBuf> {
+        self.ziob.read(self.index, offset_bytes, len).await
+    }
+    /// See [`Ziob::flush`].
+    pub async fn flush(&self) -> Result<()> {
+        self.ziob.flush(self.index).await
+    }
+    /// Resets the zone (discards its data).
+    pub async fn reset(&self) -> Result<()> {
+        self.ziob
+            .zone_action(ZoneAction::Reset, ZoneTarget::One(self.index))
+            .await
+    }
+    /// Finishes the zone (writes back its data, then makes it Full).
+    pub async fn finish(&self) -> Result<()> {
+        self.ziob
+            .zone_action(ZoneAction::Finish, ZoneTarget::One(self.index))
+            .await
+    }
+    /// The zone's report entry.
+    pub async fn report(&self) -> Result<ZoneInfo> {
+        let mut v = self.ziob.report(self.index, 1).await?;
+        v.pop().ok_or(ZiobError::Closed)
+    }
+}

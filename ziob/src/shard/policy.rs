@@ -1,0 +1,135 @@
+//! Write-back decisions as pure functions of a zone's buffer (mechanism lives in `writeback`).
+
+use super::zone::ZoneBuf;
+
+/// The next write-back of a zone: bytes `[start, end)` from chunk `chunk`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// Index of the chunk in the zone's chunk list.
+    pub(crate) chunk: usize,
+    /// First byte (the device write pointer).
+    pub(crate) start: u64,
+    /// End (exclusive): a block multiple.
+    pub(crate) end: u64,
+}
+
+/// What to write next, if anything: the rest of a full chunk always; whole blocks of a
+/// partly filled chunk only up to the zone's `target` (flush, idle, memory pressure).
+pub(crate) fn next_writeback(zone: &ZoneBuf, block_bytes: u64) -> Option<Plan> {
+    let start = zone.device_wp;
+    if start >= zone.wp {
+        return None;
+    }
+    let (i, c) = zone
+        .chunks
+        .iter()
+        .enumerate()
+        .find(|(_, c)| c.start <= start && start < c.end())?;
+    c.buf.as_ref()?;
+    let end = if c.is_full() {
+        c.end()
+    } else {
+        let limit = c.end().min(zone.target);
+        limit / block_bytes * block_bytes
+    };
+    (end > start).then_some(Plan {
+        chunk: i,
+        start,
+        end,
+    })
+}
+
+/// Bytes of a zone a pressure write-back could move to the device (whole blocks).
+pub(crate) fn writable_dirty_bytes(zone: &ZoneBuf, block_bytes: u64) -> u64 {
+    (zone.wp / block_bytes * block_bytes).saturating_sub(zone.device_wp)
+}
+
+/// Zones to write back under memory pressure: those with whole dirty blocks and no
+/// write-back running, least recently written first.
+pub(crate) fn pressure_victims<'a>(
+    zones: impl Iterator<Item = &'a ZoneBuf>,
+    block_bytes: u64,
+) -> Vec<u32> {
+    let mut v: Vec<(u64, u32)> = zones
+        .filter(|z| !z.writeback_running && !z.waiting_for_tokens && !z.exclusive)
+        .filter(|z| z.error.is_none() && writable_dirty_bytes(z, block_bytes) > 0)
+        .map(|z| (z.last_write_seq, z.index))
+        .collect();
+    v.sort_unstable();
+    v.into_iter().map(|(_, i)| i).collect()
+}
+
+/// Zones whose clean chunks to drop, least recently written first.
+pub(crate) fn eviction_order<'a>(zones: impl Iterator<Item = &'a ZoneBuf>) -> Vec<u32> {
+    let mut v: Vec<(u64, u32)> = zones
+        .filter(|z| z.clean_bytes() > 0)
+        .map(|z| (z.last_write_seq, z.index))
+        .collect();
+    v.sort_unstable();
+    v.into_iter().map(|(_, i)| i).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ziob_backends::ZoneState;
+    use ziob_runtime::DmaBuf;
+
+    fn zone_with(bytes: usize, cap: u64) -> ZoneBuf {
+        let mut z = ZoneBuf::from_device(0, ZoneState::Empty, 0);
+        let chunks = (0..(bytes as u64).div_ceil(cap))
+            .map(|_| (cap, DmaBuf::with_capacity(cap as usize)))
+            .collect();
+        z.copy_in(&vec![1; bytes], chunks);
+        z
+    }
+
+    #[test]
+    fn full_chunks_go_partial_ones_wait_for_a_target() {
+        let mut z = zone_with(8192 + 5000, 8192);
+        assert_eq!(
+            next_writeback(&z, 4096),
+            Some(Plan {
+                chunk: 0,
+                start: 0,
+                end: 8192
+            })
+        );
+        z.device_wp = 8192;
+        assert_eq!(
+            next_writeback(&z, 4096),
+            None,
+            "partial chunk without a target"
+        );
+        z.target = z.wp;
+        assert_eq!(
+            next_writeback(&z, 4096),
+            Some(Plan {
+                chunk: 1,
+                start: 8192,
+                end: 8192 + 4096
+            }),
+            "only whole blocks"
+        );
+        z.device_wp = 8192 + 4096;
+        assert_eq!(
+            next_writeback(&z, 4096),
+            None,
+            "a partial block is never written"
+        );
+    }
+
+    #[test]
+    fn victims_are_least_recently_written_first() {
+        let mut a = zone_with(8192, 8192);
+        a.index = 1;
+        a.last_write_seq = 9;
+        let mut b = zone_with(4096, 8192);
+        b.index = 2;
+        b.last_write_seq = 3;
+        let mut c = zone_with(100, 8192);
+        c.index = 3;
+        c.last_write_seq = 1;
+        assert_eq!(pressure_victims([&a, &b, &c].into_iter(), 4096), vec![2, 1]);
+    }
+}

@@ -1,0 +1,205 @@
+//! Write-back: one task per zone at a time writes the zone's data in order at the device
+//! write pointer, holding this core's share of the device's open/active resources while the
+//! device zone is open.
+
+use std::rc::Rc;
+
+use ziob_backends::{ZoneAction, ZoneTarget, ZonedDevice};
+
+use super::policy;
+use super::zone::DeviceZone;
+use super::Shard;
+use crate::error::ZiobError;
+
+impl<D: ZonedDevice> Shard<D> {
+    /// Starts the zone's write-back if it has something to write and none is running; queues
+    /// the zone if this core has no device resource free for it.
+    pub(super) fn kick(self: &Rc<Self>, zone: u32) {
+        let i = self.local(zone);
+        let bs = self.bs();
+        let mut zones = self.zones.borrow_mut();
+        let z = &mut zones[i];
+        if z.writeback_running || z.error.is_some() || policy::next_writeback(z, bs).is_none() {
+            return;
+        }
+        if !self.take_tokens(z.device) {
+            if !z.waiting_for_tokens {
+                z.waiting_for_tokens = true;
+                self.token_queue.borrow_mut().push_back(zone);
+            }
+            drop(zones);
+            self.close_an_idle_zone();
+            return;
+        }
+        z.waiting_for_tokens = false;
+        z.writeback_running = true;
+        if z.device != DeviceZone::Open {
+            z.device = DeviceZone::Open; // the first write opens it implicitly
+            self.stats.borrow_mut().s.device_zone_opens += 1;
+        }
+        drop(zones);
+        ziob_runtime::spawn(self.clone().writeback_task(zone)).detach();
+    }
+
+    /// Takes what a zone in device state `device` needs to be written: an open resource
+    /// unless already open, and an active one if Empty. All or nothing.
+    fn take_tokens(&self, device: DeviceZone) -> bool {
+        let need_open = device != DeviceZone::Open;
+        let need_active = device == DeviceZone::Empty;
+        let open_ok = !need_open || self.open_max.is_none_or(|m| self.open_used.get() < m);
+        let active_ok = !need_active || self.active_max.is_none_or(|m| self.active_used.get() < m);
+        if !(open_ok && active_ok) {
+            return false;
+        }
+        if need_open {
+            self.open_used.set(self.open_used.get() + 1);
+        }
+        if need_active {
+            self.active_used.set(self.active_used.get() + 1);
+        }
+        true
+    }
+
+    /// Gives back the resources a zone held in device state `device` (it became Full or
+    /// Empty), and lets waiting zones start.
+    pub(super) fn release_tokens(self: &Rc<Self>, device: DeviceZone) {
+        if device == DeviceZone::Open {
+            self.open_used.set(self.open_used.get() - 1);
+        }
+        if device.is_active() {
+            self.active_used.set(self.active_used.get() - 1);
+        }
+        self.wake_token_queue();
+    }
+
+    fn wake_token_queue(self: &Rc<Self>) {
+        let waiting: Vec<u32> = self.token_queue.borrow_mut().drain(..).collect();
+        for z in waiting {
+            self.zones.borrow_mut()[self.local(z)].waiting_for_tokens = false;
+            self.kick(z);
+        }
+    }
+
+    /// Closes one device zone that is open but idle, to give its open resource to a waiting
+    /// zone. (Device zones stay open after write-back until a resource is needed, which saves
+    /// a close and an implicit open per write-back unit.)
+    fn close_an_idle_zone(self: &Rc<Self>) {
+        let victim = {
+            let mut zones = self.zones.borrow_mut();
+            let v = zones
+                .iter_mut()
+                .filter(|z| z.device == DeviceZone::Open && !z.writeback_running && !z.exclusive)
+                .min_by_key(|z| z.last_write_seq);
+            v.map(|z| {
+                z.writeback_running = true; // keeps kicks away while the close runs
+                z.index
+            })
+        };
+        if let Some(zone) = victim {
+            let this = self.clone();
+            ziob_runtime::spawn(async move {
+                this.close_device_zone(zone).await;
+                this.zones.borrow_mut()[this.local(zone)].writeback_running = false;
+                this.notify();
+                this.wake_token_queue();
+                this.kick(zone);
+            })
+            .detach();
+        }
+    }
+
+    async fn close_device_zone(self: &Rc<Self>, zone: u32) {
+        let i = self.local(zone);
+        match self
+            .device
+            .zone_action(ZoneAction::Close, ZoneTarget::One(zone))
+            .await
+        {
+            Ok(()) => {
+                self.zones.borrow_mut()[i].device = DeviceZone::Closed;
+                self.open_used.set(self.open_used.get() - 1);
+                self.stats.borrow_mut().s.device_zone_closes += 1;
+            }
+            Err(e) => {
+                tracing::warn!(zone, error = %e, "closing a device zone after write-back failed");
+                self.zones.borrow_mut()[i].error = Some(ZiobError::writeback(zone, 0, &e));
+            }
+        }
+    }
+
+    /// Writes the zone's ready data in order until nothing is ready, then ends the burst.
+    async fn writeback_task(self: Rc<Self>, zone: u32) {
+        let i = self.local(zone);
+        let bs = self.bs();
+        let capacity = self.geometry.zone_capacity_bytes;
+        let generation = self.zones.borrow()[i].generation;
+        loop {
+            let step = {
+                let mut zones = self.zones.borrow_mut();
+                let z = &mut zones[i];
+                if z.generation != generation || z.error.is_some() {
+                    None
+                } else {
+                    policy::next_writeback(z, bs).map(|plan| {
+                        let c = &mut z.chunks[plan.chunk];
+                        let mut buf = c.buf.take().expect("a plan only names present memory");
+                        buf.set_window(
+                            (plan.start - c.start) as usize,
+                            (plan.end - c.start) as usize,
+                        );
+                        (plan, c.start, c.filled, buf)
+                    })
+                }
+            };
+            let Some((plan, chunk_start, filled, buf)) = step else {
+                break;
+            };
+            tracing::trace!(zone, start = plan.start, end = plan.end, "write-back");
+            let (res, mut buf) = self.device.write(zone, plan.start, buf).await;
+            buf.set_window(0, filled as usize);
+            let mut zones = self.zones.borrow_mut();
+            let z = &mut zones[i];
+            let chunk = z
+                .chunks
+                .iter_mut()
+                .find(|c| c.start == chunk_start)
+                .expect("a chunk held by a write-back is never dropped");
+            chunk.buf = Some(buf);
+            match res {
+                Ok(()) => {
+                    z.device_wp = plan.end;
+                    self.stats
+                        .borrow_mut()
+                        .record_writeback(plan.end - plan.start);
+                    if z.device_wp == capacity {
+                        let before = z.device;
+                        z.device = DeviceZone::Full;
+                        drop(zones);
+                        self.release_tokens(before);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(zone, offset = plan.start, error = %e, "write-back failed");
+                    z.error = Some(ZiobError::writeback(zone, plan.start, &e));
+                    drop(zones);
+                    self.stats.borrow_mut().s.writeback_errors += 1;
+                }
+            }
+            self.notify();
+        }
+        let close_now = {
+            let z = &self.zones.borrow()[i];
+            z.device == DeviceZone::Open
+                && z.device_wp < capacity
+                && !self.token_queue.borrow().is_empty()
+        };
+        if close_now {
+            self.close_device_zone(zone).await;
+        }
+        self.zones.borrow_mut()[i].writeback_running = false;
+        self.notify();
+        self.wake_token_queue();
+        // Data that became ready while the burst was ending.
+        self.kick(zone);
+    }
+}

@@ -1,0 +1,302 @@
+//! One zone's buffer: its logical state and write pointer, what the device has, and the
+//! chunks of memory in between. Pure data structure: no I/O, no waiting.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use ziob_backends::ZoneState;
+use ziob_runtime::DmaBuf;
+
+use crate::error::ZiobError;
+
+/// A staging buffer covering `[start, start + cap)` of the zone, filled up to `filled`.
+pub(crate) struct Chunk {
+    /// Zone offset of the first byte (a multiple of the block size).
+    pub(crate) start: u64,
+    /// Bytes of memory, charged against the shard budget.
+    pub(crate) cap: u64,
+    /// Bytes of data.
+    pub(crate) filled: u64,
+    /// The memory; `None` while a write-back owns it.
+    pub(crate) buf: Option<DmaBuf>,
+}
+
+impl Chunk {
+    pub(crate) fn end(&self) -> u64 {
+        self.start + self.filled
+    }
+    pub(crate) fn is_full(&self) -> bool {
+        self.filled == self.cap
+    }
+}
+
+/// What the buffer believes about the device's copy of the zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DeviceZone {
+    /// Nothing written since the last reset: holds no resource.
+    Empty,
+    /// Being written: holds an open and an active resource.
+    Open,
+    /// Partly written, closed: holds an active resource.
+    Closed,
+    /// Full (written to capacity or finished): holds nothing.
+    Full,
+}
+
+impl DeviceZone {
+    /// The device state matching a reported zone state.
+    pub(crate) fn from_state(s: ZoneState) -> DeviceZone {
+        match s {
+            ZoneState::Empty => DeviceZone::Empty,
+            ZoneState::ImplicitlyOpened | ZoneState::ExplicitlyOpened => DeviceZone::Open,
+            ZoneState::Closed => DeviceZone::Closed,
+            ZoneState::Full | ZoneState::ReadOnly | ZoneState::Offline => DeviceZone::Full,
+        }
+    }
+    pub(crate) fn is_active(self) -> bool {
+        matches!(self, DeviceZone::Open | DeviceZone::Closed)
+    }
+}
+
+/// One zone as its owning shard sees it.
+pub(crate) struct ZoneBuf {
+    /// The zone index.
+    pub(crate) index: u32,
+    /// State shown to applications.
+    pub(crate) state: ZoneState,
+    /// Logical write pointer: bytes accepted from applications (data end for a Full zone).
+    pub(crate) wp: u64,
+    /// Bytes the device has (completed write-backs).
+    pub(crate) device_wp: u64,
+    /// The device's copy of the zone.
+    pub(crate) device: DeviceZone,
+    /// Staging memory from (at most) `device_wp` rounded down to a chunk, up to `wp`.
+    pub(crate) chunks: VecDeque<Chunk>,
+    /// Write back at least up to here, whole blocks, even from a partly filled chunk.
+    pub(crate) target: u64,
+    /// A write-back task is running for this zone.
+    pub(crate) writeback_running: bool,
+    /// The zone waits for an open/active resource to start its write-back.
+    pub(crate) waiting_for_tokens: bool,
+    /// A reset or finish is in progress: other operations wait.
+    pub(crate) exclusive: bool,
+    /// Device reads in flight (a reset waits for them).
+    pub(crate) readers: u32,
+    /// Bumped by reset: a write-back that started before must not touch the new data.
+    pub(crate) generation: u64,
+    /// A failed write-back, reported to every caller until the zone is reset.
+    pub(crate) error: Option<ZiobError>,
+    /// Sequence number of the last write (smaller = less recently written).
+    pub(crate) last_write_seq: u64,
+    /// Time of the last write, for idle write-back.
+    pub(crate) last_write_at: Option<Instant>,
+}
+
+impl ZoneBuf {
+    /// A zone as reported by the device at open time.
+    pub(crate) fn from_device(index: u32, state: ZoneState, wp: u64) -> ZoneBuf {
+        ZoneBuf {
+            index,
+            state,
+            wp,
+            device_wp: wp,
+            device: DeviceZone::from_state(state),
+            chunks: VecDeque::new(),
+            target: 0,
+            writeback_running: false,
+            waiting_for_tokens: false,
+            exclusive: false,
+            readers: 0,
+            generation: 0,
+            error: None,
+            last_write_seq: 0,
+            last_write_at: None,
+        }
+    }
+
+    /// Bytes accepted but not on the device.
+    pub(crate) fn dirty_bytes(&self) -> u64 {
+        self.wp - self.device_wp
+    }
+
+    /// Free bytes in the tail chunk (0 if there is none or it is being written back).
+    pub(crate) fn tail_room(&self) -> u64 {
+        match self.chunks.back() {
+            Some(c) if c.buf.is_some() && c.end() == self.wp => c.cap - c.filled,
+            _ => 0,
+        }
+    }
+
+    /// The tail chunk exists but a write-back holds its memory.
+    pub(crate) fn tail_busy(&self) -> bool {
+        matches!(self.chunks.back(), Some(c) if c.buf.is_none() && !c.is_full())
+    }
+
+    /// Copies `data` at the write pointer: first into the tail chunk, then into `new_chunks`
+    /// (fresh, empty chunks of the given capacities, charged by the caller). The caller has
+    /// checked that everything fits.
+    pub(crate) fn copy_in(&mut self, mut data: &[u8], new_chunks: Vec<(u64, DmaBuf)>) {
+        let room = self.tail_room();
+        if room > 0 {
+            let n = room.min(data.len() as u64) as usize;
+            let tail = self.chunks.back_mut().expect("room implies a tail");
+            tail.buf
+                .as_mut()
+                .expect("room implies memory")
+                .extend_from_slice(&data[..n]);
+            tail.filled += n as u64;
+            self.wp += n as u64;
+            data = &data[n..];
+        }
+        for (cap, buf) in new_chunks {
+            debug_assert!(buf.is_empty());
+            let mut chunk = Chunk {
+                start: self.wp,
+                cap,
+                filled: 0,
+                buf: Some(buf),
+            };
+            let n = cap.min(data.len() as u64) as usize;
+            chunk
+                .buf
+                .as_mut()
+                .expect("fresh")
+                .extend_from_slice(&data[..n]);
+            chunk.filled = n as u64;
+            self.wp += n as u64;
+            data = &data[n..];
+            self.chunks.push_back(chunk);
+        }
+        assert!(data.is_empty(), "copy_in was given too little room");
+    }
+
+    /// Copies `[offset, offset + out.len())` from memory into `out`, where memory holds it.
+    /// Returns `None` if part of the range below `wp` is in no chunk's memory (on the device
+    /// only, or held by a write-back), else `Some(())`. Bytes at or past `wp` are zeros.
+    pub(crate) fn copy_out(&self, offset: u64, out: &mut [u8]) -> Option<()> {
+        let end = offset + out.len() as u64;
+        let mem_start = self.chunks.front().map_or(self.wp, |c| c.start);
+        if offset < mem_start.min(self.wp) {
+            return None;
+        }
+        for c in &self.chunks {
+            let (lo, hi) = (offset.max(c.start), end.min(c.end()));
+            if lo >= hi {
+                continue;
+            }
+            let buf = c.buf.as_ref()?;
+            let src = &buf[(lo - c.start) as usize..(hi - c.start) as usize];
+            out[(lo - offset) as usize..(hi - offset) as usize].copy_from_slice(src);
+        }
+        if end > self.wp {
+            let from = self.wp.max(offset);
+            out[(from - offset) as usize..].fill(0);
+        }
+        Some(())
+    }
+
+    /// Whether `[offset, end)` below `wp` is held by chunks whose memory is present.
+    pub(crate) fn in_memory(&self, offset: u64, end: u64) -> bool {
+        let end = end.min(self.wp);
+        if offset >= end {
+            return true;
+        }
+        let mem_start = self.chunks.front().map_or(self.wp, |c| c.start);
+        offset >= mem_start
+            && self
+                .chunks
+                .iter()
+                .filter(|c| c.start < end && c.end() > offset)
+                .all(|c| c.buf.is_some())
+    }
+
+    /// Drops every chunk (reset); returns the memory bytes released.
+    pub(crate) fn drop_chunks(&mut self) -> u64 {
+        self.chunks.drain(..).map(|c| c.cap).sum()
+    }
+
+    /// Whether chunk `i` is clean (wholly on the device, memory present) and may be dropped.
+    /// A clean tail can go too: its end is the write pointer, block aligned (a partial block
+    /// is never on the device), so the next write starts a fresh chunk there.
+    fn evictable(&self, i: usize) -> bool {
+        let c = &self.chunks[i];
+        c.end() <= self.device_wp && c.buf.is_some()
+    }
+
+    /// Drops clean chunks from the front until `want_bytes` are released; returns the
+    /// memory bytes released.
+    pub(crate) fn evict_clean(&mut self, want_bytes: u64) -> u64 {
+        let mut freed = 0;
+        while freed < want_bytes && !self.chunks.is_empty() && self.evictable(0) {
+            freed += self.chunks.pop_front().expect("non-empty").cap;
+        }
+        freed
+    }
+
+    /// Bytes of clean chunks that could be evicted.
+    pub(crate) fn clean_bytes(&self) -> u64 {
+        (0..self.chunks.len())
+            .take_while(|&i| self.evictable(i))
+            .map(|i| self.chunks[i].cap)
+            .sum()
+    }
+
+    /// Memory bytes held.
+    pub(crate) fn memory_bytes(&self) -> u64 {
+        self.chunks.iter().map(|c| c.cap).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(cap: u64) -> (u64, DmaBuf) {
+        (cap, DmaBuf::with_capacity(cap as usize))
+    }
+
+    #[test]
+    fn copy_in_spans_chunks_and_copy_out_returns_it() {
+        let mut z = ZoneBuf::from_device(0, ZoneState::Empty, 0);
+        let data: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+        z.copy_in(&data[..100], vec![chunk(4096)]);
+        assert_eq!(z.tail_room(), 3996);
+        z.copy_in(&data[100..], vec![chunk(4096), chunk(4096)]);
+        assert_eq!(z.wp, 10_000);
+        assert_eq!(z.chunks.len(), 3);
+        let mut out = vec![0xFF; 10_100];
+        z.copy_out(0, &mut out).unwrap();
+        assert!(out[..10_000] == data[..]);
+        assert!(
+            out[10_000..].iter().all(|&b| b == 0),
+            "past wp reads as zeros"
+        );
+    }
+
+    #[test]
+    fn copy_out_refuses_ranges_only_on_the_device() {
+        let mut z = ZoneBuf::from_device(0, ZoneState::Closed, 8192);
+        z.copy_in(&[1; 10], vec![chunk(4096)]);
+        let mut out = vec![0; 4];
+        assert!(z.copy_out(8190, &mut out).is_none());
+        assert!(z.copy_out(8192, &mut out).is_some());
+        assert_eq!(out, vec![1; 4]);
+        assert!(!z.in_memory(4096, 8200));
+        assert!(z.in_memory(8192, 8200));
+    }
+
+    #[test]
+    fn eviction_takes_only_clean_chunks_from_the_front() {
+        let mut z = ZoneBuf::from_device(0, ZoneState::Empty, 0);
+        z.copy_in(&[7; 5000], vec![chunk(4096), chunk(4096)]);
+        assert_eq!(z.clean_bytes(), 0);
+        z.device_wp = 4096;
+        assert_eq!(z.clean_bytes(), 4096);
+        assert_eq!(z.evict_clean(u64::MAX), 4096);
+        assert_eq!(z.chunks.len(), 1);
+        assert_eq!(z.evict_clean(u64::MAX), 0, "the dirty tail stays");
+        // Reads of the evicted range now need the device.
+        assert!(!z.in_memory(0, 10));
+        assert!(z.in_memory(4096, 5000));
+    }
+}

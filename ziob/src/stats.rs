@@ -1,0 +1,118 @@
+//! Per-shard statistics.
+
+use hdrhistogram::Histogram;
+
+/// Counters of one core's buffer shard. Sizes in bytes, times in nanoseconds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ShardStats {
+    /// The core.
+    pub core: usize,
+    /// Bytes written by applications and not yet on the device.
+    pub dirty_bytes: u64,
+    /// Bytes already on the device and kept in memory for reads.
+    pub clean_bytes: u64,
+    /// Memory charged against the budget (whole write-back units).
+    pub memory_used_bytes: u64,
+    /// Most memory ever charged at once (never above the budget).
+    pub memory_peak_bytes: u64,
+    /// The shard's memory budget.
+    pub memory_budget_bytes: u64,
+    /// Bytes accepted from applications (appends and writes).
+    pub bytes_written: u64,
+    /// Writes issued to the device by write-back.
+    pub writebacks: u64,
+    /// Bytes written to the device by write-back.
+    pub writeback_bytes: u64,
+    /// Write-back sizes: median, in bytes (to 3 significant digits).
+    pub writeback_size_p50_bytes: u64,
+    /// Write-back sizes: largest, in bytes.
+    pub writeback_size_max_bytes: u64,
+    /// Write-backs that failed.
+    pub writeback_errors: u64,
+    /// Reads served entirely from memory.
+    pub read_hits: u64,
+    /// Reads that needed the device (at least partly).
+    pub read_misses: u64,
+    /// Device zones opened (implicitly, by the first write-back into a non-open zone).
+    pub device_zone_opens: u64,
+    /// Device zones closed after write-back, releasing their open resource.
+    pub device_zone_closes: u64,
+    /// Device zones finished.
+    pub device_zone_finishes: u64,
+    /// Device zones reset.
+    pub device_zone_resets: u64,
+    /// Times a writer waited for memory.
+    pub backpressure_waits: u64,
+    /// Total time writers waited for memory.
+    pub backpressure_wait_ns: u64,
+    /// Device flushes issued.
+    pub device_flushes: u64,
+}
+
+/// The live counters of a shard, with the write-back size histogram.
+pub(crate) struct StatsCell {
+    pub(crate) s: ShardStats,
+    writeback_sizes: Histogram<u64>,
+}
+
+impl StatsCell {
+    pub(crate) fn new(core: usize, budget: u64) -> StatsCell {
+        StatsCell {
+            s: ShardStats {
+                core,
+                memory_budget_bytes: budget,
+                ..ShardStats::default()
+            },
+            writeback_sizes: Histogram::new(3).expect("3 significant digits is valid"),
+        }
+    }
+
+    pub(crate) fn record_writeback(&mut self, bytes: u64) {
+        self.s.writebacks += 1;
+        self.s.writeback_bytes += bytes;
+        self.s.writeback_size_max_bytes = self.s.writeback_size_max_bytes.max(bytes);
+        let _ = self.writeback_sizes.record(bytes);
+    }
+
+    pub(crate) fn snapshot(&self) -> ShardStats {
+        let mut s = self.s.clone();
+        if !self.writeback_sizes.is_empty() {
+            let p50 = self.writeback_sizes.value_at_quantile(0.5);
+            s.writeback_size_p50_bytes = self.writeback_sizes.lowest_equivalent(p50);
+        }
+        s
+    }
+}
+
+impl ShardStats {
+    /// Sums the counters of several shards (core is the count of shards summed).
+    pub fn total(shards: &[ShardStats]) -> ShardStats {
+        let mut t = ShardStats {
+            core: shards.len(),
+            ..ShardStats::default()
+        };
+        for s in shards {
+            t.dirty_bytes += s.dirty_bytes;
+            t.clean_bytes += s.clean_bytes;
+            t.memory_used_bytes += s.memory_used_bytes;
+            t.memory_budget_bytes += s.memory_budget_bytes;
+            t.memory_peak_bytes += s.memory_peak_bytes;
+            t.bytes_written += s.bytes_written;
+            t.writebacks += s.writebacks;
+            t.writeback_bytes += s.writeback_bytes;
+            t.writeback_size_p50_bytes = t.writeback_size_p50_bytes.max(s.writeback_size_p50_bytes);
+            t.writeback_size_max_bytes = t.writeback_size_max_bytes.max(s.writeback_size_max_bytes);
+            t.writeback_errors += s.writeback_errors;
+            t.read_hits += s.read_hits;
+            t.read_misses += s.read_misses;
+            t.device_zone_opens += s.device_zone_opens;
+            t.device_zone_closes += s.device_zone_closes;
+            t.device_zone_finishes += s.device_zone_finishes;
+            t.device_zone_resets += s.device_zone_resets;
+            t.backpressure_waits += s.backpressure_waits;
+            t.backpressure_wait_ns += s.backpressure_wait_ns;
+            t.device_flushes += s.device_flushes;
+        }
+        t
+    }
+}
