@@ -34,7 +34,9 @@ if [ -n "$ZIOB_CFG_NULLBLK_ARGS" ]; then
     insmod /lib/modules/null_blk.ko $ZIOB_CFG_NULLBLK_ARGS || log "insmod null_blk failed"
 fi
 if [ "${ZIOB_CFG_HUGEPAGES:-0}" -gt 0 ]; then
-    echo "$ZIOB_CFG_HUGEPAGES" > /proc/sys/vm/nr_hugepages
+    # Normally reserved by the kernel command line already; top up if that fell short.
+    [ "$(cat /proc/sys/vm/nr_hugepages)" -ge "$ZIOB_CFG_HUGEPAGES" ] \
+        || echo "$ZIOB_CFG_HUGEPAGES" > /proc/sys/vm/nr_hugepages
     mount -t hugetlbfs hugetlbfs /dev/hugepages
 fi
 

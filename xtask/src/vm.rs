@@ -333,9 +333,14 @@ pub fn run_job(assets: &Assets, opts: &VmOpts, script: &str) -> Result<RunOutcom
     cmd.arg("-kernel").arg(&assets.kernel);
     cmd.arg("-initrd").arg(&assets.initramfs);
     let loglevel = if opts.console { 7 } else { 3 };
-    cmd.arg("-append").arg(format!(
-        "console=ttyS0 loglevel={loglevel} panic=-1 mitigations=off tsc=reliable"
-    ));
+    let mut append = format!(
+        "console=ttyS0 loglevel={loglevel} panic=-1 mitigations=off tsc=reliable init_on_alloc=0"
+    );
+    if opts.hugepages > 0 {
+        // Reserved at boot (cheaper than echo > nr_hugepages later, and unfragmented).
+        let _ = write!(append, " hugepagesz=2M hugepages={}", opts.hugepages);
+    }
+    cmd.arg("-append").arg(append);
     let bs = opts.block_size;
     cmd.arg("-device").arg(format!(
         "nvme,id=nvme0,serial=zns0,zoned.zasl={}",
