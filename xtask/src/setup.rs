@@ -214,7 +214,7 @@ fn ensure_kernel(cache: &Path, opts: &SetupOpts) -> Result<PathBuf> {
         "[vm-setup] apt-get download {pkg} + dpkg -x into {}",
         kdir.display()
     );
-    let dl = cache.join("download.tmp");
+    let dl = cache.join(format!("download.{}.tmp", std::process::id()));
     let _ = fs::remove_dir_all(&dl);
     fs::create_dir_all(&dl)?;
     run(Command::new("apt-get")
@@ -225,17 +225,24 @@ fn ensure_kernel(cache: &Path, opts: &SetupOpts) -> Result<PathBuf> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|e| e == "deb"))
         .ok_or_else(|| anyhow!("apt-get download {pkg} produced no .deb"))?;
-    let tmp = kdir.with_extension("tmp");
+    let tmp = cache
+        .join("kernels")
+        .join(format!("{pkg}.{}.tmp", std::process::id()));
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir_all(&tmp)?;
     run(Command::new("dpkg-deb")
         .arg("-x")
         .arg(&deb)
         .arg(tmp.join("root")))?;
-    let _ = fs::remove_dir_all(&kdir);
-    fs::create_dir_all(kdir.parent().unwrap())?;
-    fs::rename(&tmp, &kdir)?;
     fs::remove_dir_all(&dl)?;
+    let _ = fs::remove_dir_all(&kdir);
+    if let Err(e) = fs::rename(&tmp, &kdir) {
+        // A concurrent vm-setup may have won the race: use its copy.
+        let _ = fs::remove_dir_all(&tmp);
+        if !kdir.join("root").join("boot").is_dir() {
+            return Err(e).context("moving the unpacked kernel into the cache");
+        }
+    }
     write_atomic(&marker, pkg.as_bytes())?;
     Ok(kdir)
 }
