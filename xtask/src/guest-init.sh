@@ -44,7 +44,24 @@ fi
 # (writes are discarded at poweroff). Falls back to a read-only root with tmpfs on /tmp.
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot /host \
     || die "mount hostroot share"
-mount -t tmpfs -o size=75% tmpfs /rw
+scratch=
+if [ "$ZIOB_CFG_SCRATCH" = 1 ]; then
+    i=0
+    while [ -z "$scratch" ] && [ "$i" -lt 200 ]; do
+        for d in /sys/block/vd*; do
+            [ "$(cat "$d/serial" 2>/dev/null)" = ziob-scratch ] && scratch=/dev/${d##*/}
+        done
+        [ -z "$scratch" ] && usleep 20000
+        i=$((i + 1))
+    done
+fi
+if [ -n "$scratch" ] && mount -t ext4 "$scratch" /rw; then
+    ZIOB_SCRATCH_FS=ext4
+else
+    [ "$ZIOB_CFG_SCRATCH" = 1 ] && log "scratch disk not usable: RAM overlay"
+    mount -t tmpfs -o size=75% tmpfs /rw
+    ZIOB_SCRATCH_FS=tmpfs
+fi
 mkdir -p /rw/upper /rw/work
 if mount -t overlay overlay -o lowerdir=/host,upperdir=/rw/upper,workdir=/rw/work /newroot; then
     ROOT_MODE=overlay
@@ -88,7 +105,7 @@ env=/job/devices.env
 {
     echo "export ZIOB_GUEST='1'"
     echo "export ZIOB_GUEST_KERNEL='$(uname -r)'"
-    echo "export ZIOB_GUEST_ROOT='$ROOT_MODE'"
+    echo "export ZIOB_GUEST_ROOT='$ROOT_MODE-$ZIOB_SCRATCH_FS'"
     echo "export ZIOB_HUGEPAGES='$(cat /proc/sys/vm/nr_hugepages)'"
     [ -n "$ZIOB_CFG_OUT_DIR" ] && echo "export ZIOB_OUT_DIR='$ZIOB_CFG_OUT_DIR'"
 } > $env

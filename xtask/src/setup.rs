@@ -17,6 +17,8 @@ pub const GUEST_INIT: &str = include_str!("guest-init.sh");
 /// Modules the guest needs (dependencies are resolved from each module's `.modinfo`).
 const WANTED_MODULES: &[&str] = &[
     "virtio_pci",
+    "virtio_blk",
+    "ext4",
     "9pnet_virtio",
     "9p",
     "overlay",
@@ -25,7 +27,12 @@ const WANTED_MODULES: &[&str] = &[
     "uio_pci_generic",
 ];
 /// Soft dependencies (crypto providers requested by alias) that are loaded if present.
-const OPTIONAL_MODULES: &[&str] = &["crct10dif_generic", "crc64_rocksoft_generic"];
+const OPTIONAL_MODULES: &[&str] = &[
+    "crct10dif_generic",
+    "crc64_rocksoft_generic",
+    "crc32c_generic",
+    "crc32c_intel",
+];
 /// Loaded by /init itself with per-run parameters, so kept out of the boot-time list.
 const LATE_MODULES: &[&str] = &["null_blk"];
 
@@ -112,6 +119,9 @@ fn ensure_host_packages(opts: &SetupOpts) -> Result<()> {
     }
     if which("xz").is_none() {
         missing.push("xz-utils");
+    }
+    if which("mkfs.ext4").is_none() {
+        missing.push("e2fsprogs");
     }
     if missing.is_empty() {
         return Ok(());

@@ -81,6 +81,10 @@ pub struct VmOpts {
     /// Do not create the zoned null_blk device
     #[arg(long)]
     pub no_nullblk: bool,
+    /// Guest scratch disk (sparse ext4 on virtio-blk) holding the writable layer over the host
+    /// root, so that files in /tmp etc. support O_DIRECT (tmpfs in 6.1 does not); 0 = RAM
+    #[arg(long, default_value = "8G", value_parser = parse_size)]
+    pub scratch_size: u64,
     /// 2 MiB hugepages to reserve in the guest (e.g. 512 for SPDK)
     #[arg(long, default_value_t = 0)]
     pub hugepages: u32,
@@ -287,6 +291,27 @@ pub fn run_job(assets: &Assets, opts: &VmOpts, script: &str) -> Result<RunOutcom
     if opts.conv_size > 0 {
         create_image(&conv_img, opts.conv_size)?;
     }
+    let scratch_img = dir.join("scratch.img");
+    if opts.scratch_size > 0 {
+        create_image(&scratch_img, opts.scratch_size)?;
+        let o = Command::new("mkfs.ext4")
+            .args([
+                "-q",
+                "-F",
+                "-O",
+                "^has_journal",
+                "-E",
+                "lazy_itable_init=1",
+                "-L",
+                "ziob-scratch",
+            ])
+            .arg(&scratch_img)
+            .output()
+            .context("running mkfs.ext4 (Debian package e2fsprogs)")?;
+        if !o.status.success() {
+            bail!("mkfs.ext4 failed: {}", String::from_utf8_lossy(&o.stderr));
+        }
+    }
     let out_dir = match &opts.out_dir {
         Some(d) => {
             fs::create_dir_all(d)?;
@@ -302,6 +327,7 @@ pub fn run_job(assets: &Assets, opts: &VmOpts, script: &str) -> Result<RunOutcom
         sh_quote(&opts.nullblk_args())
     );
     let _ = writeln!(cfg, "ZIOB_CFG_HUGEPAGES={}", opts.hugepages);
+    let _ = writeln!(cfg, "ZIOB_CFG_SCRATCH={}", (opts.scratch_size > 0) as u32);
     let _ = writeln!(cfg, "ZIOB_CFG_NVME_NS={}", 1 + (opts.conv_size > 0) as u32);
     if let Some(d) = &out_dir {
         let _ = writeln!(cfg, "ZIOB_CFG_OUT_DIR={}", sh_quote(&d.to_string_lossy()));
@@ -363,6 +389,14 @@ pub fn run_job(assets: &Assets, opts: &VmOpts, script: &str) -> Result<RunOutcom
         cmd.arg("-device").arg(format!(
             "nvme-ns,drive=conv0,bus=nvme0,nsid=2,logical_block_size={bs},physical_block_size={bs}"
         ));
+    }
+    if opts.scratch_size > 0 {
+        cmd.arg("-drive").arg(format!(
+            "file={},id=scratch,format=raw,if=none,cache=unsafe",
+            scratch_img.display()
+        ));
+        cmd.arg("-device")
+            .arg("virtio-blk-pci,drive=scratch,serial=ziob-scratch");
     }
     let mut share = |tag: &str, path: &Path, ro: bool| {
         cmd.arg("-fsdev").arg(format!(
