@@ -5,8 +5,8 @@
 //!
 //! * `ziob`, `ziob-fixed` (and `-eager` variants): the ZIOB runtime, QD N = N tasks each
 //!   looping `read_at` on random 4 KiB-aligned offsets ([`ziob_rt`]);
-//! * `plain`, `plain-fixed`: a hand-written `io-uring` loop keeping N reads in flight, the
-//!   floor a runtime is measured against ([`plain_uring`]);
+//! * `plain`, `plain-fixed` (and `-eager` variants): a hand-written `io-uring` loop keeping N
+//!   reads in flight, the floor a runtime is measured against ([`plain_uring`]);
 //! * `fio`, `fio-fixed`: fio's io_uring engine ([`fio`]);
 //! * `tokio-uring`, `monoio`, `glommio` behind the `peers` feature ([`peers`]).
 //!

@@ -4,7 +4,10 @@
 //! the previous turn and waits for at least one completion; every completion is refilled at
 //! once with a new random offset. The ring has the same setup flags as a ZIOB core
 //! (`SINGLE_ISSUER`, `COOP_TASKRUN`). Two variants: plain (`READ` on a descriptor) and fixed
-//! (`READ_FIXED` from registered buffers on a registered file).
+//! (`READ_FIXED` from registered buffers on a registered file). The `eager` flag submits each
+//! refill with its own `io_uring_enter` as soon as it is queued (what fio does with its
+//! default `iodepth_batch_submit=1`), to tell a device-level effect of eager submission from
+//! a runtime one.
 
 use std::cell::Cell;
 use std::os::fd::AsRawFd;
@@ -28,8 +31,9 @@ fn build_ring(entries: u32) -> std::io::Result<IoUring> {
     }
 }
 
-/// Runs `spec` on the calling thread; `fixed` selects registered buffers and file.
-pub fn run(spec: &RunSpec, fixed: bool) -> Result<Sample, String> {
+/// Runs `spec` on the calling thread; `fixed` selects registered buffers and file, `eager`
+/// one submission per refill.
+pub fn run(spec: &RunSpec, fixed: bool, eager: bool) -> Result<Sample, String> {
     let qd = spec.qd;
     let entries = (qd as u32).next_power_of_two().max(8);
     let mut ring = build_ring(entries).map_err(|e| format!("io_uring setup: {e}"))?;
@@ -128,6 +132,10 @@ pub fn run(spec: &RunSpec, fixed: bool) -> Result<Sample, String> {
                 let e = entry(slot);
                 // SAFETY: as above; the slot's buffer is free again (its op completed).
                 unsafe { ring.submission().push(&e) }.expect("a completed slot frees an SQE");
+                if eager {
+                    enters.set(enters.get() + 1);
+                    ring.submit().map_err(|e| format!("io_uring_enter: {e}"))?;
+                }
             } else {
                 inflight -= 1;
             }

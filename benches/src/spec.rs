@@ -45,6 +45,8 @@ pub enum Runner {
     Plain {
         /// Registered buffers (`READ_FIXED`) and a registered file.
         fixed: bool,
+        /// Submit every refill at once (one `io_uring_enter` each) instead of once per turn.
+        eager: bool,
     },
     /// fio's io_uring engine.
     Fio {
@@ -68,6 +70,8 @@ impl Runner {
         "ziob-fixed-eager",
         "plain",
         "plain-fixed",
+        "plain-eager",
+        "plain-fixed-eager",
         "fio",
         "fio-fixed",
         "tokio-uring",
@@ -108,8 +112,22 @@ impl fmt::Display for Runner {
                 fixed: true,
                 eager: true,
             } => "ziob-fixed-eager",
-            Runner::Plain { fixed: false } => "plain",
-            Runner::Plain { fixed: true } => "plain-fixed",
+            Runner::Plain {
+                fixed: false,
+                eager: false,
+            } => "plain",
+            Runner::Plain {
+                fixed: true,
+                eager: false,
+            } => "plain-fixed",
+            Runner::Plain {
+                fixed: false,
+                eager: true,
+            } => "plain-eager",
+            Runner::Plain {
+                fixed: true,
+                eager: true,
+            } => "plain-fixed-eager",
             Runner::Fio { fixed: false } => "fio",
             Runner::Fio { fixed: true } => "fio-fixed",
             Runner::TokioUring => "tokio-uring",
@@ -146,8 +164,22 @@ impl FromStr for Runner {
                 fixed: true,
                 eager: true,
             },
-            "plain" => Runner::Plain { fixed: false },
-            "plain-fixed" => Runner::Plain { fixed: true },
+            "plain" => Runner::Plain {
+                fixed: false,
+                eager: false,
+            },
+            "plain-fixed" => Runner::Plain {
+                fixed: true,
+                eager: false,
+            },
+            "plain-eager" => Runner::Plain {
+                fixed: false,
+                eager: true,
+            },
+            "plain-fixed-eager" => Runner::Plain {
+                fixed: true,
+                eager: true,
+            },
             "fio" => Runner::Fio { fixed: false },
             "fio-fixed" => Runner::Fio { fixed: true },
             "tokio-uring" => Runner::TokioUring,

@@ -46,7 +46,8 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "nop,randread")]
     workloads: Vec<Workload>,
     /// Runners (default: ziob,ziob-fixed,plain,plain-fixed,fio and, with feature `peers`,
-    /// tokio-uring,monoio,glommio). Also: ziob-eager, ziob-fixed-eager, fio-fixed.
+    /// tokio-uring,monoio,glommio). Also: ziob-eager, ziob-fixed-eager, plain-eager,
+    /// plain-fixed-eager, fio-fixed.
     #[arg(long, value_delimiter = ',')]
     runners: Option<Vec<Runner>>,
     /// Repeats of every measurement (medians are reported).
@@ -72,7 +73,7 @@ fn run_one(spec: &RunSpec, runner: Runner, result: &mut RunnerResult) -> Result<
             result.ziob = Some(extra);
             s
         }
-        Runner::Plain { fixed } => plain_uring::run(spec, fixed)?,
+        Runner::Plain { fixed, eager } => plain_uring::run(spec, fixed, eager)?,
         Runner::Fio { fixed } => fio::run(spec, fixed)?,
         peer => run_peer(spec, peer)?,
     };
@@ -228,6 +229,8 @@ fn real_main(args: Args) -> Result<(), String> {
     }
     report.finish();
     if args.json {
+        // The table goes to stderr so a run saved as JSON still shows its summary.
+        eprint!("{}", report.table());
         println!(
             "{}",
             serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
