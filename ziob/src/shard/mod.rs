@@ -523,6 +523,32 @@ impl<D: ZonedDevice> Shard<D> {
 
     // ---- flush ----------------------------------------------------------------------------
 
+    /// Whether zone `i` needs an active resource this core cannot get: its device zone is
+    /// Empty, every active resource of the core is held, and no holder is on its way to
+    /// release one (filling to capacity, or being finished or reset).
+    fn activation_blocked(&self, i: usize) -> bool {
+        let zones = self.zones.borrow();
+        if zones[i].device != zone::DeviceZone::Empty {
+            return false;
+        }
+        let Some(max) = self.active_max else {
+            return false;
+        };
+        let cap = self.geometry.zone_capacity_bytes;
+        self.active_used.get() >= max
+            && !zones.iter().any(|z| {
+                z.device.is_active() && (z.exclusive || (z.wp == cap && z.device_wp < cap))
+            })
+    }
+
+    fn too_many_active(&self, zone: u32) -> ZiobError {
+        DeviceError::TooManyActive {
+            zone,
+            max_active: self.active_max.unwrap_or(u32::MAX),
+        }
+        .into()
+    }
+
     /// Writes the zone's buffered data to the device (padding a partial block) and waits for
     /// it, without the device cache flush.
     async fn writeback_zone(self: &Rc<Self>, zone: u32) -> Result<()> {
@@ -530,6 +556,10 @@ impl<D: ZonedDevice> Shard<D> {
         self.wait_not_exclusive(zone).await;
         if let Some(e) = &self.zones.borrow()[i].error {
             return Err(e.clone());
+        }
+        let dirty = self.zones.borrow()[i].dirty_bytes() > 0;
+        if dirty && self.activation_blocked(i) {
+            return Err(self.too_many_active(zone));
         }
         self.pad_to_block(zone).await?;
         let (target, generation) = {
@@ -541,11 +571,18 @@ impl<D: ZonedDevice> Shard<D> {
         self.kick(zone);
         self.wait_until(|s| {
             let z = &s.zones.borrow()[i];
-            z.device_wp >= target || z.error.is_some() || z.generation != generation
+            z.device_wp >= target
+                || z.error.is_some()
+                || z.generation != generation
+                || (z.waiting_for_tokens && s.activation_blocked(i))
         })
         .await;
-        match &self.zones.borrow()[i].error {
+        let z = &self.zones.borrow()[i];
+        match &z.error {
             Some(e) => Err(e.clone()),
+            None if z.device_wp < target && z.generation == generation => {
+                Err(self.too_many_active(zone))
+            }
             None => Ok(()),
         }
     }
@@ -657,6 +694,10 @@ impl<D: ZonedDevice> Shard<D> {
         if let Some(e) = &self.zones.borrow()[i].error {
             return Err(e.clone());
         }
+        let dirty = self.zones.borrow()[i].dirty_bytes() > 0;
+        if dirty && self.activation_blocked(i) {
+            return Err(self.too_many_active(zone));
+        }
         self.pad_to_block(zone).await?;
         let target = {
             let mut zones = self.zones.borrow_mut();
@@ -667,11 +708,16 @@ impl<D: ZonedDevice> Shard<D> {
         self.kick(zone);
         self.wait_until(|s| {
             let z = &s.zones.borrow()[i];
-            (z.device_wp >= target && !z.writeback_running) || z.error.is_some()
+            (z.device_wp >= target && !z.writeback_running)
+                || z.error.is_some()
+                || (z.waiting_for_tokens && s.activation_blocked(i))
         })
         .await;
         if let Some(e) = &self.zones.borrow()[i].error {
             return Err(e.clone());
+        }
+        if self.zones.borrow()[i].device_wp < target {
+            return Err(self.too_many_active(zone));
         }
         let device = self.zones.borrow()[i].device;
         if device != zone::DeviceZone::Full {
@@ -685,6 +731,10 @@ impl<D: ZonedDevice> Shard<D> {
         let z = &mut zones[i];
         z.device = zone::DeviceZone::Full;
         z.state = ZoneState::Full;
+        // As on the device, a Full zone's write pointer is its capacity; past the data it
+        // reads as zeros.
+        z.wp = self.geometry.zone_capacity_bytes;
+        z.device_wp = z.wp;
         Ok(())
     }
 
@@ -790,7 +840,7 @@ impl<D: ZonedDevice> Shard<D> {
     pub(crate) async fn idle_ticker(self: Rc<Self>, idle: Duration) {
         let period = (idle / 2).max(Duration::from_millis(1));
         while !self.closed.get() {
-            if ziob_runtime::sleep(period).await.is_err() {
+            if ziob_runtime::sleep(period).await.is_err() || self.closed.get() {
                 return;
             }
             let now = Instant::now();

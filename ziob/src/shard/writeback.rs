@@ -19,7 +19,11 @@ impl<D: ZonedDevice> Shard<D> {
         let bs = self.bs();
         let mut zones = self.zones.borrow_mut();
         let z = &mut zones[i];
-        if z.writeback_running || z.error.is_some() || policy::next_writeback(z, bs).is_none() {
+        if self.closed.get()
+            || z.writeback_running
+            || z.error.is_some()
+            || policy::next_writeback(z, bs).is_none()
+        {
             return;
         }
         if !self.take_tokens(z.device) {
@@ -29,6 +33,7 @@ impl<D: ZonedDevice> Shard<D> {
             }
             drop(zones);
             self.close_an_idle_zone();
+            self.notify(); // a flush waiting on this zone re-checks whether it can progress
             return;
         }
         z.waiting_for_tokens = false;
@@ -137,7 +142,7 @@ impl<D: ZonedDevice> Shard<D> {
             let step = {
                 let mut zones = self.zones.borrow_mut();
                 let z = &mut zones[i];
-                if z.generation != generation || z.error.is_some() {
+                if z.generation != generation || z.error.is_some() || self.closed.get() {
                     None
                 } else {
                     policy::next_writeback(z, bs).map(|plan| {
