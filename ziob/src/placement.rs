@@ -43,7 +43,7 @@ mod tests {
     #[test]
     fn every_zone_has_exactly_one_owner() {
         let cores = 3;
-        let mut seen = vec![0; 10];
+        let mut seen = [0; 10];
         for c in 0..cores {
             for z in owned_zones(10, c, cores) {
                 assert_eq!(owner_core(z, cores), c);

@@ -6,7 +6,10 @@
 //! proptest prints the failing case and its seed.
 
 use proptest::prelude::*;
-use ziob::backends::MemDevice;
+use std::path::PathBuf;
+
+use ziob::backends::{EmuDevice, LatencyModel, MemDevice};
+use ziob::AnyDevice;
 use ziob::{
     DmaBuf, ErrorKind, Geometry, Runtime, Ziob, ZiobConfig, ZiobError, ZoneAction, ZoneState,
     ZoneTarget,
@@ -110,9 +113,40 @@ fn config() -> ZiobConfig {
     }
 }
 
-async fn run_case(ops: Vec<Op>) -> Result<(), TestCaseError> {
-    let mem = MemDevice::new("mem:model", &geometry()).unwrap();
-    let mut z = Ziob::with_device(mem.clone(), config()).await.unwrap();
+/// The device under the buffer, and how it loses power.
+enum Target {
+    /// RAM; a crash drops what was not flushed.
+    Mem(MemDevice),
+    /// File-backed with per-op latency (write-back really runs concurrently); a crash is
+    /// dropping the device and opening the file again (the zone table of the last flush).
+    Emu(PathBuf),
+}
+
+impl Target {
+    async fn device(&self) -> AnyDevice {
+        match self {
+            Target::Mem(m) => AnyDevice::Mem(m.clone()),
+            Target::Emu(p) => {
+                let lat = LatencyModel {
+                    latency: Some(std::time::Duration::from_micros(30)),
+                    bandwidth_bytes_per_sec: None,
+                };
+                AnyDevice::Emu(EmuDevice::open(p, lat).await.unwrap())
+            }
+        }
+    }
+    fn crash(&self) {
+        if let Target::Mem(m) = self {
+            m.crash();
+        }
+    }
+}
+
+async fn run_case(target: Target, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let mut z = Ziob::with_device(target.device().await, config())
+        .await
+        .unwrap();
+    let mut mem = z.device().clone();
     let mut model: Vec<ModelZone> = vec![ModelZone::default(); ZONES as usize];
     for op in ops {
         match op {
@@ -246,8 +280,12 @@ async fn run_case(ops: Vec<Op>) -> Result<(), TestCaseError> {
             },
             Op::Crash => {
                 z.abandon().await.unwrap();
-                mem.crash();
-                z = Ziob::with_device(mem.clone(), config()).await.unwrap();
+                drop(mem);
+                target.crash();
+                z = Ziob::with_device(target.device().await, config())
+                    .await
+                    .unwrap();
+                mem = z.device().clone();
                 let report = z.report(0, ZONES).await.unwrap();
                 for (m, info) in model.iter_mut().zip(report) {
                     let wp = info.write_pointer_bytes as usize;
@@ -316,7 +354,7 @@ async fn run_case(ops: Vec<Op>) -> Result<(), TestCaseError> {
 
 /// A failed flush or finish may have padded the zone before it found the device's active
 /// limit in the way: take the padding into the model if the write pointer moved.
-async fn reconcile_padding(z: &Ziob<MemDevice>, model: &mut [ModelZone], zone: u32) {
+async fn reconcile_padding(z: &Ziob<AnyDevice>, model: &mut [ModelZone], zone: u32) {
     let wp = z.report(zone, 1).await.unwrap()[0].write_pointer_bytes as usize;
     let m = &mut model[zone as usize];
     if wp > m.content.len() {
@@ -329,25 +367,47 @@ async fn reconcile_padding(z: &Ziob<MemDevice>, model: &mut [ModelZone], zone: u
     }
 }
 
-async fn mem_report(mem: &MemDevice, zone: u32) -> ziob::ZoneInfo {
+async fn mem_report(mem: &AnyDevice, zone: u32) -> ziob::ZoneInfo {
     use ziob::ZonedDevice;
     mem.report_zones(zone, 1).await.unwrap()[0]
+}
+
+fn run(
+    target: impl FnOnce() -> Target + Send + 'static,
+    ops: Vec<Op>,
+) -> Result<(), TestCaseError> {
+    let rt = Runtime::builder().cores(2).build().unwrap();
+    rt.block_on(move || async move {
+        use futures::FutureExt;
+        futures::select! {
+            r = Box::pin(run_case(target(), ops)).fuse() => r,
+            _ = ziob::runtime::sleep(std::time::Duration::from_secs(30)).fuse() => {
+                Err(TestCaseError::fail("the case hung for 30 s"))
+            }
+        }
+    })
+    .unwrap()
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, max_shrink_iters: 200, ..ProptestConfig::default() })]
     #[test]
-    fn buffer_matches_the_reference_model(ops in prop::collection::vec(op(), 1..40)) {
-        let rt = Runtime::builder().cores(2).build().unwrap();
-        rt.block_on(move || async move {
-            use futures::FutureExt;
-            futures::select! {
-                r = Box::pin(run_case(ops)).fuse() => r,
-                _ = ziob::runtime::sleep(std::time::Duration::from_secs(20)).fuse() => {
-                    Err(TestCaseError::fail("the case hung for 20 s"))
-                }
-            }
-        })
-        .unwrap()?;
+    fn buffer_over_mem_matches_the_reference_model(ops in prop::collection::vec(op(), 1..40)) {
+        run(|| Target::Mem(MemDevice::new("mem:model", &geometry()).unwrap()), ops)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, max_shrink_iters: 100, ..ProptestConfig::default() })]
+    #[test]
+    fn buffer_over_slow_emu_matches_the_reference_model(ops in prop::collection::vec(op(), 1..30)) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.zns");
+        let p = path.clone();
+        let rt = Runtime::builder().cores(1).build().unwrap();
+        rt.block_on(move || async move { EmuDevice::create(&p, &geometry()).await.unwrap(); }).unwrap();
+        drop(rt);
+        run(move || Target::Emu(path), ops)?;
+        drop(dir);
     }
 }

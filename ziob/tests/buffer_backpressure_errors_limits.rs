@@ -1,0 +1,331 @@
+//! Memory budget under a fast writer, write-back errors, device resource limits and zone
+//! operations racing with write-back.
+
+use std::time::Duration;
+
+use ziob::backends::{Fault, MemDevice};
+use ziob::{
+    AnyDevice, DmaBuf, ErrorKind, Geometry, Runtime, ShardStats, Ziob, ZiobConfig, ZiobError,
+    ZoneAction, ZoneState, ZoneTarget, ZonedDevice,
+};
+
+fn rt(cores: usize) -> Runtime {
+    Runtime::builder().cores(cores).build().unwrap()
+}
+
+#[test]
+fn a_writer_far_faster_than_the_device_never_exceeds_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("slow.zns");
+    let p = path.clone();
+    rt(2)
+        .block_on(move || async move {
+            let g = Geometry::new(8, 4 << 20);
+            ziob::backends::EmuDevice::create(&p, &g).await.unwrap();
+            // 40 MB/s device; 1 MiB budget per core; 12 MiB written as fast as possible.
+            let spec = format!("emu:{},bw_mbps=40", p.display());
+            let cfg = ZiobConfig {
+                shard_budget_bytes: 1 << 20,
+                writeback_unit_bytes: Some(128 << 10),
+                ..ZiobConfig::default()
+            };
+            let z = Ziob::open(&spec, cfg).await.unwrap();
+            let mut tasks = Vec::new();
+            for zone in 0..8u32 {
+                let z = z.clone();
+                tasks.push(ziob::runtime::spawn(async move {
+                    for i in 0..(1536 / 4) {
+                        let data = vec![(zone as u8) ^ (i as u8); 4096];
+                        z.append(zone, DmaBuf::from_slice(&data)).await.unwrap();
+                    }
+                }));
+            }
+            for t in tasks {
+                t.await;
+            }
+            let stats = z.stats().await.unwrap();
+            for s in &stats {
+                assert!(s.memory_peak_bytes <= s.memory_budget_bytes, "{s:?}");
+                assert!(s.memory_used_bytes <= s.memory_budget_bytes, "{s:?}");
+            }
+            let total = ShardStats::total(&stats);
+            assert!(
+                total.backpressure_waits > 0,
+                "the writer must have waited: {total:?}"
+            );
+            assert_eq!(total.bytes_written, 12 << 20);
+            // Nothing was lost: every zone reads back.
+            for zone in 0..8u32 {
+                let got = z.read(zone, 0, 1536 * 1024).await.unwrap();
+                for (i, block) in got.chunks(4096).enumerate() {
+                    assert!(
+                        block.iter().all(|&b| b == (zone as u8) ^ (i as u8)),
+                        "zone {zone} block {i}"
+                    );
+                }
+            }
+            z.close().await.unwrap();
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_failed_write_back_is_reported_kept_and_cleared_by_reset() {
+    rt(1)
+        .block_on(|| async {
+            let g = Geometry::new(4, 1 << 20);
+            let mem = MemDevice::new("mem:faulty", &g).unwrap();
+            let cfg = ZiobConfig {
+                writeback_unit_bytes: Some(16 << 10),
+                ..ZiobConfig::default()
+            };
+            let z = Ziob::with_device(AnyDevice::Mem(mem.clone()), cfg)
+                .await
+                .unwrap();
+            // The next device op (the first write-back) fails.
+            mem.inject(Fault::FailOp {
+                op_index: mem.op_count(),
+            });
+            z.append(2, DmaBuf::from_slice(&[7; 16 << 10]))
+                .await
+                .unwrap();
+            z.append(2, DmaBuf::from_slice(&[8; 100])).await.ok();
+            // The error reaches the next caller that touches the zone ...
+            let err = loop {
+                match z.append(2, DmaBuf::from_slice(&[9; 10])).await {
+                    Err(e) => break e,
+                    Ok(_) => ziob::runtime::yield_now().await,
+                }
+            };
+            assert!(
+                matches!(
+                    err,
+                    ZiobError::Writeback {
+                        zone: 2,
+                        offset_bytes: 0,
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+            assert_eq!(err.kind(), Some(ErrorKind::Io));
+            assert!(
+                err.to_string()
+                    .starts_with("write-back of zone 2 failed at byte 0"),
+                "{err}"
+            );
+            // ... and to flush and sync, again and again (it is kept).
+            assert!(matches!(z.flush(2).await, Err(ZiobError::Writeback { .. })));
+            assert!(matches!(z.sync().await, Err(ZiobError::Writeback { .. })));
+            // The data stays readable from the buffer.
+            let got = z.read(2, 0, 16 << 10).await.unwrap();
+            assert!(got.iter().all(|&b| b == 7));
+            assert_eq!(
+                ShardStats::total(&z.stats().await.unwrap()).writeback_errors,
+                1
+            );
+            // Other zones are unaffected.
+            z.append(1, DmaBuf::from_slice(&[1; 4096])).await.unwrap();
+            z.flush(1).await.unwrap();
+            // Reset discards the data and clears the error.
+            z.zone_action(ZoneAction::Reset, ZoneTarget::One(2))
+                .await
+                .unwrap();
+            z.append(2, DmaBuf::from_slice(&[3; 4096])).await.unwrap();
+            z.flush(2).await.unwrap();
+            z.sync().await.unwrap();
+        })
+        .unwrap();
+}
+
+fn tight() -> Geometry {
+    Geometry {
+        max_open_zones: Some(1),
+        max_active_zones: Some(2),
+        zone_capacity_bytes: 128 << 10,
+        ..Geometry::new(16, 256 << 10)
+    }
+}
+
+#[test]
+fn more_zones_than_the_device_allows_open_are_written_through_the_buffer() {
+    rt(1)
+        .block_on(|| async {
+            let mem = MemDevice::new("mem:tight", &tight()).unwrap();
+            let cfg = ZiobConfig {
+                writeback_unit_bytes: Some(32 << 10),
+                shard_budget_bytes: 4 << 20,
+                ..ZiobConfig::default()
+            };
+            let z = Ziob::with_device(AnyDevice::Mem(mem.clone()), cfg)
+                .await
+                .unwrap();
+            assert_eq!(
+                z.view_geometry().max_open_zones,
+                None,
+                "the buffer lifts the limit"
+            );
+            // Interleaved appends to 16 zones: far more than 1 open / 2 active on the device.
+            for round in 0..32u32 {
+                for zone in 0..16u32 {
+                    let data = vec![(zone * 7 + round) as u8; 4096];
+                    z.append(zone, DmaBuf::from_slice(&data)).await.unwrap();
+                }
+            }
+            // Every zone reached capacity: all written out, all Full, on the device too.
+            z.sync().await.unwrap();
+            for info in mem.report_all().await.unwrap() {
+                assert_eq!(info.state, ZoneState::Full, "{info:?}");
+            }
+            for zone in 0..16u32 {
+                let got = z.read(zone, 0, 128 << 10).await.unwrap();
+                for (round, block) in got.chunks(4096).enumerate() {
+                    assert!(block.iter().all(|&b| b == (zone * 7 + round as u32) as u8));
+                }
+            }
+            let st = ShardStats::total(&z.stats().await.unwrap());
+            assert!(st.device_zone_opens >= 16, "{st:?}");
+        })
+        .unwrap();
+}
+
+#[test]
+fn the_buffers_own_limit_is_a_clear_error() {
+    rt(1)
+        .block_on(|| async {
+            let mem = MemDevice::new("mem:tight", &tight()).unwrap();
+            let cfg = ZiobConfig {
+                writeback_unit_bytes: Some(32 << 10),
+                shard_budget_bytes: 64 << 10,
+                idle_writeback: None,
+                ..ZiobConfig::default()
+            };
+            let z = Ziob::with_device(AnyDevice::Mem(mem.clone()), cfg)
+                .await
+                .unwrap();
+            // Two zones become active on the device (partly written, flushed).
+            for zone in 0..2 {
+                z.append(zone, DmaBuf::from_slice(&[1; 4096]))
+                    .await
+                    .unwrap();
+                z.flush(zone).await.unwrap();
+            }
+            // A third zone cannot become active: flushing it is Too Many Active Zones ...
+            z.append(2, DmaBuf::from_slice(&[2; 4096])).await.unwrap();
+            let err = z.flush(2).await.unwrap_err();
+            assert_eq!(err.kind(), Some(ErrorKind::TooManyActive), "{err}");
+            // ... and filling memory with its data is the buffer's own limit.
+            let mut last = Ok(0);
+            for _ in 0..40 {
+                last = z.append(2, DmaBuf::from_slice(&[2; 4096])).await;
+                if last.is_err() {
+                    break;
+                }
+            }
+            let err = last.unwrap_err();
+            assert!(
+                matches!(err, ZiobError::BufferFull { zone: 2, .. }),
+                "{err}"
+            );
+            assert!(
+                err.to_string().starts_with("buffer full: zone 2 needs"),
+                "{err}"
+            );
+            // Finishing an active zone frees a resource: zone 2 can go now.
+            z.zone_action(ZoneAction::Finish, ZoneTarget::One(0))
+                .await
+                .unwrap();
+            z.flush(2).await.unwrap();
+            z.append(2, DmaBuf::from_slice(&[2; 4096])).await.unwrap();
+        })
+        .unwrap();
+}
+
+#[test]
+fn zone_operations_racing_with_write_back_have_defined_outcomes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("race.zns");
+    let p = path.clone();
+    rt(2)
+        .block_on(move || async move {
+            ziob::backends::EmuDevice::create(&p, &Geometry::new(4, 2 << 20))
+                .await
+                .unwrap();
+            let spec = format!("emu:{},lat_us=300", p.display());
+            let cfg = ZiobConfig {
+                writeback_unit_bytes: Some(64 << 10),
+                ..ZiobConfig::default()
+            };
+            let z = Ziob::open(&spec, cfg).await.unwrap();
+            for round in 0..5u8 {
+                // Fill a few units (write-back starts), then reset while it is in flight.
+                for _ in 0..8 {
+                    z.append(1, DmaBuf::from_slice(&[round; 32 << 10]))
+                        .await
+                        .unwrap();
+                }
+                z.zone_action(ZoneAction::Reset, ZoneTarget::One(1))
+                    .await
+                    .unwrap();
+                let info = z.report(1, 1).await.unwrap()[0];
+                assert_eq!(
+                    (info.state, info.write_pointer_bytes),
+                    (ZoneState::Empty, 0)
+                );
+                // Appends after the reset start at 0 and only they are visible.
+                assert_eq!(
+                    z.append(1, DmaBuf::from_slice(&[0xF0 | round; 4096]))
+                        .await
+                        .unwrap(),
+                    0
+                );
+                let got = z.read(1, 0, 64 << 10).await.unwrap();
+                assert!(got[..4096].iter().all(|&b| b == 0xF0 | round));
+                assert!(
+                    got[4096..].iter().all(|&b| b == 0),
+                    "old data must not show through"
+                );
+                z.flush(1).await.unwrap();
+                z.zone_action(ZoneAction::Reset, ZoneTarget::One(1))
+                    .await
+                    .unwrap();
+            }
+            // Finish racing with appends from another task: each append either lands before the
+            // finish (and is on the device) or fails with Zone Is Full.
+            let writer = {
+                let z = z.clone();
+                ziob::runtime::spawn(async move {
+                    let mut landed = Vec::new();
+                    for i in 0..64u32 {
+                        match z.append(2, DmaBuf::from_slice(&[i as u8; 4096])).await {
+                            Ok(off) => landed.push((off, i as u8)),
+                            Err(e) => {
+                                assert_eq!(e.kind(), Some(ErrorKind::ZoneFull), "{e}");
+                                break;
+                            }
+                        }
+                        ziob::runtime::yield_now().await;
+                    }
+                    landed
+                })
+            };
+            ziob::runtime::sleep(Duration::from_millis(2))
+                .await
+                .unwrap();
+            z.zone_action(ZoneAction::Finish, ZoneTarget::One(2))
+                .await
+                .unwrap();
+            let landed = writer.await;
+            let dev = z.device().clone();
+            for (off, v) in landed {
+                let (res, buf) = dev.read(2, off, 4096, DmaBuf::with_capacity(4096)).await;
+                res.unwrap();
+                assert!(
+                    buf.iter().all(|&b| b == v),
+                    "append at {off} not on the device"
+                );
+            }
+            z.close().await.unwrap();
+        })
+        .unwrap();
+}
