@@ -10,6 +10,7 @@ use crate::model::geometry::Geometry;
 use crate::model::spec::DeviceSpec;
 use crate::model::state::{ZoneAction, ZoneInfo, ZoneTarget};
 use crate::nil::NilDevice;
+use crate::nvme::NvmeDevice;
 
 /// A device of any built-in backend. New backends join as new variants.
 #[derive(Clone)]
@@ -20,6 +21,8 @@ pub enum AnyDevice {
     Emu(EmuDevice),
     /// `nil:`
     Nil(NilDevice),
+    /// `nvme:` (needs a runtime with 128-byte SQEs, see [`crate::runtime_builder_for`])
+    Nvme(NvmeDevice),
 }
 
 /// Opens the device a spec names (see [`DeviceSpec`]). `mem` and `nil` devices are new and
@@ -34,9 +37,7 @@ pub async fn open_device(spec: &str) -> Result<AnyDevice> {
         DeviceSpec::Zbd(_) => Err(DeviceError::Unsupported {
             backend: "zbd".into(),
         }),
-        DeviceSpec::Nvme(_) => Err(DeviceError::Unsupported {
-            backend: "nvme".into(),
-        }),
+        DeviceSpec::Nvme(path) => Ok(AnyDevice::Nvme(NvmeDevice::open(&path, spec).await?)),
         DeviceSpec::Spdk(_) => Err(DeviceError::Unsupported {
             backend: "spdk".into(),
         }),
@@ -65,6 +66,7 @@ macro_rules! dispatch {
             AnyDevice::Mem($d) => $e,
             AnyDevice::Emu($d) => $e,
             AnyDevice::Nil($d) => $e,
+            AnyDevice::Nvme($d) => $e,
         }
     };
 }

@@ -10,7 +10,9 @@
 //! - [`mem`]: zones in RAM, with deterministic fault injection and simulated power loss;
 //! - [`emu`]: a file-backed emulated device with a persistent, checksummed zone table (the
 //!   default backend; format in `docs/format.md`);
-//! - [`nil`]: tracks state, moves no data (to measure ZIOB's own per-op cost).
+//! - [`nil`]: tracks state, moves no data (to measure ZIOB's own per-op cost);
+//! - [`nvme`]: a real ZNS namespace through NVMe passthrough (`/dev/ngXnY`; the runtime needs
+//!   128-byte SQEs, see [`runtime_builder_for`]).
 //!
 //! Devices are opened from a spec string ([`DeviceSpec`]) with [`open_device`], which returns
 //! an [`AnyDevice`] dispatching to the backend:
@@ -38,6 +40,7 @@ pub mod limits;
 pub mod mem;
 pub mod model;
 pub mod nil;
+pub mod nvme;
 
 pub use any::{create_device, open_device, AnyDevice};
 pub use device::ZonedDevice;
@@ -50,3 +53,4 @@ pub use model::state::{
     PersistedZone, Reservation, ZoneAction, ZoneInfo, ZoneState, ZoneTable, ZoneTarget,
 };
 pub use nil::NilDevice;
+pub use nvme::{runtime_builder_for, spec_needs_sqe128, NvmeDevice};

@@ -69,6 +69,20 @@ pub enum Request {
 }
 
 impl Request {
+    /// The device spec the request is about.
+    pub fn spec(&self) -> &str {
+        match self {
+            Request::Create { spec, .. }
+            | Request::Info { spec }
+            | Request::Report { spec, .. }
+            | Request::Action { spec, .. }
+            | Request::Write { spec, .. }
+            | Request::Read { spec, .. } => spec,
+        }
+    }
+}
+
+impl Request {
     /// Turns parsed arguments into a request, reading stdin for `write` and `append`.
     pub fn from_command(cmd: Command) -> Result<Request, CliError> {
         let action = cmd.action();

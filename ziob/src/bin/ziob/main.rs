@@ -139,7 +139,11 @@ fn main() {
         Ok(r) => r,
         Err(e) => fail(&e),
     };
-    let rt = match ziob_runtime::Runtime::builder().cores(1).build() {
+    // nvme: specs need 128-byte SQEs (NVMe passthrough).
+    let rt = match ziob_backends::runtime_builder_for(request.spec())
+        .cores(1)
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => fail(&commands::CliError::Runtime(e.to_string())),
     };

@@ -42,6 +42,7 @@ pub fn info(dev: &AnyDevice, zones: &[ZoneInfo]) -> String {
         AnyDevice::Emu(_) => "emu (buffered)",
         AnyDevice::Mem(_) => "mem",
         AnyDevice::Nil(_) => "nil",
+        AnyDevice::Nvme(_) => "nvme",
     };
     let mut s = format!(
         "device:               {}\n\
