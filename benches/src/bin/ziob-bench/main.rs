@@ -1,0 +1,24 @@
+//! `ziob-bench`: appends, writes and reads through ZIOB (buffer on) or straight to the
+//! device (`--ziob off`, the same API in pass-through), on any device spec.
+//!
+//! ```text
+//! ziob-bench --dev emu:/var/tmp/zb.zns,lat_us=20,bw_mbps=1000 --workload append --bs 4K \
+//!            --qd 8 --zones 8 --cores 2 --runtime 5 --ziob on,off
+//! ```
+//! Lists (`--bs 4K,16K --zones 1,8,64 --ziob on,off`) run every combination in one process
+//! and print ratios of `on` to `off`. `--json` prints one JSON object per run (an array when
+//! several runs).
+
+mod options;
+mod run;
+
+use clap::Parser;
+use options::Options;
+
+fn main() {
+    let opts = Options::parse();
+    if let Err(e) = run::main(opts) {
+        eprintln!("ziob-bench: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,475 @@
+//! Running the configurations and reporting them.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use ziob::backends::{parse_size_bytes, DeviceSpec, EmuDevice};
+use ziob::runtime::{core_id, spawn};
+use ziob::{
+    DmaBuf, Geometry, Runtime, ShardStats, Ziob, ZiobConfig, ZiobError, ZoneAction, ZoneTarget,
+};
+
+use crate::options::{Options, Workload};
+
+/// One configuration's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    dev: String,
+    workload: Workload,
+    bs: u64,
+    qd: usize,
+    zones: u32,
+    cores: usize,
+    ziob: bool,
+    ops: u64,
+    secs: f64,
+    iops: f64,
+    bytes_per_sec: f64,
+    lat_ns: Latency,
+    /// Writes the device received (write-backs when buffered, every write otherwise).
+    device_writes: u64,
+    device_write_bytes: u64,
+    zone_resets: u64,
+    buffer: Option<ShardStats>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+struct Latency {
+    p50: u64,
+    p99: u64,
+    p999: u64,
+    max: u64,
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    parse_size_bytes(s)
+}
+
+/// What one core measured.
+#[derive(Default)]
+struct CoreResult {
+    ops: u64,
+    write_ops: u64,
+    resets: u64,
+    hist: Option<Histogram<u64>>,
+}
+
+struct Plan {
+    workload: Workload,
+    bs: u64,
+    qd: usize,
+    zones: u32,
+    ops_per_core: Option<u64>,
+    deadline: Duration,
+}
+
+pub fn main(opts: Options) -> Result<(), String> {
+    ensure_device(&opts)?;
+    let mut rt = Runtime::builder().cores(opts.cores);
+    if opts.dev.starts_with("nvme:") {
+        rt = rt.sqe128(true);
+    }
+    let rt = rt.build().map_err(|e| e.to_string())?;
+    let mut results = Vec::new();
+    for bs in &opts.bs {
+        let bs = size(bs)?;
+        for &zones in &opts.zones {
+            for mode in &opts.ziob {
+                let buffered = match mode.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    other => return Err(format!("--ziob takes on or off, not `{other}`")),
+                };
+                let mut runs = Vec::new();
+                for _ in 0..opts.repeat.max(1) {
+                    runs.push(one_run(&rt, &opts, bs, zones, buffered)?);
+                }
+                runs.sort_by(|a, b| a.iops.total_cmp(&b.iops));
+                let median = runs[runs.len() / 2].clone();
+                if !opts.json {
+                    print_row(&median);
+                }
+                results.push(median);
+            }
+        }
+    }
+    if opts.json {
+        let out = if results.len() == 1 {
+            serde_json::to_string_pretty(&results[0])
+        } else {
+            serde_json::to_string_pretty(&results)
+        };
+        println!("{}", out.map_err(|e| e.to_string())?);
+    } else {
+        print_ratios(&results);
+    }
+    Ok(())
+}
+
+/// Creates a missing emu device file with the `--create-*` geometry.
+fn ensure_device(opts: &Options) -> Result<(), String> {
+    let spec = DeviceSpec::parse(&opts.dev).map_err(|e| e.to_string())?;
+    if let DeviceSpec::Emu { path, .. } = spec {
+        if !path.exists() {
+            let g = Geometry::new(opts.create_zones, size(&opts.create_zone_size)?);
+            eprintln!(
+                "creating {} ({} zones of {} bytes)",
+                path.display(),
+                g.zone_count,
+                g.zone_size_bytes
+            );
+            let rt = Runtime::builder()
+                .cores(1)
+                .build()
+                .map_err(|e| e.to_string())?;
+            rt.block_on(move || async move { EmuDevice::create(&path, &g).await.map(|_| ()) })
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+fn one_run(
+    rt: &Runtime,
+    opts: &Options,
+    bs: u64,
+    zones: u32,
+    buffered: bool,
+) -> Result<RunResult, String> {
+    let mut config = if buffered {
+        ZiobConfig::default()
+    } else {
+        ZiobConfig::pass_through()
+    };
+    if let Some(b) = &opts.buffer_size {
+        config.shard_budget_bytes = size(b)?;
+    }
+    if let Some(u) = &opts.writeback_unit {
+        config.writeback_unit_bytes = Some(size(u)?);
+    }
+    let spec = opts.dev.clone();
+    let z = rt
+        .block_on(move || async move {
+            let z = Ziob::open(&spec, config).await?;
+            // Start from empty zones, so every run sees the same device.
+            z.zone_action(ZoneAction::Reset, ZoneTarget::All).await?;
+            Ok::<_, ZiobError>(z)
+        })
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let g = *z.geometry();
+    if zones == 0 || zones > g.zone_count {
+        return Err(format!(
+            "--zones {zones}: the device has {} zones",
+            g.zone_count
+        ));
+    }
+    if bs == 0 || (!buffered && bs % g.block_size_bytes != 0) || bs > g.zone_capacity_bytes {
+        return Err(format!(
+            "--bs {bs}: must be a positive multiple of the {}-byte block (pass-through) and at most the zone capacity",
+            g.block_size_bytes
+        ));
+    }
+    let cores = opts.cores;
+    if opts.workload == Workload::Write && (zones as usize) < cores * opts.qd {
+        return Err(format!(
+            "the write workload gives every task its own zone: --zones must be at least cores × qd = {}",
+            cores * opts.qd
+        ));
+    }
+    if opts.workload == Workload::Randread {
+        prefill(rt, &z, zones, bs)?;
+    }
+    let ops_per_core = opts.ops.map(|n| n.div_ceil(cores as u64));
+    let deadline = Duration::from_secs_f64(opts.runtime);
+    let (workload, qd) = (opts.workload, opts.qd);
+    let before = stats(rt, &z)?;
+    let start = Instant::now();
+    let zc = z.clone();
+    let per_core = rt
+        .run_on_all(move |core| {
+            let z = zc.clone();
+            let plan = Plan {
+                workload,
+                bs,
+                qd,
+                zones,
+                ops_per_core,
+                deadline,
+            };
+            async move { run_core(z, core, cores, plan).await }
+        })
+        .map_err(|e| e.to_string())?;
+    let secs = start.elapsed().as_secs_f64();
+    let zc = z.clone();
+    rt.block_on(move || async move { zc.sync().await })
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let after = stats(rt, &z)?;
+    let mut hist = Histogram::<u64>::new(3).expect("valid");
+    let (mut ops, mut write_ops, mut resets) = (0, 0, 0);
+    for c in per_core {
+        let c = c?;
+        ops += c.ops;
+        write_ops += c.write_ops;
+        resets += c.resets;
+        if let Some(h) = c.hist {
+            hist.add(h).map_err(|e| e.to_string())?;
+        }
+    }
+    let (device_writes, device_write_bytes) = if buffered {
+        (
+            after.writebacks - before.writebacks,
+            after.writeback_bytes - before.writeback_bytes,
+        )
+    } else {
+        (write_ops, write_ops * bs)
+    };
+    let bytes = if workload == Workload::Readafterwrite {
+        ops * bs * 2
+    } else {
+        ops * bs
+    };
+    rt.block_on(move || async move { z.close().await })
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    Ok(RunResult {
+        dev: opts.dev.clone(),
+        workload,
+        bs,
+        qd,
+        zones,
+        cores,
+        ziob: buffered,
+        ops,
+        secs,
+        iops: ops as f64 / secs,
+        bytes_per_sec: bytes as f64 / secs,
+        lat_ns: Latency {
+            p50: hist.value_at_quantile(0.5),
+            p99: hist.value_at_quantile(0.99),
+            p999: hist.value_at_quantile(0.999),
+            max: hist.max(),
+        },
+        device_writes,
+        device_write_bytes,
+        zone_resets: resets,
+        buffer: buffered.then_some(after),
+    })
+}
+
+fn stats(rt: &Runtime, z: &Ziob) -> Result<ShardStats, String> {
+    let z = z.clone();
+    rt.block_on(move || async move { z.stats().await })
+        .map_err(|e| e.to_string())?
+        .map(|s| ShardStats::total(&s))
+        .map_err(|e| e.to_string())
+}
+
+/// Fills the zones used by the random-read workload to capacity (whole blocks).
+fn prefill(rt: &Runtime, z: &Ziob, zones: u32, bs: u64) -> Result<(), String> {
+    let z = z.clone();
+    rt.block_on(move || async move {
+        let cap = z.geometry().zone_capacity_bytes;
+        let chunk =
+            (bs.max(128 << 10) / z.geometry().block_size_bytes) * z.geometry().block_size_bytes;
+        for zone in 0..zones {
+            let mut written = 0;
+            while written < cap {
+                let n = chunk.min(cap - written);
+                z.append(zone, DmaBuf::zeroed(n as usize)).await?;
+                written += n;
+            }
+        }
+        z.sync().await
+    })
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())
+}
+
+/// The zones this core's tasks use: the ones it owns, or all if it owns none.
+fn local_zones(z: &Ziob, core: usize, zones: u32) -> Vec<u32> {
+    let mine: Vec<u32> = (0..zones).filter(|&q| z.owner_core(q) == core).collect();
+    if mine.is_empty() {
+        (0..zones).collect()
+    } else {
+        mine
+    }
+}
+
+async fn run_core(z: Ziob, core: usize, cores: usize, plan: Plan) -> Result<CoreResult, String> {
+    assert_eq!(core_id(), core);
+    let zones = local_zones(&z, core, plan.zones);
+    let shared = Rc::new(RefCell::new(CoreResult {
+        hist: Some(Histogram::new(3).expect("valid")),
+        ..CoreResult::default()
+    }));
+    let start = Instant::now();
+    let budget = Rc::new(RefCell::new(plan.ops_per_core));
+    let mut tasks = Vec::new();
+    for t in 0..plan.qd {
+        let (z, shared, budget, zones) = (z.clone(), shared.clone(), budget.clone(), zones.clone());
+        let (workload, bs, deadline) = (plan.workload, plan.bs, plan.deadline);
+        // The write workload gives each task its own zone: task t of core c.
+        let own_zone = (core + cores * t) as u32;
+        tasks.push(spawn(async move {
+            let mut rng = (core as u64 + 1) * 0x9E37_79B9 + t as u64;
+            let payload = vec![(core * 31 + t) as u8; bs as usize];
+            let mut i = 0usize;
+            loop {
+                {
+                    let mut b = budget.borrow_mut();
+                    match b.as_mut() {
+                        Some(0) => break,
+                        Some(n) => *n -= 1,
+                        None if start.elapsed() >= deadline => break,
+                        None => {}
+                    }
+                }
+                i += 1;
+                let zone = match workload {
+                    Workload::Write => own_zone,
+                    _ => zones[(t + i) % zones.len()],
+                };
+                let t0 = Instant::now();
+                let (writes, resets) = match workload {
+                    Workload::Append | Workload::Write => {
+                        write_op(&z, workload, zone, &payload).await?
+                    }
+                    Workload::Randread => {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        let slots = z.geometry().zone_capacity_bytes / bs;
+                        let off = (rng % slots) * bs;
+                        z.read(zone, off, bs as usize)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        (0, 0)
+                    }
+                    Workload::Readafterwrite => {
+                        let (w, r) = write_op(&z, Workload::Append, zone, &payload).await?;
+                        let wp = z.report(zone, 1).await.map_err(|e| e.to_string())?[0]
+                            .write_pointer_bytes;
+                        let t1 = Instant::now();
+                        let data = z
+                            .read(zone, wp - bs, bs as usize)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        if data[..] != payload[..] {
+                            return Err(format!("read-after-write mismatch in zone {zone}"));
+                        }
+                        let mut s = shared.borrow_mut();
+                        let _ = s
+                            .hist
+                            .as_mut()
+                            .expect("set")
+                            .record(t1.elapsed().as_nanos() as u64);
+                        s.ops += 1;
+                        s.write_ops += w;
+                        s.resets += r;
+                        continue;
+                    }
+                };
+                let ns = t0.elapsed().as_nanos() as u64;
+                let mut s = shared.borrow_mut();
+                let _ = s.hist.as_mut().expect("set").record(ns);
+                s.ops += 1;
+                s.write_ops += writes;
+                s.resets += resets;
+            }
+            Ok::<(), String>(())
+        }));
+    }
+    for t in tasks {
+        t.await?;
+    }
+    let r = std::mem::take(&mut *shared.borrow_mut());
+    Ok(r)
+}
+
+/// One append or write; a zone that is full is reset and the op retried. Returns
+/// (device-visible write ops, resets).
+async fn write_op(
+    z: &Ziob,
+    workload: Workload,
+    zone: u32,
+    payload: &[u8],
+) -> Result<(u64, u64), String> {
+    let mut resets = 0;
+    loop {
+        let res = match workload {
+            Workload::Write => {
+                let wp = z.report(zone, 1).await.map_err(|e| e.to_string())?[0].write_pointer_bytes;
+                z.write_at(zone, wp, DmaBuf::from_slice(payload)).await
+            }
+            _ => z
+                .append(zone, DmaBuf::from_slice(payload))
+                .await
+                .map(|_| ()),
+        };
+        match res {
+            Ok(()) => return Ok((1, resets)),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    Some(ziob::ErrorKind::ZoneFull) | Some(ziob::ErrorKind::BoundaryError)
+                ) =>
+            {
+                // Another task may have reset it already; a reset of an Empty zone is fine.
+                z.zone_action(ZoneAction::Reset, ZoneTarget::One(zone))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                resets += 1;
+            }
+            Err(e)
+                if matches!(e.kind(), Some(ziob::ErrorKind::InvalidWrite))
+                    && workload == Workload::Write =>
+            {
+                return Err(format!("write to zone {zone} raced: {e}"));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+fn print_row(r: &RunResult) {
+    eprintln!(
+        "{:<15} bs {:>6} zones {:>3} qd {:>3} cores {} ziob {:<3}  {:>10.0} IOPS {:>9.1} MB/s  p50 {:>8} ns  p99 {:>9} ns  device writes {:>8} ({:.1} KiB avg)",
+        format!("{:?}", r.workload).to_lowercase(),
+        r.bs,
+        r.zones,
+        r.qd,
+        r.cores,
+        if r.ziob { "on" } else { "off" },
+        r.iops,
+        r.bytes_per_sec / 1e6,
+        r.lat_ns.p50,
+        r.lat_ns.p99,
+        r.device_writes,
+        if r.device_writes > 0 { r.device_write_bytes as f64 / r.device_writes as f64 / 1024.0 } else { 0.0 },
+    );
+}
+
+fn print_ratios(results: &[RunResult]) {
+    for on in results.iter().filter(|r| r.ziob) {
+        if let Some(off) = results
+            .iter()
+            .find(|r| !r.ziob && r.bs == on.bs && r.zones == on.zones && r.workload == on.workload)
+        {
+            eprintln!(
+                "ziob on vs off: {:?} bs {} zones {}: throughput {:.2}x, p50 latency {:.1}x lower, device writes per op {:.0}x fewer",
+                on.workload,
+                on.bs,
+                on.zones,
+                on.iops / off.iops,
+                off.lat_ns.p50 as f64 / on.lat_ns.p50.max(1) as f64,
+                off.device_writes as f64 / on.device_writes.max(1) as f64 * (on.ops as f64 / off.ops.max(1) as f64),
+            );
+        }
+    }
+}
