@@ -11,6 +11,7 @@ use crate::model::spec::DeviceSpec;
 use crate::model::state::{ZoneAction, ZoneInfo, ZoneTarget};
 use crate::nil::NilDevice;
 use crate::nvme::NvmeDevice;
+use crate::zbd::ZbdDevice;
 
 /// A device of any built-in backend. New backends join as new variants.
 #[derive(Clone)]
@@ -21,12 +22,15 @@ pub enum AnyDevice {
     Emu(EmuDevice),
     /// `nil:`
     Nil(NilDevice),
+    /// `zbd:`
+    Zbd(ZbdDevice),
     /// `nvme:` (needs a runtime with 128-byte SQEs, see [`crate::runtime_builder_for`])
     Nvme(NvmeDevice),
 }
 
 /// Opens the device a spec names (see [`DeviceSpec`]). `mem` and `nil` devices are new and
-/// empty; `emu` opens an existing file (see [`create_device`]).
+/// empty; `emu` opens an existing file (see [`create_device`]); `zbd` opens a kernel zoned
+/// block device as it is (its zones keep their state and data).
 pub async fn open_device(spec: &str) -> Result<AnyDevice> {
     match DeviceSpec::parse(spec)? {
         DeviceSpec::Mem(g) => Ok(AnyDevice::Mem(MemDevice::new(spec, &g)?)),
@@ -34,9 +38,7 @@ pub async fn open_device(spec: &str) -> Result<AnyDevice> {
         DeviceSpec::Emu { path, latency } => Ok(AnyDevice::Emu(
             EmuDevice::open_named(&path, latency, spec.to_string()).await?,
         )),
-        DeviceSpec::Zbd(_) => Err(DeviceError::Unsupported {
-            backend: "zbd".into(),
-        }),
+        DeviceSpec::Zbd(path) => Ok(AnyDevice::Zbd(ZbdDevice::open(&path, spec).await?)),
         DeviceSpec::Nvme(path) => Ok(AnyDevice::Nvme(NvmeDevice::open(&path, spec).await?)),
         DeviceSpec::Spdk(_) => Err(DeviceError::Unsupported {
             backend: "spdk".into(),
@@ -66,6 +68,7 @@ macro_rules! dispatch {
             AnyDevice::Mem($d) => $e,
             AnyDevice::Emu($d) => $e,
             AnyDevice::Nil($d) => $e,
+            AnyDevice::Zbd($d) => $e,
             AnyDevice::Nvme($d) => $e,
         }
     };

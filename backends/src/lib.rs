@@ -11,6 +11,8 @@
 //! - [`emu`]: a file-backed emulated device with a persistent, checksummed zone table (the
 //!   default backend; format in `docs/format.md`);
 //! - [`nil`]: tracks state, moves no data (to measure ZIOB's own per-op cost);
+//! - [`zbd`]: a Linux zoned block device (NVMe ZNS namespace, zoned null_blk, SMR disk)
+//!   through O_DIRECT io_uring I/O and the zone ioctls;
 //! - [`nvme`]: a real ZNS namespace through NVMe passthrough (`/dev/ngXnY`; the runtime needs
 //!   128-byte SQEs, see [`runtime_builder_for`]).
 //!
@@ -41,6 +43,7 @@ pub mod mem;
 pub mod model;
 pub mod nil;
 pub mod nvme;
+pub mod zbd;
 
 pub use any::{create_device, open_device, AnyDevice};
 pub use device::ZonedDevice;
@@ -54,3 +57,4 @@ pub use model::state::{
 };
 pub use nil::NilDevice;
 pub use nvme::{runtime_builder_for, spec_needs_sqe128, NvmeDevice};
+pub use zbd::ZbdDevice;

@@ -4,17 +4,22 @@
 mod conformance;
 
 use std::path::PathBuf;
+use std::sync::MutexGuard;
 
 use conformance::{Backend, Caps};
 use ziob_backends::{
-    open_device, AnyDevice, EmuDevice, Geometry, LatencyModel, MemDevice, NilDevice,
+    open_device, AnyDevice, EmuDevice, Geometry, LatencyModel, MemDevice, NilDevice, ZoneAction,
+    ZoneTarget, ZonedDevice,
 };
 
 struct MemBackend;
 
 impl Backend for MemBackend {
     type Dev = MemDevice;
-    const CAPS: Caps = Caps { stores_data: true };
+    const CAPS: Caps = Caps {
+        stores_data: true,
+        zbc: false,
+    };
     async fn create(&mut self, g: &Geometry) -> MemDevice {
         MemDevice::new("mem:conformance", g).unwrap()
     }
@@ -25,7 +30,10 @@ struct MemSpecBackend;
 
 impl Backend for MemSpecBackend {
     type Dev = AnyDevice;
-    const CAPS: Caps = Caps { stores_data: true };
+    const CAPS: Caps = Caps {
+        stores_data: true,
+        zbc: false,
+    };
     async fn create(&mut self, g: &Geometry) -> AnyDevice {
         let spec = format!(
             "mem:zones={},zone_size={},zone_capacity={},block_size={},max_open={},max_active={},max_append={}",
@@ -45,7 +53,10 @@ struct NilBackend;
 
 impl Backend for NilBackend {
     type Dev = NilDevice;
-    const CAPS: Caps = Caps { stores_data: false };
+    const CAPS: Caps = Caps {
+        stores_data: false,
+        zbc: false,
+    };
     async fn create(&mut self, g: &Geometry) -> NilDevice {
         NilDevice::new("nil:conformance", g).unwrap()
     }
@@ -68,7 +79,10 @@ impl EmuBackend {
 
 impl Backend for EmuBackend {
     type Dev = EmuDevice;
-    const CAPS: Caps = Caps { stores_data: true };
+    const CAPS: Caps = Caps {
+        stores_data: true,
+        zbc: false,
+    };
     async fn create(&mut self, g: &Geometry) -> EmuDevice {
         EmuDevice::create(self.path(), g).await.unwrap()
     }
@@ -80,7 +94,82 @@ impl Backend for EmuBackend {
     }
 }
 
+/// zbd on a zoned block device of the test guest (`cargo xtask vm-test`): the ZNS namespace
+/// (`NULLBLK = false`, `$ZIOB_ZNS_BLOCK`) or zoned null_blk (`true`, `$ZIOB_NULLBLK_ZONED`,
+/// which follows ZBC where ZBC and ZNS differ). Elsewhere every test prints `skipped: …`.
+struct ZbdBackend<const NULLBLK: bool> {
+    _exclusive: MutexGuard<'static, ()>,
+}
+
+impl<const NULLBLK: bool> ZbdBackend<NULLBLK> {
+    const VAR: &'static str = if NULLBLK {
+        "ZIOB_NULLBLK_ZONED"
+    } else {
+        "ZIOB_ZNS_BLOCK"
+    };
+    fn new() -> Self {
+        ZbdBackend {
+            _exclusive: conformance::exclusive(Self::VAR),
+        }
+    }
+    fn env(name: &str) -> u64 {
+        std::env::var(name)
+            .unwrap_or_else(|_| panic!("{name} is not set in the guest"))
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} is not a number"))
+    }
+}
+
+impl<const NULLBLK: bool> Backend for ZbdBackend<NULLBLK> {
+    type Dev = AnyDevice;
+    const CAPS: Caps = Caps {
+        stores_data: true,
+        zbc: NULLBLK,
+    };
+    /// Resets every zone of the guest's device and opens it through the spec parser.
+    async fn create(&mut self, _: &Geometry) -> AnyDevice {
+        let path = std::env::var(Self::VAR).unwrap();
+        let dev = open_device(&format!("zbd:{path}")).await.unwrap();
+        dev.zone_action(ZoneAction::Reset, ZoneTarget::All)
+            .await
+            .unwrap();
+        dev
+    }
+    fn skip_reason() -> Option<String> {
+        match (std::env::var_os("ZIOB_GUEST"), std::env::var_os(Self::VAR)) {
+            (Some(_), Some(_)) => None,
+            _ => Some(format!(
+                "zbd needs a zoned block device, ${} is unset outside the ZIOB test guest",
+                Self::VAR
+            )),
+        }
+    }
+    /// The device's geometry must be the one the guest was booted with.
+    fn check_geometry(&self, _: &Geometry, got: &Geometry) {
+        let prefix = if NULLBLK { "ZIOB_NULLBLK" } else { "ZIOB_ZNS" };
+        let limit = |name: String| Some(Self::env(&name) as u32).filter(|&v| v != 0);
+        assert_eq!(got.block_size_bytes, Self::env("ZIOB_BLOCK_SIZE"));
+        assert_eq!(
+            got.zone_size_bytes,
+            Self::env(&format!("{prefix}_ZONE_SIZE"))
+        );
+        assert_eq!(
+            got.zone_capacity_bytes,
+            Self::env(&format!("{prefix}_ZONE_CAPACITY"))
+        );
+        assert_eq!(got.max_open_zones, limit(format!("{prefix}_MAX_OPEN")));
+        assert_eq!(got.max_active_zones, limit(format!("{prefix}_MAX_ACTIVE")));
+        if !NULLBLK {
+            assert_eq!(u64::from(got.zone_count), Self::env("ZIOB_ZNS_ZONES"));
+        }
+        assert!(got.max_append_bytes % got.block_size_bytes == 0);
+        got.validate().unwrap();
+    }
+}
+
 conformance_suite!(mem, MemBackend);
 conformance_suite!(mem_spec, MemSpecBackend);
 conformance_suite!(nil, NilBackend);
 conformance_suite!(emu, EmuBackend::new(), persistent);
+conformance_suite!(zbd_zns, ZbdBackend::<false>::new());
+conformance_suite!(zbd_nullblk, ZbdBackend::<true>::new());
