@@ -1,5 +1,6 @@
-//! ZIOB developer tasks: `cargo xtask vm-setup | vm-run | vm-test` (see xtask/README.md).
+//! ZIOB developer tasks: `cargo xtask vm-setup | vm-run | vm-test | test` (see xtask/README.md).
 
+mod ci;
 mod cpio;
 mod setup;
 mod vm;
@@ -71,6 +72,13 @@ enum Cmd {
         #[arg(last = true)]
         test_args: Vec<String>,
     },
+    /// The whole test command (README, CI): fmt check, clippy -D warnings, cargo test, then
+    /// vm-setup and vm-test of the packages with guest tests in two geometries
+    Test {
+        /// Only the host steps (fmt, clippy, cargo test)
+        #[arg(long)]
+        host_only: bool,
+    },
 }
 
 fn setup_opts(a: &SetupArgs) -> setup::SetupOpts {
@@ -108,6 +116,7 @@ fn report(assets: &setup::Assets, out: &vm::RunOutcome) {
 fn real_main() -> Result<i32> {
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::Test { host_only } => ci::run(host_only),
         Cmd::VmSetup { setup } => {
             let t = std::time::Instant::now();
             let a = setup::ensure(&setup_opts(&setup))?;
