@@ -5,7 +5,8 @@
 //! | `mem:zones=64,zone_size=64M[,…]` | zones in RAM (tests, fault injection) |
 //! | `nil:zones=64,zone_size=64M[,…]` | completes every op at once, stores nothing |
 //! | `emu:/path/dev.zns[,lat_us=N][,bw_mbps=N]` | file-backed emulated ZNS device |
-//! | `zbd:/dev/nvme0n1`, `nvme:/dev/ng0n1`, `spdk:<addr>` | reserved for later backends |
+//! | `zbd:/dev/nvme0n1` | a Linux zoned block device (ZNS namespace, zoned null_blk, SMR) |
+//! | `nvme:/dev/ng0n1`, `spdk:<addr>` | reserved for later backends |
 //!
 //! Geometry options of `mem` and `nil` (sizes take K/M/G/T suffixes, powers of 1024):
 //! `zones` (default 64), `zone_size` (default 64M), `zone_capacity` (default = zone size),
@@ -64,7 +65,7 @@ pub enum DeviceSpec {
         /// Optional latency model.
         latency: LatencyModel,
     },
-    /// `zbd:PATH`: a kernel zoned block device (not built in yet).
+    /// `zbd:PATH`: a kernel zoned block device (see [`crate::zbd`]).
     Zbd(PathBuf),
     /// `nvme:PATH`: an NVMe generic char device for passthrough (not built in yet).
     Nvme(PathBuf),
