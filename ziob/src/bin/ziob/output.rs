@@ -43,6 +43,7 @@ pub fn info(dev: &AnyDevice, zones: &[ZoneInfo]) -> String {
         AnyDevice::Mem(_) => "mem",
         AnyDevice::Nil(_) => "nil",
         AnyDevice::Nvme(_) => "nvme",
+        AnyDevice::Zbd(_) => "zbd",
     };
     let mut s = format!(
         "device:               {}\n\
