@@ -22,6 +22,9 @@ pub enum AnyDevice {
     Emu(EmuDevice),
     /// `nil:`
     Nil(NilDevice),
+    /// `spdk:` (cargo feature `spdk`)
+    #[cfg(feature = "spdk")]
+    Spdk(crate::spdk::SpdkDevice),
     /// `zbd:`
     Zbd(ZbdDevice),
     /// `nvme:` (needs a runtime with 128-byte SQEs, see [`crate::runtime_builder_for`])
@@ -40,6 +43,11 @@ pub async fn open_device(spec: &str) -> Result<AnyDevice> {
         )),
         DeviceSpec::Zbd(path) => Ok(AnyDevice::Zbd(ZbdDevice::open(&path, spec).await?)),
         DeviceSpec::Nvme(path) => Ok(AnyDevice::Nvme(NvmeDevice::open(&path, spec).await?)),
+        #[cfg(feature = "spdk")]
+        DeviceSpec::Spdk(rest) => Ok(AnyDevice::Spdk(
+            crate::spdk::SpdkDevice::open(spec, &rest).await?,
+        )),
+        #[cfg(not(feature = "spdk"))]
         DeviceSpec::Spdk(_) => Err(DeviceError::Unsupported {
             backend: "spdk".into(),
         }),
@@ -68,6 +76,8 @@ macro_rules! dispatch {
             AnyDevice::Mem($d) => $e,
             AnyDevice::Emu($d) => $e,
             AnyDevice::Nil($d) => $e,
+            #[cfg(feature = "spdk")]
+            AnyDevice::Spdk($d) => $e,
             AnyDevice::Zbd($d) => $e,
             AnyDevice::Nvme($d) => $e,
         }

@@ -43,6 +43,8 @@ pub mod mem;
 pub mod model;
 pub mod nil;
 pub mod nvme;
+#[cfg(feature = "spdk")]
+pub mod spdk;
 pub mod zbd;
 
 pub use any::{create_device, open_device, AnyDevice};
@@ -57,4 +59,6 @@ pub use model::state::{
 };
 pub use nil::NilDevice;
 pub use nvme::{runtime_builder_for, spec_needs_sqe128, NvmeDevice};
+#[cfg(feature = "spdk")]
+pub use spdk::SpdkDevice;
 pub use zbd::ZbdDevice;

@@ -173,3 +173,76 @@ conformance_suite!(nil, NilBackend);
 conformance_suite!(emu, EmuBackend::new(), persistent);
 conformance_suite!(zbd_zns, ZbdBackend::<false>::new());
 conformance_suite!(zbd_nullblk, ZbdBackend::<true>::new());
+
+/// `spdk:` on the test guest's QEMU ZNS namespace through SPDK's userspace NVMe driver
+/// (cargo feature `spdk`). Opt-in with `ZIOB_SPDK=1` in a guest with `--hugepages 512`: the
+/// first test binds the controller to uio_pci_generic, which takes the namespace away from
+/// the kernel (zbd/nvme) for the rest of that guest run. "Creating" resets every zone; the
+/// geometry is the device's, checked against the one the guest was booted with.
+#[cfg(feature = "spdk")]
+mod spdk_env;
+
+#[cfg(feature = "spdk")]
+struct SpdkBackend {
+    spec: String,
+    _exclusive: MutexGuard<'static, ()>,
+}
+
+#[cfg(feature = "spdk")]
+impl SpdkBackend {
+    fn new() -> SpdkBackend {
+        SpdkBackend {
+            spec: spdk_env::spdk_spec().expect("skip_reason said spdk is usable"),
+            _exclusive: conformance::exclusive("ZIOB_ZNS_BLOCK"),
+        }
+    }
+}
+
+#[cfg(feature = "spdk")]
+impl Backend for SpdkBackend {
+    type Dev = AnyDevice;
+    const CAPS: Caps = Caps {
+        stores_data: true,
+        zbc: false,
+    };
+    async fn create(&mut self, _: &Geometry) -> AnyDevice {
+        let dev = open_device(&self.spec).await.expect("open spdk device");
+        dev.zone_action(ZoneAction::Reset, ZoneTarget::All)
+            .await
+            .expect("reset all");
+        dev
+    }
+    fn skip_reason() -> Option<String> {
+        spdk_env::spdk_spec().err().map(|e| format!("spdk: {e}"))
+    }
+    /// The device's geometry (ZNS Identify through SPDK) must be the guest's.
+    fn check_geometry(&self, _: &Geometry, got: &Geometry) {
+        let env = |name: &str| -> u64 {
+            std::env::var(name)
+                .unwrap_or_else(|_| panic!("{name} is not set in the guest"))
+                .parse()
+                .unwrap_or_else(|_| panic!("{name} is not a number"))
+        };
+        let limit = |name: &str| Some(env(name) as u32).filter(|&v| v != 0);
+        assert_eq!(got.block_size_bytes, env("ZIOB_BLOCK_SIZE"));
+        assert_eq!(got.zone_size_bytes, env("ZIOB_ZNS_ZONE_SIZE"));
+        assert_eq!(got.zone_capacity_bytes, env("ZIOB_ZNS_ZONE_CAPACITY"));
+        assert_eq!(u64::from(got.zone_count), env("ZIOB_ZNS_ZONES"));
+        assert_eq!(got.max_open_zones, limit("ZIOB_ZNS_MAX_OPEN"));
+        assert_eq!(got.max_active_zones, limit("ZIOB_ZNS_MAX_ACTIVE"));
+        assert!(got.max_append_bytes % got.block_size_bytes == 0);
+        got.validate().unwrap();
+    }
+}
+
+#[cfg(feature = "spdk")]
+conformance_suite!(spdk, SpdkBackend::new());
+
+#[cfg(not(feature = "spdk"))]
+#[test]
+fn spdk_conformance_skipped() {
+    eprintln!(
+        "skipped: spdk conformance: built without the cargo feature `spdk` \
+         (needs an installed SPDK >= 25.09, see docs/SPDK.md)"
+    );
+}

@@ -1,0 +1,128 @@
+//! `spdk:` in the QEMU guest: read, write, zone append, report, zone management, flush, and
+//! one qpair per core. Skips (and says why) outside the guest or without the feature `spdk`.
+//!
+//! `cargo xtask vm-run --hugepages 512 -- <this test binary> --test-threads=1 --nocapture`
+
+mod spdk_env;
+
+use ziob_backends::{open_device, ErrorKind, ZoneAction, ZoneState, ZoneTarget, ZonedDevice};
+use ziob_runtime::{DmaBuf, Runtime};
+
+fn spec_or_skip(test: &str) -> Option<String> {
+    match spdk_env::spdk_spec() {
+        Ok(s) => Some(s),
+        Err(why) => {
+            eprintln!("SKIPPED {test}: {why}");
+            None
+        }
+    }
+}
+
+#[test]
+fn spdk_io_and_zone_management() {
+    let Some(spec) = spec_or_skip("spdk_io_and_zone_management") else {
+        return;
+    };
+    let _l = spdk_env::device_lock();
+    let rt = Runtime::builder().cores(1).build().unwrap();
+    rt.block_on(move || async move {
+        let t0 = std::time::Instant::now();
+        let d = open_device(&spec).await.expect("open");
+        let g = *d.geometry();
+        eprintln!("[spdk] opened {spec} in {:?}: {g:?}", t0.elapsed());
+        let bs = g.block_size_bytes;
+        d.zone_action(ZoneAction::Reset, ZoneTarget::All).await.unwrap();
+        let zones = d.report_all().await.unwrap();
+        assert_eq!(zones.len() as u32, g.zone_count);
+        assert!(zones.iter().all(|z| z.state == ZoneState::Empty && z.write_pointer_bytes == 0));
+
+        // write at the write pointer, read back
+        let data: Vec<u8> = (0..4 * bs).map(|i| (i % 251) as u8).collect();
+        let (r, _) = d.write(0, 0, DmaBuf::from_slice(&data)).await;
+        r.unwrap();
+        let z = d.report_zones(0, 1).await.unwrap()[0];
+        assert_eq!((z.state, z.write_pointer_bytes), (ZoneState::ImplicitlyOpened, 4 * bs));
+        let (r, buf) = d.read(0, 0, data.len(), DmaBuf::with_capacity(data.len())).await;
+        r.unwrap();
+        assert_eq!(&buf[..], &data[..]);
+        // a write off the write pointer: typed Zone Invalid Write naming the write pointer
+        let (r, _) = d.write(0, 8 * bs, DmaBuf::from_slice(&data[..bs as usize])).await;
+        let e = r.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidWrite, "{e}");
+        assert_eq!(e.nvme_status(), Some((1, 0xBC)));
+        eprintln!("[spdk] typed error: {e}");
+
+        // zone append returns where the data landed
+        let (r, _) = d.append(1, DmaBuf::from_slice(&data[..2 * bs as usize])).await;
+        assert_eq!(r.unwrap(), 0);
+        let (r, _) = d.append(1, DmaBuf::from_slice(&data[..bs as usize])).await;
+        assert_eq!(r.unwrap(), 2 * bs);
+        let (r, buf) = d.read(1, 2 * bs, bs as usize, DmaBuf::with_capacity(bs as usize)).await;
+        r.unwrap();
+        assert_eq!(&buf[..], &data[..bs as usize]);
+
+        // zone management: open, close, finish, invalid transition, reset
+        d.zone_action(ZoneAction::Open, ZoneTarget::One(2)).await.unwrap();
+        assert_eq!(d.report_zones(2, 1).await.unwrap()[0].state, ZoneState::ExplicitlyOpened);
+        d.zone_action(ZoneAction::Close, ZoneTarget::One(2)).await.unwrap();
+        assert_eq!(d.report_zones(2, 1).await.unwrap()[0].state, ZoneState::Closed);
+        d.zone_action(ZoneAction::Finish, ZoneTarget::One(2)).await.unwrap();
+        let z = d.report_zones(2, 1).await.unwrap()[0];
+        assert_eq!((z.state, z.write_pointer_bytes), (ZoneState::Full, z.capacity_bytes));
+        let e = d.zone_action(ZoneAction::Open, ZoneTarget::One(2)).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidTransition, "{e}");
+        let (r, _) = d.append(2, DmaBuf::from_slice(&data[..bs as usize])).await;
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::ZoneFull);
+        d.flush().await.unwrap();
+        d.zone_action(ZoneAction::Reset, ZoneTarget::All).await.unwrap();
+        assert!(d.report_all().await.unwrap().iter().all(|z| z.state == ZoneState::Empty));
+        eprintln!("[spdk] io + zone management OK");
+    })
+    .unwrap();
+}
+
+/// Two cores, each with its own qpair, appending concurrently to their own zones.
+#[test]
+fn spdk_qpair_per_core() {
+    let Some(spec) = spec_or_skip("spdk_qpair_per_core") else {
+        return;
+    };
+    let _l = spdk_env::device_lock();
+    let rt = Runtime::builder().cores(2).build().unwrap();
+    let s = spec.clone();
+    let dev = rt
+        .run_on(0, move || async move { open_device(&s).await.expect("open") })
+        .unwrap();
+    let d0 = dev.clone();
+    rt.run_on(0, move || async move {
+        d0.zone_action(ZoneAction::Reset, ZoneTarget::All).await.unwrap();
+    })
+    .unwrap();
+    let res = rt
+        .run_on_all(move |core| {
+            let d = dev.clone();
+            async move {
+                let core = core as u32;
+                let bs = d.geometry().block_size_bytes;
+                let tasks: Vec<_> = (0..8)
+                    .map(|i| {
+                        let d = d.clone();
+                        ziob_runtime::spawn(async move {
+                            let (r, _) = d.append(core, DmaBuf::from_slice(&vec![i as u8; bs as usize])).await;
+                            r.unwrap()
+                        })
+                    })
+                    .collect();
+                let mut offs = Vec::new();
+                for t in tasks {
+                    offs.push(t.await);
+                }
+                offs.sort();
+                assert_eq!(offs, (0..8).map(|i| i * bs).collect::<Vec<_>>());
+                d.report_zones(core, 1).await.unwrap()[0].write_pointer_bytes
+            }
+        })
+        .unwrap();
+    eprintln!("[spdk] per-core appends done, write pointers {res:?}");
+    assert!(res.iter().all(|&w| w == 8 * 4096));
+}
