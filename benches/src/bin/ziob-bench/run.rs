@@ -89,9 +89,7 @@ pub fn main(opts: Options) -> Result<(), String> {
                 }
                 runs.sort_by(|a, b| a.iops.total_cmp(&b.iops));
                 let median = runs[runs.len() / 2].clone();
-                if !opts.json {
-                    print_row(&median);
-                }
+                print_row(&median);
                 results.push(median);
             }
         }
@@ -103,9 +101,8 @@ pub fn main(opts: Options) -> Result<(), String> {
             serde_json::to_string_pretty(&results)
         };
         println!("{}", out.map_err(|e| e.to_string())?);
-    } else {
-        print_ratios(&results);
     }
+    print_ratios(&results);
     Ok(())
 }
 
