@@ -246,3 +246,71 @@ fn spdk_conformance_skipped() {
          (needs an installed SPDK >= 25.09, see docs/SPDK.md)"
     );
 }
+
+/// `nvme:` on the test guest's QEMU ZNS namespace through NVMe passthrough (`$ZIOB_ZNS_CHAR`,
+/// e.g. `/dev/ng0n1`). "Creating" resets every zone of the existing namespace; the geometry is
+/// the device's (Identify), checked against the one the guest was booted with. The tests share
+/// the namespace with `zbd_zns` (same lock). Elsewhere every test prints `skipped: …`.
+struct NvmeBackend {
+    _exclusive: MutexGuard<'static, ()>,
+}
+
+impl NvmeBackend {
+    fn new() -> NvmeBackend {
+        NvmeBackend {
+            // The ZNS namespace, whichever node it is opened by.
+            _exclusive: conformance::exclusive("ZIOB_ZNS_BLOCK"),
+        }
+    }
+}
+
+impl Backend for NvmeBackend {
+    type Dev = AnyDevice;
+    const CAPS: Caps = Caps {
+        stores_data: true,
+        zbc: false,
+    };
+    const SQE128: bool = true;
+    async fn create(&mut self, _: &Geometry) -> AnyDevice {
+        let path = std::env::var("ZIOB_ZNS_CHAR").unwrap();
+        let dev = open_device(&format!("nvme:{path}")).await.unwrap();
+        dev.zone_action(ZoneAction::Reset, ZoneTarget::All)
+            .await
+            .unwrap();
+        dev
+    }
+    fn skip_reason() -> Option<String> {
+        match (
+            std::env::var_os("ZIOB_GUEST"),
+            std::env::var_os("ZIOB_ZNS_CHAR"),
+        ) {
+            (Some(_), Some(_)) => None,
+            _ => Some(
+                "nvme needs the QEMU ZNS namespace's generic char device, $ZIOB_ZNS_CHAR is \
+                 unset outside the ZIOB test guest"
+                    .into(),
+            ),
+        }
+    }
+    /// The device's geometry (from Identify) must be the one the guest was booted with.
+    fn check_geometry(&self, _: &Geometry, got: &Geometry) {
+        let env = |name: &str| -> u64 {
+            std::env::var(name)
+                .unwrap_or_else(|_| panic!("{name} is not set in the guest"))
+                .parse()
+                .unwrap_or_else(|_| panic!("{name} is not a number"))
+        };
+        let limit = |name: &str| Some(env(name) as u32).filter(|&v| v != 0);
+        assert_eq!(got.block_size_bytes, env("ZIOB_BLOCK_SIZE"));
+        assert_eq!(got.zone_size_bytes, env("ZIOB_ZNS_ZONE_SIZE"));
+        assert_eq!(got.zone_capacity_bytes, env("ZIOB_ZNS_ZONE_CAPACITY"));
+        assert_eq!(u64::from(got.zone_count), env("ZIOB_ZNS_ZONES"));
+        assert_eq!(got.max_open_zones, limit("ZIOB_ZNS_MAX_OPEN"));
+        assert_eq!(got.max_active_zones, limit("ZIOB_ZNS_MAX_ACTIVE"));
+        assert!(got.max_append_bytes % got.block_size_bytes == 0);
+        assert!(got.max_append_bytes <= got.zone_capacity_bytes);
+        got.validate().unwrap();
+    }
+}
+
+conformance_suite!(nvme, NvmeBackend::new());
