@@ -62,6 +62,11 @@ impl CoreRemote {
 /// A busy-poll function registered by a backend; returns the completions it found.
 type Poller = Box<dyn FnMut() -> usize>;
 
+/// Operations a task may complete without yielding before [`crate::consume_budget`] makes it
+/// yield (operations that finish without waiting, e.g. appends absorbed by a buffer, would
+/// otherwise let one task hold the core and starve its mailbox).
+pub(crate) const COOP_BUDGET: u32 = 64;
+
 /// User data of the eventfd read that wakes a sleeping core.
 pub(crate) const WAKE_USER_DATA: u64 = u64::MAX;
 /// User data of entries whose completion nobody waits for (cancellations).
@@ -92,6 +97,8 @@ pub(crate) struct Core {
     pub(crate) enters: Cell<u64>,
     /// Statistics: tasks that panicked.
     pub(crate) task_panics: Cell<u64>,
+    /// What the running task may still do before [`crate::consume_budget`] makes it yield.
+    pub(crate) coop_budget: Cell<u32>,
 }
 
 thread_local! {
@@ -176,6 +183,7 @@ impl Core {
             shutting_down: Cell::new(false),
             enters: Cell::new(0),
             task_panics: Cell::new(0),
+            coop_budget: Cell::new(COOP_BUDGET),
         });
         Ok(core)
     }
@@ -274,6 +282,7 @@ impl Core {
             let next = self.run_queue.borrow_mut().pop_front();
             match next {
                 Some(r) => {
+                    self.coop_budget.set(COOP_BUDGET);
                     // A panicking task must not take the core (and every other task) down:
                     // async-task closes the task; we report the panic and go on.
                     if let Err(panic) =

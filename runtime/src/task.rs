@@ -92,6 +92,26 @@ where
         .map_err(|()| Error::CoreGone(core))
 }
 
+/// Counts one unit of work against the running task's cooperative budget and yields once the
+/// budget ([`COOP_BUDGET`](crate::core) units per scheduling) is spent. Call it from operations
+/// that may complete without ever waiting, so a task looping on them cannot monopolise the
+/// core. Off-core it does nothing.
+pub async fn consume_budget() {
+    let exhausted = with_core(|c| {
+        let left = c.coop_budget.get();
+        if left == 0 {
+            true
+        } else {
+            c.coop_budget.set(left - 1);
+            false
+        }
+    })
+    .unwrap_or(false);
+    if exhausted {
+        yield_now().await;
+    }
+}
+
 /// Yields once to the other tasks of the core.
 pub fn yield_now() -> YieldNow {
     YieldNow { yielded: false }

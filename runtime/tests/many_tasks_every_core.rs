@@ -140,3 +140,36 @@ fn a_panicking_task_does_not_take_the_core_down() {
         "the core is still alive"
     );
 }
+
+#[test]
+fn a_task_that_never_waits_cannot_starve_the_core() {
+    // Two tasks loop on work that completes at once; with consume_budget both make progress
+    // and a cross-core call into the busy core is answered.
+    let rt = Runtime::builder().cores(2).build().unwrap();
+    let (a, b) = rt
+        .run_on(0, || async {
+            let stop = Rc::new(Cell::new(false));
+            let counts: Vec<_> = (0..2)
+                .map(|_| {
+                    let stop = stop.clone();
+                    spawn(async move {
+                        let mut n = 0u64;
+                        while !stop.get() {
+                            ziob_runtime::consume_budget().await;
+                            n += 1;
+                        }
+                        n
+                    })
+                })
+                .collect();
+            let answer = call_on(1, || async { call_on(0, || async { 42 }).await.unwrap() })
+                .await
+                .unwrap();
+            assert_eq!(answer, 42);
+            stop.set(true);
+            let mut it = counts.into_iter();
+            (it.next().unwrap().await, it.next().unwrap().await)
+        })
+        .unwrap();
+    assert!(a > 0 && b > 0, "{a} {b}");
+}

@@ -191,6 +191,8 @@ impl<D: ZonedDevice> Ziob<D> {
         let owner = owner_core(zone, self.inner.cores);
         let id = self.inner.id;
         if owner == core_id() {
+            // Buffered appends and reads often complete without waiting: let other tasks in.
+            ziob_runtime::consume_budget().await;
             return f(local_shard::<D>(id)?).await;
         }
         call_on(owner, move || async move { f(local_shard::<D>(id)?).await }).await?
