@@ -203,7 +203,10 @@ impl<D: ZonedDevice> Shard<D> {
             return Err(e.clone());
         }
         let at = offset.unwrap_or(z.wp);
-        if let Some(e) = logical::write_refusal(zone, op, z.state, blocks(at, bs), blocks(cap, bs))
+        // Appends are addressed to the zone start, as on the device.
+        let addressed = offset.unwrap_or(0);
+        if let Some(e) =
+            logical::write_refusal(zone, op, z.state, blocks(addressed, bs), blocks(cap, bs))
         {
             return Err(e.into());
         }
