@@ -2,15 +2,21 @@
 //!
 //! In order, stopping at the first failure: `cargo fmt --check`, `cargo clippy --workspace
 //! --all-targets -- -D warnings`, `cargo test --workspace`, then `vm-setup` and, for every
-//! guest geometry in [`GUEST_GEOMETRIES`], `vm-test` of the packages with guest tests
-//! ([`GUEST_PACKAGES`]). Each step's time is printed, and a summary at the end.
+//! guest geometry in [`GUEST_GEOMETRIES`], `vm-test` of the test targets that need the guest
+//! ([`GUEST_TESTS`]; everything else already ran on the host, and timing-sensitive tests are
+//! not meant for TCG). Each step's time is printed, and a summary at the end.
 
 use anyhow::{Context, Result};
 use std::process::Command;
 use std::time::Instant;
 
-/// Packages whose tests need the guest's zoned devices (they skip, loudly, on the host).
-pub const GUEST_PACKAGES: &[&str] = &["ziob-backends", "xtask"];
+/// `(package, test target)` of the tests that need the guest's zoned devices (on the host
+/// they print why they skip). A new guest test joins here.
+pub const GUEST_TESTS: &[(&str, &str)] = &[
+    ("ziob-backends", "backend_conformance"),
+    ("ziob-backends", "differential_emu_vs_nvme"),
+    ("xtask", "guest"),
+];
 
 /// The guest geometries the guest tests run with: the harness defaults (capacity < zone size,
 /// open 4 / active 6), and small zones with tight limits (open 2 / active 3) on both the ZNS
@@ -74,8 +80,13 @@ fn steps(host_only: bool) -> Result<Vec<Step>> {
     });
     for (geometry, opts) in GUEST_GEOMETRIES {
         let mut args = vec!["vm-test".to_string()];
-        for p in GUEST_PACKAGES {
+        let mut packages: Vec<&str> = GUEST_TESTS.iter().map(|(p, _)| *p).collect();
+        packages.dedup();
+        for p in packages {
             args.push(format!("--package={p}"));
+        }
+        for (_, test) in GUEST_TESTS {
+            args.push(format!("--cargo-arg=--test={test}"));
         }
         args.extend(opts.iter().map(|o| o.to_string()));
         out.push(Step {
@@ -153,6 +164,9 @@ mod tests {
         );
         assert!(s[5].args.contains(&"--max-active=3".to_string()));
         assert!(s[5].args.contains(&"--package=ziob-backends".to_string()));
+        assert!(s[5]
+            .args
+            .contains(&"--cargo-arg=--test=backend_conformance".to_string()));
         assert_eq!(steps(true).unwrap().len(), 3);
     }
 
