@@ -101,3 +101,68 @@ impl Backend for BufferedEmu {
 
 conformance_suite!(buffered_mem, BufferedMem);
 conformance_suite!(buffered_emu, BufferedEmu::new(), persistent);
+
+/// The buffer over a real zoned device of the test guest (`cargo xtask vm-test`): `zbd:` on
+/// the QEMU ZNS namespace (`KIND = 0`) or on zoned null_blk (`1`), `nvme:` passthrough on the
+/// ZNS namespace (`2`). The buffer shows ZNS semantics whatever the device (null_blk's ZBC
+/// differences stay below it). Elsewhere every test prints `skipped: …`.
+struct BufferedGuest<const KIND: u8> {
+    _exclusive: std::sync::MutexGuard<'static, ()>,
+}
+
+impl<const KIND: u8> BufferedGuest<KIND> {
+    const VAR: &'static str = match KIND {
+        0 => "ZIOB_ZNS_BLOCK",
+        1 => "ZIOB_NULLBLK_ZONED",
+        _ => "ZIOB_ZNS_CHAR",
+    };
+    fn new() -> Self {
+        // One lock per physical device: the ZNS namespace is reached by block or char node.
+        let key = if KIND == 1 { "ZIOB_NULLBLK_ZONED" } else { "ZIOB_ZNS_BLOCK" };
+        BufferedGuest {
+            _exclusive: conformance::exclusive(key),
+        }
+    }
+    fn spec() -> String {
+        let path = std::env::var(Self::VAR).unwrap();
+        if KIND == 2 {
+            format!("nvme:{path}")
+        } else {
+            format!("zbd:{path}")
+        }
+    }
+}
+
+impl<const KIND: u8> Backend for BufferedGuest<KIND> {
+    type Dev = Ziob<ziob::AnyDevice>;
+    const CAPS: Caps = Caps {
+        stores_data: true,
+        zbc: false,
+    };
+    const SQE128: bool = KIND == 2;
+    async fn create(&mut self, _: &Geometry) -> Ziob<ziob::AnyDevice> {
+        use ziob::ZonedDevice;
+        let dev = ziob::open_device(&Self::spec()).await.unwrap();
+        dev.zone_action(ziob::ZoneAction::Reset, ziob::ZoneTarget::All)
+            .await
+            .unwrap();
+        Ziob::with_device(dev, config()).await.unwrap()
+    }
+    fn skip_reason() -> Option<String> {
+        match (std::env::var_os("ZIOB_GUEST"), std::env::var_os(Self::VAR)) {
+            (Some(_), Some(_)) => None,
+            _ => Some(format!(
+                "the buffer over a real zoned device needs ${}, unset outside the ZIOB test guest",
+                Self::VAR
+            )),
+        }
+    }
+    fn check_geometry(&self, _: &Geometry, got: &Geometry) {
+        assert_eq!((got.max_open_zones, got.max_active_zones), (None, None));
+        got.validate().unwrap();
+    }
+}
+
+conformance_suite!(buffered_zbd_zns, BufferedGuest::<0>::new());
+conformance_suite!(buffered_zbd_nullblk, BufferedGuest::<1>::new());
+conformance_suite!(buffered_nvme, BufferedGuest::<2>::new());
