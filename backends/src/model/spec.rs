@@ -6,7 +6,8 @@
 //! | `nil:zones=64,zone_size=64M[,…]` | completes every op at once, stores nothing |
 //! | `emu:/path/dev.zns[,lat_us=N][,bw_mbps=N]` | file-backed emulated ZNS device |
 //! | `zbd:/dev/nvme0n1` | a Linux zoned block device (ZNS namespace, zoned null_blk, SMR) |
-//! | `nvme:/dev/ng0n1`, `spdk:<addr>` | reserved for later backends |
+//! | `nvme:/dev/ng0n1` | a ZNS namespace through NVMe passthrough (runtime with 128-byte SQEs) |
+//! | `spdk:<addr>` | SPDK's userspace NVMe driver (cargo feature `spdk`) |
 //!
 //! Geometry options of `mem` and `nil` (sizes take K/M/G/T suffixes, powers of 1024):
 //! `zones` (default 64), `zone_size` (default 64M), `zone_capacity` (default = zone size),
@@ -67,7 +68,7 @@ pub enum DeviceSpec {
     },
     /// `zbd:PATH`: a kernel zoned block device (see [`crate::zbd`]).
     Zbd(PathBuf),
-    /// `nvme:PATH`: an NVMe generic char device for passthrough (not built in yet).
+    /// `nvme:PATH`: an NVMe generic char device (`/dev/ngXnY`) for passthrough.
     Nvme(PathBuf),
     /// `spdk:ADDR`: a PCI address or transport id (not built in yet).
     Spdk(String),
