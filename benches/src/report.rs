@@ -147,17 +147,17 @@ pub struct PolicyVerdict {
     pub config: String,
     /// `ziob` or `ziob-fixed` (the batched runner compared with its `-eager` twin).
     pub runner: Runner,
-    /// Median IOPS under `SubmitPolicy::Batched`.
+    /// Median IOPS under the default `SubmitPolicy::Adaptive`.
     pub batched_iops: f64,
     /// Median IOPS under `SubmitPolicy::Eager`.
     pub eager_iops: f64,
-    /// Median CPU ns per op under `Batched`.
+    /// Median CPU ns per op under the default `Adaptive`.
     pub batched_cpu_ns_per_op: f64,
     /// Median CPU ns per op under `Eager`.
     pub eager_cpu_ns_per_op: f64,
     /// `eager_iops / batched_iops`.
     pub eager_vs_batched_iops: f64,
-    /// `Batched` or `Eager`: the policy with more IOPS.
+    /// `Adaptive` or `Eager`: the policy with more IOPS.
     pub winner: &'static str,
 }
 
@@ -172,7 +172,7 @@ pub struct Report {
     pub machine: serde_json::Value,
     /// Every configuration measured.
     pub configs: Vec<ConfigResult>,
-    /// Batched vs Eager, where both were measured.
+    /// Adaptive (default) vs Eager, where both were measured.
     pub submit_policy: Vec<PolicyVerdict>,
 }
 
@@ -203,7 +203,7 @@ impl Report {
                         batched_cpu_ns_per_op: b.1,
                         eager_cpu_ns_per_op: e.1,
                         eager_vs_batched_iops: e.0 / b.0,
-                        winner: if e.0 > b.0 { "Eager" } else { "Batched" },
+                        winner: if e.0 > b.0 { "Eager" } else { "Adaptive" },
                     });
                 }
             }

@@ -38,7 +38,7 @@ pub enum Runner {
     Ziob {
         /// Registered buffers (`DmaBuf::fixed`) and a registered file.
         fixed: bool,
-        /// `SubmitPolicy::Eager` instead of `Batched`.
+        /// `SubmitPolicy::Eager` instead of the default `Adaptive`.
         eager: bool,
     },
     /// A hand-written io-uring loop keeping QD ops in flight.

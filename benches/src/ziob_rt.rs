@@ -31,10 +31,11 @@ pub struct ZiobExtra {
 /// Runs `spec` on a one-core runtime.
 pub fn run(spec: &RunSpec, fixed: bool, eager: bool) -> Result<(Sample, ZiobExtra), String> {
     let qd = spec.qd;
+    // `ziob` runners use the runtime's default policy (Adaptive); `-eager` forces Eager.
     let policy = if eager {
         SubmitPolicy::Eager
     } else {
-        SubmitPolicy::Batched
+        SubmitPolicy::Adaptive
     };
     let mut builder = Runtime::builder()
         .cores(1)

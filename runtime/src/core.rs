@@ -97,6 +97,8 @@ pub(crate) struct Core {
     pub(crate) enters: Cell<u64>,
     /// Statistics: tasks that panicked.
     pub(crate) task_panics: Cell<u64>,
+    /// Completions being dispatched (kept to avoid an allocation per turn).
+    reap_buf: RefCell<Vec<(u64, Completion)>>,
     /// What the running task may still do before [`crate::consume_budget`] makes it yield.
     pub(crate) coop_budget: Cell<u32>,
 }
@@ -183,6 +185,7 @@ impl Core {
             shutting_down: Cell::new(false),
             enters: Cell::new(0),
             task_panics: Cell::new(0),
+            reap_buf: RefCell::new(Vec::with_capacity(256)),
             coop_budget: Cell::new(COOP_BUDGET),
         });
         Ok(core)
@@ -226,6 +229,20 @@ impl Core {
         if self.policy == SubmitPolicy::Eager {
             self.enters.set(self.enters.get() + 1);
             let _ = ring.enter(false, false);
+        }
+    }
+
+    /// Pushes an entry for an op whose latency is the device's (O_DIRECT I/O, passthrough
+    /// commands): under [`SubmitPolicy::Adaptive`] it is submitted at once.
+    ///
+    /// # Safety
+    /// As [`Core::push_sqe`].
+    pub(crate) unsafe fn push_sqe_device(&self, sqe: Sqe) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { self.push_sqe(sqe) };
+        if self.policy == SubmitPolicy::Adaptive {
+            self.enters.set(self.enters.get() + 1);
+            let _ = self.ring.borrow_mut().enter(false, false);
         }
     }
 
@@ -318,12 +335,14 @@ impl Core {
 
     /// Moves completions from the CQ to the op table, waking their tasks.
     pub(crate) fn reap(&self) -> usize {
-        let mut batch = Vec::new();
+        // Reuse one buffer: no allocation per loop turn.
+        let mut batch = std::mem::take(&mut *self.reap_buf.borrow_mut());
         self.ring.borrow_mut().reap(&mut batch);
         let n = batch.len();
-        for (user_data, completion) in batch {
+        for (user_data, completion) in batch.drain(..) {
             self.complete(user_data, completion);
         }
+        *self.reap_buf.borrow_mut() = batch;
         n
     }
 
@@ -354,7 +373,10 @@ impl Core {
             } else {
                 self.run_pollers()
             };
-            let has_work = !self.run_queue.borrow().is_empty() || ran > 0 || polled > 0;
+            // Tasks that ran and queued entries do not count as work left: the blocking
+            // enter below submits them and waits in one syscall.
+            let _ = ran;
+            let has_work = !self.run_queue.borrow().is_empty() || polled > 0;
             let spinning = self.busy_poll || !self.pollers.borrow().is_empty();
             if has_work || spinning {
                 // Hand queued entries to the kernel and pick up what completed.
@@ -368,6 +390,10 @@ impl Core {
                     }
                 }
                 self.reap();
+                continue;
+            }
+            // Completions already posted need no syscall.
+            if self.ring.borrow_mut().sq_pending() == 0 && !need_getevents && self.reap() > 0 {
                 continue;
             }
             // Nothing runnable: block in the kernel until a completion or a message arrives.

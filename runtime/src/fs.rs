@@ -132,6 +132,8 @@ impl Drop for FixedSlot {
 struct FileInner {
     fd: OwnedFd,
     fixed: FixedSlot,
+    /// Opened with O_DIRECT: its I/O waits on the device (see `SubmitPolicy::Adaptive`).
+    direct: bool,
 }
 
 /// A file owned by ZIOB; cheap to clone (shared descriptor). Ops on it run on the current core.
@@ -157,6 +159,9 @@ impl FileRef {
     pub(crate) fn fixed_slot(&self) -> Option<u32> {
         self.slot
     }
+    pub(crate) fn is_direct(&self) -> bool {
+        self.inner.direct
+    }
 }
 
 impl std::fmt::Debug for File {
@@ -175,8 +180,12 @@ impl File {
 
     /// Wraps an already open descriptor.
     pub fn from_fd(fd: OwnedFd) -> File {
+        // SAFETY: F_GETFL on a descriptor we own reads its status flags; no memory involved.
+        let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+        let direct = flags >= 0 && flags & libc::O_DIRECT != 0;
         File {
             inner: Arc::new(FileInner {
+                direct,
                 fd,
                 fixed: FixedSlot(AtomicU64::new(NOT_FIXED)),
             }),
@@ -330,7 +339,7 @@ impl File {
     /// Closes the descriptor through the ring if this is the last handle to it.
     pub async fn close(self) -> Result<()> {
         match Arc::try_unwrap(self.inner) {
-            Ok(FileInner { fd, fixed }) => {
+            Ok(FileInner { fd, fixed, .. }) => {
                 drop(fixed); // unregisters the slot before the descriptor goes away
                 op::fs::close(fd).await
             }

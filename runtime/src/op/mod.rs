@@ -42,6 +42,29 @@ impl<T: 'static> Op<T> {
         sqe: Sqe,
         data: T,
     ) -> std::result::Result<Op<T>, (Error, T)> {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { Self::submit_with(op, sqe, data, false) }
+    }
+
+    /// [`Op::submit`] for an op that waits on a device (see [`SubmitPolicy::Adaptive`](crate::SubmitPolicy)).
+    ///
+    /// # Safety
+    /// As [`Op::submit`].
+    pub(crate) unsafe fn submit_device(
+        op: &'static str,
+        sqe: Sqe,
+        data: T,
+    ) -> std::result::Result<Op<T>, (Error, T)> {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { Self::submit_with(op, sqe, data, true) }
+    }
+
+    unsafe fn submit_with(
+        op: &'static str,
+        sqe: Sqe,
+        data: T,
+        device: bool,
+    ) -> std::result::Result<Op<T>, (Error, T)> {
         let Some(core) = crate::core::with_core(|c| c.clone()) else {
             return Err((Error::NotOnCore(op), data));
         };
@@ -56,7 +79,13 @@ impl<T: 'static> Op<T> {
         tracing::trace!(op, key, core = core.id, "submit");
         // SAFETY: forwarded from the caller's contract; `data` stays alive in this Op or in
         // the op table until the completion for `key` is reaped.
-        unsafe { core.push_sqe(sqe) };
+        unsafe {
+            if device {
+                core.push_sqe_device(sqe)
+            } else {
+                core.push_sqe(sqe)
+            }
+        };
         Ok(Op {
             key,
             data: Some(data),

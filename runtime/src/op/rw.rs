@@ -31,7 +31,8 @@ pub(crate) async fn read_at<B: IoBufMut>(
             .build(),
     };
     // SAFETY: the entry points into `buf`'s stable memory, which the op owns.
-    let op = match unsafe { Op::submit("read", Sqe::Normal(sqe), (buf, file)) } {
+    let submit = if file.is_direct() { Op::submit_device } else { Op::submit };
+    let op = match unsafe { submit("read", Sqe::Normal(sqe), (buf, file)) } {
         Ok(op) => op,
         Err((e, (buf, _))) => return (Err(e), buf),
     };
@@ -63,7 +64,8 @@ pub(crate) async fn write_at<B: IoBuf>(file: FileRef, buf: B, offset: u64) -> (R
             .build(),
     };
     // SAFETY: the entry points into `buf`'s stable memory, which the op owns.
-    let op = match unsafe { Op::submit("write", Sqe::Normal(sqe), (buf, file)) } {
+    let submit = if file.is_direct() { Op::submit_device } else { Op::submit };
+    let op = match unsafe { submit("write", Sqe::Normal(sqe), (buf, file)) } {
         Ok(op) => op,
         Err((e, (buf, _))) => return (Err(e), buf),
     };

@@ -36,7 +36,7 @@ pub async unsafe fn uring_cmd<B: IoBufMut>(
         .cmd(cmd)
         .build();
     // SAFETY: the caller guarantees that `cmd` refers only to `buf`, which the op owns.
-    let op = match unsafe { Op::submit("uring_cmd", Sqe::Big(Box::new(sqe)), buf) } {
+    let op = match unsafe { Op::submit_device("uring_cmd", Sqe::Big(Box::new(sqe)), buf) } {
         Ok(op) => op,
         Err((e, buf)) => return (Err(e), buf),
     };

@@ -136,6 +136,7 @@ impl Request {
                     append: matches!(cmd, Command::Append(_)),
                 }
             }
+            Command::Stats(_) => unreachable!("main handles `stats` itself"),
             Command::Read {
                 dev,
                 zone,

@@ -17,6 +17,7 @@
 
 mod commands;
 mod output;
+mod stats;
 
 use clap::{Args, Parser, Subcommand};
 use ziob_backends::{parse_size_bytes, ZoneAction};
@@ -66,6 +67,9 @@ enum Command {
     Write(DataArgs),
     /// Zone-append stdin; prints the byte offset within the zone where it landed.
     Append(DataArgs),
+    /// Append stdin to a zone through the ZIOB buffer, flush, read back, and print the
+    /// buffer's per-core statistics.
+    Stats(stats::StatsArgs),
     /// Read bytes of a zone to stdout.
     Read {
         /// Device spec.
@@ -135,6 +139,16 @@ struct DataArgs {
 
 fn main() {
     let cli = Cli::parse();
+    let cli = match cli.command {
+        Command::Stats(args) => match stats::run(args) {
+            Ok(()) => return,
+            Err(e) => {
+                eprintln!("ziob: {e}");
+                std::process::exit(1);
+            }
+        },
+        command => Cli { command },
+    };
     let request = match commands::Request::from_command(cli.command) {
         Ok(r) => r,
         Err(e) => fail(&e),
