@@ -72,8 +72,11 @@ pub fn run(args: StatsArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// A table row: its label and how to read the counter.
+type Row = (&'static str, fn(&ShardStats) -> u64);
+
 fn table(shards: &[ShardStats], total: &ShardStats) -> String {
-    let rows: [(&str, fn(&ShardStats) -> u64); 17] = [
+    let rows: [Row; 17] = [
         ("bytes written", |s| s.bytes_written),
         ("dirty bytes", |s| s.dirty_bytes),
         ("clean bytes (read cache)", |s| s.clean_bytes),
