@@ -28,7 +28,7 @@ struct Opts {
     #[arg(long)]
     dev: String,
     /// Zones written by the write workloads and read by the read workloads
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 8)]
     zones: u32,
     /// Seconds per random-read run
     #[arg(long, default_value_t = 3)]
@@ -61,7 +61,8 @@ fn fio(args: &[String]) -> Result<f64, String> {
     }
     let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("fio json: {e}"))?;
     let job = &v["jobs"][0];
-    let iops = job["read"]["iops"].as_f64().unwrap_or(0.0) + job["write"]["iops"].as_f64().unwrap_or(0.0);
+    let iops =
+        job["read"]["iops"].as_f64().unwrap_or(0.0) + job["write"]["iops"].as_f64().unwrap_or(0.0);
     if iops <= 0.0 {
         return Err(format!("fio reported no I/O for {args:?}"));
     }
@@ -153,10 +154,7 @@ fn main() {
             let r1 = ziob_reads(&dev, opts.zones, 1, opts.secs).await;
             let r32 = ziob_reads(&dev, opts.zones, 32, opts.secs).await;
             reset_all(&dev).await;
-            (
-                [w, r1, r32],
-                u64::from(opts.zones) * g.zone_size_bytes,
-            )
+            ([w, r1, r32], u64::from(opts.zones) * g.zone_size_bytes)
         })
         .expect("the benchmark panicked");
     let common = fio_common(&o, span_bytes);
@@ -201,7 +199,10 @@ fn main() {
     ];
     // fio leaves its zones written: leave the device as the next user expects it.
     let _ = Command::new("blkzone").args(["reset", &o.dev]).status();
-    println!("{:<20} {:>12} {:>12} {:>9}", "workload", "zbd ops/s", "fio ops/s", "zbd/fio");
+    println!(
+        "{:<20} {:>12} {:>12} {:>9}",
+        "workload", "zbd ops/s", "fio ops/s", "zbd/fio"
+    );
     for r in rows {
         println!(
             "{:<20} {:>12.0} {:>12.0} {:>9.2}",
