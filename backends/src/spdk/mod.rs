@@ -793,9 +793,38 @@ impl ZonedDevice for SpdkDevice {
             let len = buf.len() as u64;
             self.check_aligned(IoOp::Write, zone, offset_bytes, len)?;
             let g = self.geo();
-            // SPDK splits a write above the max transfer size into several commands; one
-            // crossing the capacity would then be applied in part. Refuse it whole here.
+            // A write above the max transfer size goes out as several commands; one crossing
+            // the capacity would then be applied in part. Refuse it whole here.
             if len > self.inner.max_xfer_bytes && offset_bytes + len > g.zone_capacity_bytes {
+                // Refuse it as one command would be refused, in the device's order of checks.
+                let offset_blocks = offset_bytes / g.block_size_bytes;
+                if let Some(z) = self.zone_now(zone).await {
+                    let op = IoOp::Write;
+                    match z.state {
+                        ZoneState::Offline => {
+                            return Err(DeviceError::Offline { op, zone, offset_blocks })
+                        }
+                        ZoneState::ReadOnly => {
+                            return Err(DeviceError::ReadOnly { op, zone, offset_blocks })
+                        }
+                        ZoneState::Full => {
+                            return Err(DeviceError::ZoneFull {
+                                op,
+                                zone,
+                                offset_blocks,
+                                capacity_blocks: g.zone_capacity_blocks(),
+                            })
+                        }
+                        _ if z.write_pointer_bytes != offset_bytes => {
+                            return Err(DeviceError::InvalidWrite {
+                                zone,
+                                offset_blocks,
+                                wp_blocks: z.write_pointer_bytes / g.block_size_bytes,
+                            })
+                        }
+                        _ => {}
+                    }
+                }
                 return Err(DeviceError::BoundaryError {
                     op: IoOp::Write,
                     zone,
@@ -805,11 +834,21 @@ impl ZonedDevice for SpdkDevice {
                     limit_blocks: g.zone_capacity_blocks(),
                 });
             }
-            let (_, chunk) = self
-                .data_cmd(IoOp::Write, zone, offset_bytes, buf.len(), Some(&buf))
-                .await?;
-            if let Some(c) = chunk {
-                self.core()?.put_buf(c);
+            // Above the max transfer size, issue the pieces one after the other ourselves:
+            // SPDK would submit its child commands all at once, and when the first is refused
+            // (e.g. Too Many Active Zones) the later ones fail with Zone Invalid Write and the
+            // parent reports one of those. Sequential pieces report the first refusal.
+            let step = self.inner.max_xfer_bytes as usize;
+            let mut at = 0usize;
+            while at < buf.len() {
+                let n = step.min(buf.len() - at);
+                let (_, chunk) = self
+                    .data_cmd(IoOp::Write, zone, offset_bytes + at as u64, n, Some(&buf[at..at + n]))
+                    .await?;
+                if let Some(c) = chunk {
+                    self.core()?.put_buf(c);
+                }
+                at += n;
             }
             Ok(())
         }

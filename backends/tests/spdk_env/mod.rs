@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// The spec to open, or why SPDK tests cannot run here.
+#[allow(unexpected_cfgs)] // also included by the ziob crate's tests, which have no `spdk` feature
 pub fn spdk_spec() -> Result<String, String> {
     if !cfg!(feature = "spdk") {
         return Err(
@@ -27,9 +28,11 @@ pub fn spdk_spec() -> Result<String, String> {
             .into());
     }
     if std::env::var_os("ZIOB_SPDK").is_none() {
-        return Err("opt-in: set ZIOB_SPDK=1 (binding the controller to uio_pci_generic takes \
+        return Err(
+            "opt-in: set ZIOB_SPDK=1 (binding the controller to uio_pci_generic takes \
                     the namespace from the kernel's nvme driver for the rest of the guest run)"
-            .into());
+                .into(),
+        );
     }
     if let Ok(s) = std::env::var("ZIOB_SPDK_SPEC") {
         return Ok(s);
