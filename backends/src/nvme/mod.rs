@@ -669,18 +669,20 @@ impl ZonedDevice for NvmeDevice {
         };
         // The zone the error names: the target, or for Select All the first zone still in a
         // state the action applies to (e.g. the Closed zone an Open All could not open).
-        let zones = self.report_all().await.unwrap_or_default();
-        let zone = match target {
-            ZoneTarget::One(z) => z,
-            ZoneTarget::All => zones
-                .iter()
-                .find(|z| match action {
+        let (zone, state_now) = match target {
+            ZoneTarget::One(z) => {
+                let now = self.report_zones(z, 1).await.ok();
+                (z, now.and_then(|r| r.first().map(|i| i.state)))
+            }
+            ZoneTarget::All => {
+                let zones = self.report_all().await.unwrap_or_default();
+                let first = zones.iter().find(|z| match action {
                     ZoneAction::Open => z.state == ZoneState::Closed,
                     _ => z.state.is_active(),
-                })
-                .map_or(0, |z| z.index),
+                });
+                first.map_or((0, None), |z| (z.index, Some(z.state)))
+            }
         };
-        let state_now = zones.get(zone as usize).map(|z| z.state);
         Err(status::action_error(self.g(), st, action, zone, state_now)
             .unwrap_or_else(|| self.unknown_status(&format!("{action} zone {zone}"), st)))
     }
