@@ -46,7 +46,8 @@ impl Stats {
             let i = ((self.lat_ns.len() as f64 - 1.0) * p).round() as usize;
             self.lat_ns[i] as f64 / 1000.0
         };
-        let mean = self.lat_ns.iter().sum::<u64>() as f64 / self.lat_ns.len().max(1) as f64 / 1000.0;
+        let mean =
+            self.lat_ns.iter().sum::<u64>() as f64 / self.lat_ns.len().max(1) as f64 / 1000.0;
         let iops = self.ops as f64 / self.wall.as_secs_f64();
         let cpu_us_per_io = self.cpu.as_secs_f64() * 1e6 / self.ops.max(1) as f64;
         let util = self.cpu.as_secs_f64() / self.wall.as_secs_f64();
@@ -131,7 +132,7 @@ async fn randreads(d: &AnyDevice, zones: u32, qd: usize, secs: u64) -> Stats {
         .map(|t| {
             let d = d.clone();
             ziob_runtime::spawn(async move {
-                let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ (t as u64 + 1) * 0x2545_f491_4f6c_dd1d;
+                let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ ((t as u64 + 1) * 0x2545_f491_4f6c_dd1d);
                 let mut buf = DmaBuf::with_capacity(READ_BYTES);
                 let mut lat = Vec::new();
                 while Instant::now() < deadline {
@@ -165,7 +166,10 @@ async fn randreads(d: &AnyDevice, zones: u32, qd: usize, secs: u64) -> Stats {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let spec = args.first().cloned().expect("usage: backend_bench SPEC [--zones N] [--secs S]");
+    let spec = args
+        .first()
+        .cloned()
+        .expect("usage: backend_bench SPEC [--zones N] [--secs S]");
     let opt = |name: &str, default: u64| -> u64 {
         args.iter()
             .position(|a| a == name)
@@ -183,14 +187,22 @@ fn main() {
         let t = Instant::now();
         let d = open_device(&s).await.expect("open");
         eprintln!("{s}: opened in {:?}: {:?}", t.elapsed(), d.geometry());
-        assert!(d.geometry().zone_count >= 2 * zones, "need {} zones", 2 * zones);
-        d.zone_action(ZoneAction::Reset, ZoneTarget::All).await.expect("reset all");
+        assert!(
+            d.geometry().zone_count >= 2 * zones,
+            "need {} zones",
+            2 * zones
+        );
+        d.zone_action(ZoneAction::Reset, ZoneTarget::All)
+            .await
+            .expect("reset all");
         writes(&d, zones).await.print(&s);
         randreads(&d, zones, 1, secs).await.print(&s);
         randreads(&d, zones, 32, secs).await.print(&s);
         appends(&d, zones, 1, 1).await.print(&s);
         appends(&d, zones + 1, 1, 16).await.print(&s);
-        d.zone_action(ZoneAction::Reset, ZoneTarget::All).await.expect("reset all");
+        d.zone_action(ZoneAction::Reset, ZoneTarget::All)
+            .await
+            .expect("reset all");
     })
     .expect("bench");
 }

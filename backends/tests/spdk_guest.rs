@@ -31,51 +31,91 @@ fn spdk_io_and_zone_management() {
         let g = *d.geometry();
         eprintln!("[spdk] opened {spec} in {:?}: {g:?}", t0.elapsed());
         let bs = g.block_size_bytes;
-        d.zone_action(ZoneAction::Reset, ZoneTarget::All).await.unwrap();
+        d.zone_action(ZoneAction::Reset, ZoneTarget::All)
+            .await
+            .unwrap();
         let zones = d.report_all().await.unwrap();
         assert_eq!(zones.len() as u32, g.zone_count);
-        assert!(zones.iter().all(|z| z.state == ZoneState::Empty && z.write_pointer_bytes == 0));
+        assert!(zones
+            .iter()
+            .all(|z| z.state == ZoneState::Empty && z.write_pointer_bytes == 0));
 
         // write at the write pointer, read back
         let data: Vec<u8> = (0..4 * bs).map(|i| (i % 251) as u8).collect();
         let (r, _) = d.write(0, 0, DmaBuf::from_slice(&data)).await;
         r.unwrap();
         let z = d.report_zones(0, 1).await.unwrap()[0];
-        assert_eq!((z.state, z.write_pointer_bytes), (ZoneState::ImplicitlyOpened, 4 * bs));
-        let (r, buf) = d.read(0, 0, data.len(), DmaBuf::with_capacity(data.len())).await;
+        assert_eq!(
+            (z.state, z.write_pointer_bytes),
+            (ZoneState::ImplicitlyOpened, 4 * bs)
+        );
+        let (r, buf) = d
+            .read(0, 0, data.len(), DmaBuf::with_capacity(data.len()))
+            .await;
         r.unwrap();
         assert_eq!(&buf[..], &data[..]);
         // a write off the write pointer: typed Zone Invalid Write naming the write pointer
-        let (r, _) = d.write(0, 8 * bs, DmaBuf::from_slice(&data[..bs as usize])).await;
+        let (r, _) = d
+            .write(0, 8 * bs, DmaBuf::from_slice(&data[..bs as usize]))
+            .await;
         let e = r.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidWrite, "{e}");
         assert_eq!(e.nvme_status(), Some((1, 0xBC)));
         eprintln!("[spdk] typed error: {e}");
 
         // zone append returns where the data landed
-        let (r, _) = d.append(1, DmaBuf::from_slice(&data[..2 * bs as usize])).await;
+        let (r, _) = d
+            .append(1, DmaBuf::from_slice(&data[..2 * bs as usize]))
+            .await;
         assert_eq!(r.unwrap(), 0);
         let (r, _) = d.append(1, DmaBuf::from_slice(&data[..bs as usize])).await;
         assert_eq!(r.unwrap(), 2 * bs);
-        let (r, buf) = d.read(1, 2 * bs, bs as usize, DmaBuf::with_capacity(bs as usize)).await;
+        let (r, buf) = d
+            .read(1, 2 * bs, bs as usize, DmaBuf::with_capacity(bs as usize))
+            .await;
         r.unwrap();
         assert_eq!(&buf[..], &data[..bs as usize]);
 
         // zone management: open, close, finish, invalid transition, reset
-        d.zone_action(ZoneAction::Open, ZoneTarget::One(2)).await.unwrap();
-        assert_eq!(d.report_zones(2, 1).await.unwrap()[0].state, ZoneState::ExplicitlyOpened);
-        d.zone_action(ZoneAction::Close, ZoneTarget::One(2)).await.unwrap();
-        assert_eq!(d.report_zones(2, 1).await.unwrap()[0].state, ZoneState::Closed);
-        d.zone_action(ZoneAction::Finish, ZoneTarget::One(2)).await.unwrap();
+        d.zone_action(ZoneAction::Open, ZoneTarget::One(2))
+            .await
+            .unwrap();
+        assert_eq!(
+            d.report_zones(2, 1).await.unwrap()[0].state,
+            ZoneState::ExplicitlyOpened
+        );
+        d.zone_action(ZoneAction::Close, ZoneTarget::One(2))
+            .await
+            .unwrap();
+        assert_eq!(
+            d.report_zones(2, 1).await.unwrap()[0].state,
+            ZoneState::Closed
+        );
+        d.zone_action(ZoneAction::Finish, ZoneTarget::One(2))
+            .await
+            .unwrap();
         let z = d.report_zones(2, 1).await.unwrap()[0];
-        assert_eq!((z.state, z.write_pointer_bytes), (ZoneState::Full, z.capacity_bytes));
-        let e = d.zone_action(ZoneAction::Open, ZoneTarget::One(2)).await.unwrap_err();
+        assert_eq!(
+            (z.state, z.write_pointer_bytes),
+            (ZoneState::Full, z.capacity_bytes)
+        );
+        let e = d
+            .zone_action(ZoneAction::Open, ZoneTarget::One(2))
+            .await
+            .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidTransition, "{e}");
         let (r, _) = d.append(2, DmaBuf::from_slice(&data[..bs as usize])).await;
         assert_eq!(r.unwrap_err().kind(), ErrorKind::ZoneFull);
         d.flush().await.unwrap();
-        d.zone_action(ZoneAction::Reset, ZoneTarget::All).await.unwrap();
-        assert!(d.report_all().await.unwrap().iter().all(|z| z.state == ZoneState::Empty));
+        d.zone_action(ZoneAction::Reset, ZoneTarget::All)
+            .await
+            .unwrap();
+        assert!(d
+            .report_all()
+            .await
+            .unwrap()
+            .iter()
+            .all(|z| z.state == ZoneState::Empty));
         eprintln!("[spdk] io + zone management OK");
     })
     .unwrap();
@@ -91,11 +131,16 @@ fn spdk_qpair_per_core() {
     let rt = Runtime::builder().cores(2).build().unwrap();
     let s = spec.clone();
     let dev = rt
-        .run_on(0, move || async move { open_device(&s).await.expect("open") })
+        .run_on(
+            0,
+            move || async move { open_device(&s).await.expect("open") },
+        )
         .unwrap();
     let d0 = dev.clone();
     rt.run_on(0, move || async move {
-        d0.zone_action(ZoneAction::Reset, ZoneTarget::All).await.unwrap();
+        d0.zone_action(ZoneAction::Reset, ZoneTarget::All)
+            .await
+            .unwrap();
     })
     .unwrap();
     let res = rt
@@ -108,7 +153,9 @@ fn spdk_qpair_per_core() {
                     .map(|i| {
                         let d = d.clone();
                         ziob_runtime::spawn(async move {
-                            let (r, _) = d.append(core, DmaBuf::from_slice(&vec![i as u8; bs as usize])).await;
+                            let (r, _) = d
+                                .append(core, DmaBuf::from_slice(&vec![i as u8; bs as usize]))
+                                .await;
                             r.unwrap()
                         })
                     })

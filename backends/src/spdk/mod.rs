@@ -802,10 +802,18 @@ impl ZonedDevice for SpdkDevice {
                     let op = IoOp::Write;
                     match z.state {
                         ZoneState::Offline => {
-                            return Err(DeviceError::Offline { op, zone, offset_blocks })
+                            return Err(DeviceError::Offline {
+                                op,
+                                zone,
+                                offset_blocks,
+                            })
                         }
                         ZoneState::ReadOnly => {
-                            return Err(DeviceError::ReadOnly { op, zone, offset_blocks })
+                            return Err(DeviceError::ReadOnly {
+                                op,
+                                zone,
+                                offset_blocks,
+                            })
                         }
                         ZoneState::Full => {
                             return Err(DeviceError::ZoneFull {
@@ -843,7 +851,13 @@ impl ZonedDevice for SpdkDevice {
             while at < buf.len() {
                 let n = step.min(buf.len() - at);
                 let (_, chunk) = self
-                    .data_cmd(IoOp::Write, zone, offset_bytes + at as u64, n, Some(&buf[at..at + n]))
+                    .data_cmd(
+                        IoOp::Write,
+                        zone,
+                        offset_bytes + at as u64,
+                        n,
+                        Some(&buf[at..at + n]),
+                    )
                     .await?;
                 if let Some(c) = chunk {
                     self.core()?.put_buf(c);
