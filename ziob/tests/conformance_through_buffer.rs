@@ -118,7 +118,11 @@ impl<const KIND: u8> BufferedGuest<KIND> {
     };
     fn new() -> Self {
         // One lock per physical device: the ZNS namespace is reached by block or char node.
-        let key = if KIND == 1 { "ZIOB_NULLBLK_ZONED" } else { "ZIOB_ZNS_BLOCK" };
+        let key = if KIND == 1 {
+            "ZIOB_NULLBLK_ZONED"
+        } else {
+            "ZIOB_ZNS_BLOCK"
+        };
         BufferedGuest {
             _exclusive: conformance::exclusive(key),
         }

@@ -44,6 +44,8 @@ pub fn info(dev: &AnyDevice, zones: &[ZoneInfo]) -> String {
         AnyDevice::Nil(_) => "nil",
         AnyDevice::Nvme(_) => "nvme",
         AnyDevice::Zbd(_) => "zbd",
+        #[allow(unreachable_patterns)]
+        _ => dev.name().split(':').next().unwrap_or("?"),
     };
     let mut s = format!(
         "device:               {}\n\
