@@ -240,7 +240,10 @@ impl Core {
     pub(crate) unsafe fn push_sqe_device(&self, sqe: Sqe) {
         // SAFETY: forwarded from the caller's contract.
         unsafe { self.push_sqe(sqe) };
-        if self.policy == SubmitPolicy::Adaptive {
+        // Submit now only if other tasks run before the loop would submit anyway; with an
+        // empty run queue the blocking enter right after this task submits it in the same
+        // syscall (one enter per op at queue depth 1).
+        if self.policy == SubmitPolicy::Adaptive && !self.run_queue.borrow().is_empty() {
             self.enters.set(self.enters.get() + 1);
             let _ = self.ring.borrow_mut().enter(false, false);
         }

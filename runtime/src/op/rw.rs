@@ -31,7 +31,11 @@ pub(crate) async fn read_at<B: IoBufMut>(
             .build(),
     };
     // SAFETY: the entry points into `buf`'s stable memory, which the op owns.
-    let submit = if file.is_direct() { Op::submit_device } else { Op::submit };
+    let submit = if file.is_direct() {
+        Op::submit_device
+    } else {
+        Op::submit
+    };
     let op = match unsafe { submit("read", Sqe::Normal(sqe), (buf, file)) } {
         Ok(op) => op,
         Err((e, (buf, _))) => return (Err(e), buf),
@@ -64,7 +68,11 @@ pub(crate) async fn write_at<B: IoBuf>(file: FileRef, buf: B, offset: u64) -> (R
             .build(),
     };
     // SAFETY: the entry points into `buf`'s stable memory, which the op owns.
-    let submit = if file.is_direct() { Op::submit_device } else { Op::submit };
+    let submit = if file.is_direct() {
+        Op::submit_device
+    } else {
+        Op::submit
+    };
     let op = match unsafe { submit("write", Sqe::Normal(sqe), (buf, file)) } {
         Ok(op) => op,
         Err((e, (buf, _))) => return (Err(e), buf),
