@@ -91,6 +91,8 @@ pub(crate) struct Core {
     wake_buf: RefCell<Box<u64>>,
     wake_armed: Cell<bool>,
     pollers: RefCell<Vec<(usize, Poller)>>,
+    /// Pollers removed since the last turn (see `run_pollers`).
+    removed_pollers: RefCell<Vec<usize>>,
     next_poller: Cell<usize>,
     shutting_down: Cell<bool>,
     /// Statistics: io_uring_enter calls made.
@@ -181,6 +183,7 @@ impl Core {
             wake_buf: RefCell::new(Box::new(0)),
             wake_armed: Cell::new(false),
             pollers: RefCell::new(Vec::new()),
+            removed_pollers: RefCell::new(Vec::new()),
             next_poller: Cell::new(0),
             shutting_down: Cell::new(false),
             enters: Cell::new(0),
@@ -261,6 +264,8 @@ impl Core {
     /// Removes a poller by id.
     pub(crate) fn remove_poller(&self, id: usize) {
         self.pollers.borrow_mut().retain(|(i, _)| *i != id);
+        // If the pollers are running right now they are out of the list: remember the id.
+        self.removed_pollers.borrow_mut().push(id);
     }
 
     fn arm_wake(&self) {
@@ -325,13 +330,16 @@ impl Core {
     }
 
     fn run_pollers(&self) -> usize {
+        // The pollers run outside the borrow (a poller may add or remove pollers).
         let mut pollers = std::mem::take(&mut *self.pollers.borrow_mut());
         let mut found = 0;
         for (_, p) in pollers.iter_mut() {
             found += p();
         }
+        let removed = std::mem::take(&mut *self.removed_pollers.borrow_mut());
+        pollers.retain(|(id, _)| !removed.contains(id));
         let mut slot = self.pollers.borrow_mut();
-        pollers.append(&mut slot);
+        pollers.append(&mut slot); // added while running
         *slot = pollers;
         found
     }

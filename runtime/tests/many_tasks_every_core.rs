@@ -173,3 +173,32 @@ fn a_task_that_never_waits_cannot_starve_the_core() {
         .unwrap();
     assert!(a > 0 && b > 0, "{a} {b}");
 }
+
+#[test]
+fn a_poller_removed_while_pollers_run_stops_running() {
+    let rt = Runtime::builder().cores(1).build().unwrap();
+    let calls = rt
+        .block_on(|| async {
+            let calls = Rc::new(Cell::new(0u32));
+            let guard: Rc<std::cell::RefCell<Option<ziob_runtime::PollerGuard>>> =
+                Rc::new(std::cell::RefCell::new(None));
+            let (c, g) = (calls.clone(), guard.clone());
+            // The poller drops its own guard on its third call, from inside the poll loop.
+            let pg = ziob_runtime::register_poller(move || {
+                c.set(c.get() + 1);
+                if c.get() == 3 {
+                    g.borrow_mut().take();
+                }
+                0
+            });
+            *guard.borrow_mut() = Some(pg);
+            for _ in 0..20 {
+                ziob_runtime::sleep(std::time::Duration::from_millis(1))
+                    .await
+                    .unwrap();
+            }
+            calls.get()
+        })
+        .unwrap();
+    assert_eq!(calls, 3);
+}
