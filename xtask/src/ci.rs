@@ -15,6 +15,7 @@ use std::time::Instant;
 pub const GUEST_TESTS: &[(&str, &str)] = &[
     ("ziob-backends", "backend_conformance"),
     ("ziob-backends", "differential_emu_vs_nvme"),
+    ("ziob-backends", "nvme_passthrough_guest"),
     ("ziob-backends", "zbd_open_errors"),
     ("ziob", "conformance_through_buffer"),
     ("xtask", "guest"),
