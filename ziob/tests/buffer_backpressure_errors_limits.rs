@@ -329,3 +329,49 @@ fn zone_operations_racing_with_write_back_have_defined_outcomes() {
         })
         .unwrap();
 }
+
+#[test]
+fn a_write_larger_than_the_budget_streams_through_it() {
+    rt(1)
+        .block_on(|| async {
+            let g = Geometry::new(4, 8 << 20);
+            let mem = MemDevice::new("mem:big", &g).unwrap();
+            let cfg = ZiobConfig {
+                writeback_unit_bytes: Some(64 << 10),
+                shard_budget_bytes: 256 << 10,
+                ..ZiobConfig::default()
+            };
+            let z = Ziob::with_device(AnyDevice::Mem(mem.clone()), cfg)
+                .await
+                .unwrap();
+            z.append(1, DmaBuf::from_slice(&[9; 100])).await.unwrap();
+            // 3 MiB in one append, 12× the budget; a second task appends meanwhile.
+            let big: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 253) as u8).collect();
+            let other = {
+                let z = z.clone();
+                ziob::runtime::spawn(async move {
+                    z.append(1, DmaBuf::from_slice(&[7; 10])).await.unwrap()
+                })
+            };
+            let off = z.append(1, DmaBuf::from_slice(&big)).await.unwrap();
+            let after = other.await;
+            // The other append lands before or after the big one, never inside it.
+            let big_len = big.len() as u64;
+            assert!(
+                (off == 100 && after == 100 + big_len) || (after == 100 && off == 110),
+                "big at {off}, other at {after}"
+            );
+            let got = z.read(1, off, big.len()).await.unwrap();
+            assert!(got[..] == big[..], "the streamed write reads back");
+            let st = z.stats().await.unwrap();
+            assert!(st[0].memory_peak_bytes <= 256 << 10, "{:?}", st[0]);
+            // Still refused whole when it cannot fit.
+            let err = z
+                .append(1, DmaBuf::from_slice(&vec![1; 6 << 20]))
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), Some(ErrorKind::BoundaryError));
+            z.sync().await.unwrap();
+        })
+        .unwrap();
+}

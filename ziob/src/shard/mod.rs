@@ -150,6 +150,22 @@ impl<D: ZonedDevice> Shard<D> {
         self.wait_until(|s| !s.zones.borrow()[i].exclusive).await;
     }
 
+    /// Waits until nothing holds the zone: no reset/finish, no large write streaming in.
+    async fn wait_writable(&self, zone: u32) {
+        let i = self.local(zone);
+        self.wait_until(|s| {
+            let z = &s.zones.borrow()[i];
+            !z.exclusive && !z.streaming
+        })
+        .await;
+    }
+
+    /// Largest piece a write is taken in: half the budget in whole write-back units, so a
+    /// write larger than the budget streams through it instead of failing.
+    fn max_piece_bytes(&self) -> u64 {
+        (self.budget_bytes / 2 / self.unit_bytes).max(1) * self.unit_bytes
+    }
+
     // ---- writes ---------------------------------------------------------------------------
 
     /// Appends `data` to `zone`; returns the offset it was given (bytes from the zone start).
@@ -257,11 +273,64 @@ impl<D: ZonedDevice> Shard<D> {
         data: &[u8],
         op: IoOp,
     ) -> Result<u64> {
+        if data.len() as u64 > self.max_piece_bytes() {
+            return self.write_streamed(zone, offset, data, op).await;
+        }
+        self.write_piece(zone, offset, data, op, false).await
+    }
+
+    /// A write larger than [`Shard::max_piece_bytes`]: checked whole first (refused whole if
+    /// it cannot fit), then taken in pieces while other writers of the zone wait, so it stays
+    /// contiguous; memory is freed by write-back between pieces. If a piece fails (a
+    /// write-back error, or the buffer's own limit) the pieces before it stay written.
+    async fn write_streamed(
+        self: &Rc<Self>,
+        zone: u32,
+        offset: Option<u64>,
+        data: &[u8],
+        op: IoOp,
+    ) -> Result<u64> {
+        let i = self.local(zone);
+        self.wait_writable(zone).await;
+        // Checks state, position and capacity for the whole write (memory comes per piece).
+        self.admit(zone, offset, data.len() as u64, op)?;
+        let start = self.zones.borrow()[i].wp;
+        self.zones.borrow_mut()[i].streaming = true;
+        let mut result = Ok(start);
+        for piece in data.chunks(self.max_piece_bytes() as usize) {
+            let at = self.zones.borrow()[i].wp;
+            if let Err(e) = self
+                .write_piece(zone, Some(at), piece, IoOp::Write, true)
+                .await
+            {
+                result = Err(e);
+                break;
+            }
+        }
+        self.zones.borrow_mut()[i].streaming = false;
+        self.notify();
+        result
+    }
+
+    /// One write of at most [`Shard::max_piece_bytes`]. `holder`: the caller streams a large
+    /// write into this zone and already holds it.
+    async fn write_piece(
+        self: &Rc<Self>,
+        zone: u32,
+        offset: Option<u64>,
+        data: &[u8],
+        op: IoOp,
+        holder: bool,
+    ) -> Result<u64> {
         let i = self.local(zone);
         let len = data.len() as u64;
         let mut reserved = 0u64;
         let result = loop {
-            self.wait_not_exclusive(zone).await;
+            if holder {
+                self.wait_not_exclusive(zone).await;
+            } else {
+                self.wait_writable(zone).await;
+            }
             let caps = match self.admit(zone, offset, len, op) {
                 Ok(Some(caps)) => caps,
                 Ok(None) => {
@@ -556,7 +625,7 @@ impl<D: ZonedDevice> Shard<D> {
     /// it, without the device cache flush.
     async fn writeback_zone(self: &Rc<Self>, zone: u32) -> Result<()> {
         let i = self.local(zone);
-        self.wait_not_exclusive(zone).await;
+        self.wait_writable(zone).await;
         if let Some(e) = &self.zones.borrow()[i].error {
             return Err(e.clone());
         }
@@ -639,7 +708,7 @@ impl<D: ZonedDevice> Shard<D> {
                 .await?);
         }
         let i = self.local(zone);
-        self.wait_not_exclusive(zone).await;
+        self.wait_writable(zone).await;
         let state = self.zones.borrow()[i].state;
         let next = logical::apply_action(zone, action, state)?;
         match action {

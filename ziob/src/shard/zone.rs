@@ -80,6 +80,8 @@ pub(crate) struct ZoneBuf {
     pub(crate) waiting_for_tokens: bool,
     /// A reset or finish is in progress: other operations wait.
     pub(crate) exclusive: bool,
+    /// A write larger than the shard can hold at once is streaming in: other writes wait.
+    pub(crate) streaming: bool,
     /// Device reads in flight (a reset waits for them).
     pub(crate) readers: u32,
     /// Bumped by reset: a write-back that started before must not touch the new data.
@@ -106,6 +108,7 @@ impl ZoneBuf {
             writeback_running: false,
             waiting_for_tokens: false,
             exclusive: false,
+            streaming: false,
             readers: 0,
             generation: 0,
             error: None,
