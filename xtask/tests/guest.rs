@@ -29,8 +29,10 @@ fn sysfs(dev: &str, attr: &str) -> String {
 /// A 4 KiB-aligned buffer for O_DIRECT.
 fn aligned(len: usize, fill: u8) -> (*mut u8, std::alloc::Layout) {
     let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
+    // SAFETY: the layout has a non-zero size (a block).
     let p = unsafe { std::alloc::alloc(layout) };
     assert!(!p.is_null());
+    // SAFETY: `p` points to `len` freshly allocated bytes.
     unsafe { std::ptr::write_bytes(p, fill, len) };
     (p, layout)
 }
@@ -63,6 +65,13 @@ fn zoned_devices_in_guest() {
     );
 
     // Sequential-write-required: a write at the write pointer works, one behind it fails.
+    // Earlier test binaries of the same guest may have left zones open or active (with a
+    // tight active limit a write to an Empty zone would then be refused): reset them all.
+    let reset = Command::new("blkzone")
+        .args(["reset", &zns])
+        .status()
+        .expect("running blkzone (util-linux)");
+    assert!(reset.success(), "blkzone reset {zns} failed");
     let f = fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -70,6 +79,7 @@ fn zoned_devices_in_guest() {
         .open(&zns)
         .unwrap();
     let (p, layout) = aligned(bs, 0xA5);
+    // SAFETY: `aligned` returned `bs` initialised bytes at `p`, freed only below.
     let buf = unsafe { std::slice::from_raw_parts(p, bs) };
     f.write_all_at(buf, 0)
         .expect("write at the write pointer of zone 0");
@@ -79,6 +89,7 @@ fn zoned_devices_in_guest() {
         .write_all_at(buf, 0)
         .expect_err("rewrite behind the write pointer must fail");
     assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    // SAFETY: `p` was allocated with `layout` by `aligned`, and `buf` is not used after this.
     unsafe { std::alloc::dealloc(p, layout) };
 }
 
