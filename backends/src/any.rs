@@ -93,6 +93,10 @@ impl ZonedDevice for AnyDevice {
         dispatch!(self, d => d.name())
     }
 
+    fn ordered_writes_in_flight(&self) -> u32 {
+        dispatch!(self, d => d.ordered_writes_in_flight())
+    }
+
     async fn report_zones(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
         dispatch!(self, d => d.report_zones(first, count).await)
     }

@@ -55,6 +55,14 @@ pub trait ZonedDevice: Clone + Send + Sync + 'static {
     /// Makes every write completed before the call durable (flush of the volatile cache).
     async fn flush(&self) -> Result<()>;
 
+    /// How many writes of one zone may be in flight at once when they are issued in
+    /// write-pointer order (1 = one at a time, always correct). A device may answer more only
+    /// if it accepts each write at the moment it is issued, in issue order, whatever order the
+    /// writes complete in. The ZIOB buffer pipelines its write-back up to this depth.
+    fn ordered_writes_in_flight(&self) -> u32 {
+        1
+    }
+
     /// Report Zones for the whole device.
     async fn report_all(&self) -> Result<Vec<ZoneInfo>> {
         self.report_zones(0, u32::MAX).await

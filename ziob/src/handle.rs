@@ -100,7 +100,7 @@ impl<D: ZonedDevice> Ziob<D> {
             .await?;
             if let Err(e) = res {
                 for c in 0..core {
-                    let _ = call_on(c, move || async move { remove_shard::<D>(id) }).await;
+                    let _ = call_on(c, move || async move { remove_shard::<D>(id).await }).await;
                 }
                 return Err(e);
             }
@@ -324,6 +324,15 @@ impl<D: ZonedDevice> Ziob<D> {
         self.on_all(|s| async move { Ok(s.stats()) }).await
     }
 
+    /// The shards' bookkeeping as text (zone states, write pointers, resources), for
+    /// diagnosing a stuck program or test.
+    pub async fn debug_state(&self) -> Result<String> {
+        Ok(self
+            .on_all(|s| async move { Ok(s.debug_state()) })
+            .await?
+            .concat())
+    }
+
     /// Memory the shards hold right now, per core (for tests of the budget).
     pub async fn memory_used_bytes(&self) -> Result<Vec<u64>> {
         self.on_all(|s| async move { Ok(s.memory_used_bytes()) })
@@ -338,27 +347,31 @@ impl<D: ZonedDevice> Ziob<D> {
         self.inner.closed.store(true, Ordering::Release);
         let id = self.inner.id;
         for core in 0..self.inner.cores {
-            call_on(core, move || async move { remove_shard::<D>(id) }).await?;
+            call_on(core, move || async move { remove_shard::<D>(id).await }).await?;
         }
         res
     }
 
     /// Drops this instance's shards without syncing: buffered data is lost, as in a crash
-    /// of the process (for crash tests).
+    /// of the process (for crash tests). Write-backs already issued are let finish (a device
+    /// may or may not keep them, like a volatile cache); nothing is issued after.
     pub async fn abandon(self) -> Result<()> {
         self.inner.closed.store(true, Ordering::Release);
         let id = self.inner.id;
         for core in 0..self.inner.cores {
-            call_on(core, move || async move { remove_shard::<D>(id) }).await?;
+            call_on(core, move || async move { remove_shard::<D>(id).await }).await?;
         }
         Ok(())
     }
 }
 
-fn remove_shard<D: ZonedDevice>(id: u64) {
+/// Removes this core's shard of instance `id`: it stops issuing device operations and waits
+/// for those in flight, so nothing of it reaches the device afterwards.
+async fn remove_shard<D: ZonedDevice>(id: u64) {
     let shard = SHARDS.with(|s| s.borrow_mut().remove(&id));
     if let Some(s) = shard.and_then(|a| a.downcast::<Shard<D>>().ok()) {
         s.close();
+        s.quiesce().await;
     }
 }
 

@@ -66,6 +66,13 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+thread_local! {
+    /// The operation running now, for the report of a hung case.
+    static LAST_OP: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    /// The instance under test, for the report of a hung case.
+    static CURRENT: std::cell::RefCell<Option<Ziob<AnyDevice>>> = const { std::cell::RefCell::new(None) };
+}
+
 /// What a zone must hold.
 #[derive(Debug, Clone, Default)]
 struct ModelZone {
@@ -148,7 +155,9 @@ async fn run_case(target: Target, ops: Vec<Op>) -> Result<(), TestCaseError> {
         .unwrap();
     let mut mem = z.device().clone();
     let mut model: Vec<ModelZone> = vec![ModelZone::default(); ZONES as usize];
-    for op in ops {
+    for (index, op) in ops.into_iter().enumerate() {
+        LAST_OP.with(|l| *l.borrow_mut() = format!("op #{index}: {op:?}"));
+        CURRENT.with(|c| *c.borrow_mut() = Some(z.clone()));
         match op {
             Op::Append { zone, len, seed }
             | Op::WriteAt {
@@ -382,7 +391,13 @@ fn run(
         futures::select! {
             r = Box::pin(run_case(target(), ops)).fuse() => r,
             _ = ziob::runtime::sleep(std::time::Duration::from_secs(30)).fuse() => {
-                Err(TestCaseError::fail("the case hung for 30 s"))
+                let op = LAST_OP.with(|l| l.borrow().clone());
+                let z = CURRENT.with(|c| c.borrow().clone());
+                let state = match z {
+                    Some(z) => z.debug_state().await.unwrap_or_default(),
+                    None => String::new(),
+                };
+                Err(TestCaseError::fail(format!("the case hung for 30 s in {op}\n{state}")))
             }
         }
     })

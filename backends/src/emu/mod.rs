@@ -298,6 +298,10 @@ impl EmuDevice {
     }
 }
 
+/// Writes of one zone an emu device accepts in flight at once (see
+/// [`ZonedDevice::ordered_writes_in_flight`]).
+pub const EMU_ORDERED_WRITES_IN_FLIGHT: u32 = 4;
+
 impl ZonedDevice for EmuDevice {
     fn geometry(&self) -> &Geometry {
         &self.inner.geometry
@@ -305,6 +309,13 @@ impl ZonedDevice for EmuDevice {
 
     fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// A write reserves its range in the zone table when it is issued (before any I/O or
+    /// modelled delay), so writes issued in write-pointer order are accepted in that order
+    /// whatever order their file I/O completes in.
+    fn ordered_writes_in_flight(&self) -> u32 {
+        EMU_ORDERED_WRITES_IN_FLIGHT
     }
 
     async fn report_zones(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {

@@ -128,7 +128,27 @@ impl<D: ZonedDevice> Shard<D> {
     }
 
     fn notify(&self) {
+        self.check_tokens();
         self.progress.notify(usize::MAX);
+    }
+
+    /// Debug builds: the counted resources match the device states the shard believes in.
+    fn check_tokens(&self) {
+        if cfg!(debug_assertions) {
+            if let Ok(zones) = self.zones.try_borrow() {
+                let open = zones
+                    .iter()
+                    .filter(|z| z.device == zone::DeviceZone::Open)
+                    .count();
+                let active = zones.iter().filter(|z| z.device.is_active()).count();
+                assert_eq!(
+                    (open as u32, active as u32),
+                    (self.open_used.get(), self.active_used.get()),
+                    "resource tokens out of step with device states:\n{}",
+                    self.debug_state()
+                );
+            }
+        }
     }
 
     /// Waits until `ready` holds, re-checking after every progress event.
@@ -796,6 +816,7 @@ impl<D: ZonedDevice> Shard<D> {
             self.device
                 .zone_action(ZoneAction::Finish, ZoneTarget::One(zone))
                 .await?;
+            self.zones.borrow_mut()[i].device = zone::DeviceZone::Full;
             self.release_tokens(device);
             self.stats.borrow_mut().s.device_zone_finishes += 1;
         }
@@ -807,6 +828,7 @@ impl<D: ZonedDevice> Shard<D> {
         // reads as zeros.
         z.wp = self.geometry.zone_capacity_bytes;
         z.device_wp = z.wp;
+        z.issued_wp = z.wp;
         Ok(())
     }
 
@@ -816,6 +838,7 @@ impl<D: ZonedDevice> Shard<D> {
             let mut zones = self.zones.borrow_mut();
             let z = &mut zones[i];
             z.exclusive = true;
+            z.resetting = true;
             z.generation += 1;
             z.target = 0;
         }
@@ -826,37 +849,57 @@ impl<D: ZonedDevice> Shard<D> {
         })
         .await;
         let res = self.reset_exclusive(zone).await;
-        self.zones.borrow_mut()[i].exclusive = false;
+        let mut zones = self.zones.borrow_mut();
+        zones[i].exclusive = false;
+        zones[i].resetting = false;
+        drop(zones);
         self.notify();
         res
     }
 
     async fn reset_exclusive(self: &Rc<Self>, zone: u32) -> Result<()> {
         let i = self.local(zone);
-        let (device, device_wp) = {
-            let z = &self.zones.borrow()[i];
-            (z.device, z.device_wp)
+        // Drop the buffered data first: with no chunks left nothing of it can be written
+        // back (an idle or pressure kick during the device reset below would otherwise write
+        // the discarded data again).
+        let (device, device_wp, freed) = {
+            let mut zones = self.zones.borrow_mut();
+            let z = &mut zones[i];
+            let freed = z.drop_chunks();
+            z.waiting_for_tokens = false;
+            (z.device, z.device_wp, freed)
         };
+        self.token_queue.borrow_mut().retain(|&q| q != zone);
+        self.release_memory(freed);
         if device != zone::DeviceZone::Empty || device_wp > 0 {
-            self.device
+            if let Err(e) = self
+                .device
                 .zone_action(ZoneAction::Reset, ZoneTarget::One(zone))
-                .await?;
-            self.release_tokens(device);
+                .await
+            {
+                // The zone now shows what the device holds.
+                let mut zones = self.zones.borrow_mut();
+                let z = &mut zones[i];
+                z.wp = z.device_wp;
+                z.issued_wp = z.device_wp;
+                z.target = z.device_wp;
+                return Err(e.into());
+            }
             self.stats.borrow_mut().s.device_zone_resets += 1;
         }
-        let freed = {
+        {
             let mut zones = self.zones.borrow_mut();
             let z = &mut zones[i];
             z.device = zone::DeviceZone::Empty;
             z.state = ZoneState::Empty;
             z.wp = 0;
             z.device_wp = 0;
+            z.issued_wp = 0;
+            z.completed_ahead.clear();
             z.error = None;
-            z.drop_chunks()
-        };
-        self.token_queue.borrow_mut().retain(|&q| q != zone);
-        self.zones.borrow_mut()[i].waiting_for_tokens = false;
-        self.release_memory(freed);
+        }
+        // The device state changed first, then the resources: the counts never disagree.
+        self.release_tokens(device);
         Ok(())
     }
 
@@ -898,14 +941,45 @@ impl<D: ZonedDevice> Shard<D> {
         s
     }
 
+    /// A one-line-per-zone dump of the shard's bookkeeping, for diagnosing a stuck test.
+    pub(crate) fn debug_state(&self) -> String {
+        let mut out = format!(
+            "core {}: open {}/{:?} active {}/{:?} memory {}/{} queue {:?}\n",
+            self.core,
+            self.open_used.get(),
+            self.open_max,
+            self.active_used.get(),
+            self.active_max,
+            self.memory_used.get(),
+            self.budget_bytes,
+            self.token_queue.borrow()
+        );
+        for z in self.zones.borrow().iter() {
+            out += &format!(
+                "  zone {} {:?} wp {} device {:?} device_wp {} issued {} target {} running {} waiting {} exclusive {} streaming {} error {}\n",
+                z.index, z.state, z.wp, z.device, z.device_wp, z.issued_wp, z.target,
+                z.writeback_running, z.waiting_for_tokens, z.exclusive, z.streaming, z.error.is_some()
+            );
+        }
+        out
+    }
+
     /// Memory charged against the budget right now.
     pub(crate) fn memory_used_bytes(&self) -> u64 {
         self.memory_used.get()
     }
 
-    /// Stops background work (the idle write-back ticker).
+    /// Stops background work (the idle write-back ticker) and new write-backs.
     pub(crate) fn close(&self) {
         self.closed.set(true);
+        self.notify();
+    }
+
+    /// After [`Shard::close`]: waits until no write-back or device close of this shard is in
+    /// flight, so the shard issues nothing to the device any more.
+    pub(crate) async fn quiesce(&self) {
+        self.wait_until(|s| s.zones.borrow().iter().all(|z| !z.writeback_running))
+            .await;
     }
 
     /// Writes back the whole blocks of zones idle for `idle`; runs until the shard closes.

@@ -13,10 +13,11 @@ pub(crate) struct Plan {
     pub(crate) end: u64,
 }
 
-/// What to write next, if anything: the rest of a full chunk always; whole blocks of a
-/// partly filled chunk only up to the zone's `target` (flush, idle, memory pressure).
+/// What to write next, if anything, from where the last issued write-back ended: the rest of
+/// a full chunk always; whole blocks of a partly filled chunk only up to the zone's `target`
+/// (flush, idle, memory pressure).
 pub(crate) fn next_writeback(zone: &ZoneBuf, block_bytes: u64) -> Option<Plan> {
-    let start = zone.device_wp;
+    let start = zone.issued_wp;
     if start >= zone.wp {
         return None;
     }
@@ -95,7 +96,9 @@ mod tests {
                 end: 8192
             })
         );
-        z.device_wp = 8192;
+        z.issued_wp = 8192;
+        z.complete_writeback(0, 8192);
+        assert_eq!(z.device_wp, 8192);
         assert_eq!(
             next_writeback(&z, 4096),
             None,
@@ -111,12 +114,23 @@ mod tests {
             }),
             "only whole blocks"
         );
-        z.device_wp = 8192 + 4096;
+        z.issued_wp = 8192 + 4096;
         assert_eq!(
             next_writeback(&z, 4096),
             None,
             "a partial block is never written"
         );
+    }
+
+    #[test]
+    fn completions_out_of_order_advance_the_device_pointer_contiguously() {
+        let mut z = zone_with(4 * 8192, 8192);
+        z.complete_writeback(8192, 16384);
+        z.complete_writeback(16384, 24576);
+        assert_eq!(z.device_wp, 0, "a hole at the start");
+        z.complete_writeback(0, 8192);
+        assert_eq!(z.device_wp, 24576);
+        assert!(z.completed_ahead.is_empty());
     }
 
     #[test]

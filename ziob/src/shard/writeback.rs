@@ -20,6 +20,7 @@ impl<D: ZonedDevice> Shard<D> {
         let mut zones = self.zones.borrow_mut();
         let z = &mut zones[i];
         if self.closed.get()
+            || z.resetting
             || z.writeback_running
             || z.error.is_some()
             || policy::next_writeback(z, bs).is_none()
@@ -89,6 +90,9 @@ impl<D: ZonedDevice> Shard<D> {
     /// zone. (Device zones stay open after write-back until a resource is needed, which saves
     /// a close and an implicit open per write-back unit.)
     fn close_an_idle_zone(self: &Rc<Self>) {
+        if self.closed.get() {
+            return;
+        }
         let victim = {
             let mut zones = self.zones.borrow_mut();
             let v = zones
@@ -132,35 +136,61 @@ impl<D: ZonedDevice> Shard<D> {
         }
     }
 
-    /// Writes the zone's ready data in order until nothing is ready, then ends the burst.
+    /// Writes the zone's ready data until nothing is ready, then ends the burst. Write-backs
+    /// are issued in write-pointer order; up to the device's
+    /// [`ordered_writes_in_flight`](ZonedDevice::ordered_writes_in_flight) of them are in
+    /// flight at once (1 for most devices), and the device write pointer advances only over
+    /// contiguous completed ranges.
     async fn writeback_task(self: Rc<Self>, zone: u32) {
+        use futures::stream::{FuturesUnordered, StreamExt};
         let i = self.local(zone);
         let bs = self.bs();
         let capacity = self.geometry.zone_capacity_bytes;
+        let depth = self.device.ordered_writes_in_flight().max(1) as usize;
         let generation = self.zones.borrow()[i].generation;
+        let mut in_flight = FuturesUnordered::new();
         loop {
-            let step = {
-                let mut zones = self.zones.borrow_mut();
-                let z = &mut zones[i];
-                if z.generation != generation || z.error.is_some() || self.closed.get() {
-                    None
-                } else {
-                    policy::next_writeback(z, bs).map(|plan| {
-                        let c = &mut z.chunks[plan.chunk];
-                        let mut buf = c.buf.take().expect("a plan only names present memory");
-                        buf.set_window(
-                            (plan.start - c.start) as usize,
-                            (plan.end - c.start) as usize,
-                        );
-                        (plan, c.start, c.filled, buf)
-                    })
+            // Issue as many write-backs as the depth allows, in order.
+            while in_flight.len() < depth {
+                let step = {
+                    let mut zones = self.zones.borrow_mut();
+                    let z = &mut zones[i];
+                    if z.generation != generation || z.error.is_some() || self.closed.get() {
+                        None
+                    } else {
+                        policy::next_writeback(z, bs).map(|plan| {
+                            z.issued_wp = plan.end;
+                            let c = &mut z.chunks[plan.chunk];
+                            let mut buf = c.buf.take().expect("a plan only names present memory");
+                            buf.set_window(
+                                (plan.start - c.start) as usize,
+                                (plan.end - c.start) as usize,
+                            );
+                            (plan, c.start, c.filled, buf)
+                        })
+                    }
+                };
+                let Some((plan, chunk_start, filled, buf)) = step else {
+                    break;
+                };
+                tracing::trace!(zone, start = plan.start, end = plan.end, "write-back");
+                let device = self.device.clone();
+                let mut write = Box::pin(async move {
+                    let (res, buf) = device.write(zone, plan.start, buf).await;
+                    (plan, chunk_start, filled, res, buf)
+                });
+                // Poll once now: the device takes the write at its first poll, so writes are
+                // issued in write-pointer order whatever order they complete in.
+                match futures::poll!(write.as_mut()) {
+                    std::task::Poll::Ready(done) => in_flight
+                        .push(Box::pin(futures::future::ready(done))
+                            as std::pin::Pin<Box<dyn std::future::Future<Output = _>>>),
+                    std::task::Poll::Pending => in_flight.push(write),
                 }
-            };
-            let Some((plan, chunk_start, filled, buf)) = step else {
+            }
+            let Some((plan, chunk_start, filled, res, mut buf)) = in_flight.next().await else {
                 break;
             };
-            tracing::trace!(zone, start = plan.start, end = plan.end, "write-back");
-            let (res, mut buf) = self.device.write(zone, plan.start, buf).await;
             buf.set_window(0, filled as usize);
             let mut zones = self.zones.borrow_mut();
             let z = &mut zones[i];
@@ -172,11 +202,11 @@ impl<D: ZonedDevice> Shard<D> {
             chunk.buf = Some(buf);
             match res {
                 Ok(()) => {
-                    z.device_wp = plan.end;
+                    z.complete_writeback(plan.start, plan.end);
                     self.stats
                         .borrow_mut()
                         .record_writeback(plan.end - plan.start);
-                    if z.device_wp == capacity {
+                    if z.device_wp == capacity && z.device != DeviceZone::Full {
                         let before = z.device;
                         z.device = DeviceZone::Full;
                         drop(zones);
@@ -185,7 +215,9 @@ impl<D: ZonedDevice> Shard<D> {
                 }
                 Err(e) => {
                     tracing::warn!(zone, offset = plan.start, error = %e, "write-back failed");
-                    z.error = Some(ZiobError::writeback(zone, plan.start, &e));
+                    if z.error.is_none() {
+                        z.error = Some(ZiobError::writeback(zone, plan.start, &e));
+                    }
                     drop(zones);
                     self.stats.borrow_mut().s.writeback_errors += 1;
                 }
@@ -194,7 +226,8 @@ impl<D: ZonedDevice> Shard<D> {
         }
         let close_now = {
             let z = &self.zones.borrow()[i];
-            z.device == DeviceZone::Open
+            !self.closed.get()
+                && z.device == DeviceZone::Open
                 && z.device_wp < capacity
                 && !self.token_queue.borrow().is_empty()
         };

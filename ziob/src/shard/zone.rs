@@ -66,8 +66,12 @@ pub(crate) struct ZoneBuf {
     pub(crate) state: ZoneState,
     /// Logical write pointer: bytes accepted from applications (data end for a Full zone).
     pub(crate) wp: u64,
-    /// Bytes the device has (completed write-backs).
+    /// Bytes the device has (completed write-backs, contiguous from the zone start).
     pub(crate) device_wp: u64,
+    /// Bytes handed to the device (write-backs issued; `>= device_wp`).
+    pub(crate) issued_wp: u64,
+    /// Write-backs that completed ahead of an earlier one still in flight: `(start, end)`.
+    pub(crate) completed_ahead: Vec<(u64, u64)>,
     /// The device's copy of the zone.
     pub(crate) device: DeviceZone,
     /// Staging memory from (at most) `device_wp` rounded down to a chunk, up to `wp`.
@@ -80,6 +84,8 @@ pub(crate) struct ZoneBuf {
     pub(crate) waiting_for_tokens: bool,
     /// A reset or finish is in progress: other operations wait.
     pub(crate) exclusive: bool,
+    /// A reset is in progress: its data is being discarded, nothing may be written back.
+    pub(crate) resetting: bool,
     /// A write larger than the shard can hold at once is streaming in: other writes wait.
     pub(crate) streaming: bool,
     /// Device reads in flight (a reset waits for them).
@@ -102,12 +108,15 @@ impl ZoneBuf {
             state,
             wp,
             device_wp: wp,
+            issued_wp: wp,
+            completed_ahead: Vec::new(),
             device: DeviceZone::from_state(state),
             chunks: VecDeque::new(),
             target: 0,
             writeback_running: false,
             waiting_for_tokens: false,
             exclusive: false,
+            resetting: false,
             streaming: false,
             readers: 0,
             generation: 0,
@@ -120,6 +129,19 @@ impl ZoneBuf {
     /// Bytes accepted but not on the device.
     pub(crate) fn dirty_bytes(&self) -> u64 {
         self.wp - self.device_wp
+    }
+
+    /// Records a completed write-back of `[start, end)` and advances `device_wp` over every
+    /// range that is now contiguous with it.
+    pub(crate) fn complete_writeback(&mut self, start: u64, end: u64) {
+        self.completed_ahead.push((start, end));
+        while let Some(pos) = self
+            .completed_ahead
+            .iter()
+            .position(|&(s, _)| s == self.device_wp)
+        {
+            self.device_wp = self.completed_ahead.swap_remove(pos).1;
+        }
     }
 
     /// Free bytes in the tail chunk (0 if there is none or it is being written back).
