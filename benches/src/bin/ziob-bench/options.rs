@@ -6,7 +6,7 @@ use clap::{Parser, ValueEnum};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Workload {
-    /// Zone appends of `--bs` bytes (a full zone is reset and reused).
+    /// Zone appends of `--bs` bytes (a full zone is flushed, reset and reused).
     Append,
     /// Writes at the zone's write pointer (each task owns its zones).
     Write,

@@ -2,6 +2,8 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -58,6 +60,8 @@ struct CoreResult {
 }
 
 struct Plan {
+    /// Per zone, how often it was refilled: even = usable, odd = being flushed and reset.
+    epochs: Arc<Vec<AtomicU64>>,
     workload: Workload,
     bs: u64,
     qd: usize,
@@ -209,10 +213,12 @@ fn one_run(
     let before = stats(rt, &z)?;
     let start = Instant::now();
     let zc = z.clone();
+    let epochs: Arc<Vec<AtomicU64>> = Arc::new((0..zones).map(|_| AtomicU64::new(0)).collect());
     let per_core = rt
         .run_on_all(move |core| {
             let z = zc.clone();
             let plan = Plan {
+                epochs: epochs.clone(),
                 workload,
                 bs,
                 qd,
@@ -347,6 +353,7 @@ async fn run_core(z: Ziob, core: usize, cores: usize, plan: Plan) -> Result<Core
     let mut tasks = Vec::new();
     for t in 0..plan.qd {
         let (z, shared, budget, zones) = (z.clone(), shared.clone(), budget.clone(), zones.clone());
+        let epochs = plan.epochs.clone();
         let (workload, bs, deadline) = (plan.workload, plan.bs, plan.deadline);
         // The write workload gives each task its own zone: task t of core c.
         let own_zone = (core + cores * t) as u32;
@@ -372,7 +379,7 @@ async fn run_core(z: Ziob, core: usize, cores: usize, plan: Plan) -> Result<Core
                 let t0 = Instant::now();
                 let (writes, resets) = match workload {
                     Workload::Append | Workload::Write => {
-                        write_op(&z, workload, zone, &payload).await?
+                        write_op(&z, &epochs, workload, zone, &payload).await?
                     }
                     Workload::Randread => {
                         rng ^= rng << 13;
@@ -386,7 +393,8 @@ async fn run_core(z: Ziob, core: usize, cores: usize, plan: Plan) -> Result<Core
                         (0, 0)
                     }
                     Workload::Readafterwrite => {
-                        let (w, r) = write_op(&z, Workload::Append, zone, &payload).await?;
+                        let (w, r) =
+                            write_op(&z, &epochs, Workload::Append, zone, &payload).await?;
                         let wp = z.report(zone, 1).await.map_err(|e| e.to_string())?[0]
                             .write_pointer_bytes;
                         let t1 = Instant::now();
@@ -426,16 +434,28 @@ async fn run_core(z: Ziob, core: usize, cores: usize, plan: Plan) -> Result<Core
     Ok(r)
 }
 
-/// One append or write; a zone that is full is reset and the op retried. Returns
+/// One append or write; a zone that is full is flushed, reset and the op retried. Returns
 /// (device-visible write ops, resets).
+///
+/// Exactly one task refills a full zone: the one that wins the zone's epoch (even → odd)
+/// for the fill it saw. It first flushes the zone, so the buffered run pays for writing its
+/// data back like the pass-through run pays per write, and the reset never discards data
+/// appended after another task's refill.
 async fn write_op(
     z: &Ziob,
+    epochs: &[AtomicU64],
     workload: Workload,
     zone: u32,
     payload: &[u8],
 ) -> Result<(u64, u64), String> {
     let mut resets = 0;
+    let epoch = &epochs[zone as usize];
     loop {
+        let seen = epoch.load(Ordering::Acquire);
+        if seen % 2 == 1 {
+            ziob::runtime::yield_now().await;
+            continue;
+        }
         let res = match workload {
             Workload::Write => {
                 let wp = z.report(zone, 1).await.map_err(|e| e.to_string())?[0].write_pointer_bytes;
@@ -454,10 +474,25 @@ async fn write_op(
                     Some(ziob::ErrorKind::ZoneFull) | Some(ziob::ErrorKind::BoundaryError)
                 ) =>
             {
-                // Another task may have reset it already; a reset of an Empty zone is fine.
-                z.zone_action(ZoneAction::Reset, ZoneTarget::One(zone))
-                    .await
-                    .map_err(|e| e.to_string())?;
+                if epoch
+                    .compare_exchange(seen, seen + 1, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    continue; // another task refills this zone
+                }
+                // The active limit may refuse the flush; the reset frees the zone anyway.
+                let flushed = z.flush(zone).await;
+                let reset = z
+                    .zone_action(ZoneAction::Reset, ZoneTarget::One(zone))
+                    .await;
+                epoch.store(seen + 2, Ordering::Release);
+                match (flushed, reset) {
+                    (_, Err(e)) => return Err(e.to_string()),
+                    (Err(e), _) if e.kind() != Some(ziob::ErrorKind::TooManyActive) => {
+                        return Err(e.to_string())
+                    }
+                    _ => {}
+                }
                 resets += 1;
             }
             Err(e)
