@@ -30,12 +30,12 @@ pub(crate) async fn read_at<B: IoBufMut>(
             .offset(offset)
             .build(),
     };
-    // SAFETY: the entry points into `buf`'s stable memory, which the op owns.
     let submit = if file.is_direct() {
         Op::submit_device
     } else {
         Op::submit
     };
+    // SAFETY: the entry points into `buf`'s stable memory, which the op owns.
     let op = match unsafe { submit("read", Sqe::Normal(sqe), (buf, file)) } {
         Ok(op) => op,
         Err((e, (buf, _))) => return (Err(e), buf),
@@ -67,12 +67,12 @@ pub(crate) async fn write_at<B: IoBuf>(file: FileRef, buf: B, offset: u64) -> (R
             .offset(offset)
             .build(),
     };
-    // SAFETY: the entry points into `buf`'s stable memory, which the op owns.
     let submit = if file.is_direct() {
         Op::submit_device
     } else {
         Op::submit
     };
+    // SAFETY: the entry points into `buf`'s stable memory, which the op owns.
     let op = match unsafe { submit("write", Sqe::Normal(sqe), (buf, file)) } {
         Ok(op) => op,
         Err((e, (buf, _))) => return (Err(e), buf),
