@@ -12,8 +12,9 @@
 //!
 //! ## Write-back
 //! Data is staged in chunks of one write-back unit ([`ZiobConfig::writeback_unit_bytes`],
-//! 512 KiB by default). A zone's data goes to the device, in order and one write at a time
-//! per zone (several zones at once), when a chunk fills, when the zone reaches its capacity,
+//! 512 KiB by default). A zone's data goes to the device in order — one write at a time per
+//! zone, or up to [`ZonedDevice::ordered_writes_in_flight`] for devices that keep per-zone
+//! order — several zones at once, when a chunk fills, when the zone reaches its capacity,
 //! on [`Ziob::flush`] / [`Ziob::sync`] / finish, when memory runs short (least recently
 //! written zone first) and after an idle time ([`ZiobConfig::idle_writeback`]). Write-back
 //! uses device writes at the write pointer: the buffer has already fixed every offset, so
