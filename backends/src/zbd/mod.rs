@@ -204,13 +204,23 @@ impl ZbdDevice {
     /// on another task (their owner updates them) — `held` is the zone the caller holds.
     fn refresh(&self, held: Option<u32>) {
         let g = &self.inner.geometry;
+        // Lock every zone nobody is using *before* reading the report and keep the locks
+        // until the mirror is updated: a write completing in between (on another core) would
+        // otherwise have its write pointer overwritten by the older report.
+        let guards: Vec<_> = (0..g.zone_count)
+            .filter(|&z| Some(z) != held)
+            .filter_map(|z| {
+                self.inner.zone_locks[z as usize]
+                    .try_lock()
+                    .map(|guard| (z, guard))
+            })
+            .collect();
         match report_from_device(self.fd(), g, 0, g.zone_count) {
             Ok(Ok(report)) => {
                 let free: Vec<ZoneInfo> = report
                     .into_iter()
                     .filter(|z| {
-                        Some(z.index) == held
-                            || self.inner.zone_locks[z.index as usize].try_lock().is_some()
+                        Some(z.index) == held || guards.iter().any(|(locked, _)| *locked == z.index)
                     })
                     .collect();
                 self.mirror().refresh(&free);
