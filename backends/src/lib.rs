@@ -55,7 +55,8 @@ pub use model::error::{Boundary, DeviceError, ErrorKind, IoOp, Result};
 pub use model::geometry::Geometry;
 pub use model::spec::{parse_size_bytes, DeviceSpec, LatencyModel};
 pub use model::state::{
-    PersistedZone, Reservation, ZoneAction, ZoneInfo, ZoneState, ZoneTable, ZoneTarget,
+    check_write_position, write_state_refusal, PersistedZone, Reservation, ZoneAction, ZoneInfo,
+    ZoneState, ZoneTable, ZoneTarget,
 };
 pub use nil::NilDevice;
 pub use nvme::{runtime_builder_for, spec_needs_sqe128, NvmeDevice};

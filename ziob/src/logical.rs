@@ -1,7 +1,7 @@
 //! The zone states the buffer shows to applications: the NVMe ZNS transitions without
 //! resource limits (the buffer lifts the device's open/active limits, see `shard`).
 
-use ziob_backends::{DeviceError, IoOp, ZoneAction, ZoneState};
+use ziob_backends::{DeviceError, ZoneAction, ZoneState};
 
 /// The state after a successful zone management `action` on a zone in `state`, or the
 /// error a ZNS device returns (Invalid Zone State Transition, Zone Is Read Only, Zone Is
@@ -29,35 +29,6 @@ pub(crate) fn apply_action(
             })
         }
     })
-}
-
-/// The error a write or append to a zone in `state` gets before any position check, if any.
-pub(crate) fn write_refusal(
-    zone: u32,
-    op: IoOp,
-    state: ZoneState,
-    offset_blocks: u64,
-    capacity_blocks: u64,
-) -> Option<DeviceError> {
-    match state {
-        ZoneState::Offline => Some(DeviceError::Offline {
-            op,
-            zone,
-            offset_blocks,
-        }),
-        ZoneState::ReadOnly => Some(DeviceError::ReadOnly {
-            op,
-            zone,
-            offset_blocks,
-        }),
-        ZoneState::Full => Some(DeviceError::ZoneFull {
-            op,
-            zone,
-            offset_blocks,
-            capacity_blocks,
-        }),
-        _ => None,
-    }
 }
 
 /// The state after data was written to a zone in `state` (which accepted it).

@@ -181,6 +181,81 @@ pub struct Reservation {
     pub len_bytes: u64,
 }
 
+/// The refusal a write or append gets from a zone in `state` before any position check:
+/// Zone Is Offline, Zone Is Read Only or Zone Is Full. `offset_blocks` is where the op was
+/// addressed (the zone start for an append).
+pub fn write_state_refusal(
+    op: IoOp,
+    zone: u32,
+    state: ZoneState,
+    offset_blocks: u64,
+    capacity_blocks: u64,
+) -> Option<DeviceError> {
+    match state {
+        ZoneState::Offline => Some(DeviceError::Offline {
+            op,
+            zone,
+            offset_blocks,
+        }),
+        ZoneState::ReadOnly => Some(DeviceError::ReadOnly {
+            op,
+            zone,
+            offset_blocks,
+        }),
+        ZoneState::Full => Some(DeviceError::ZoneFull {
+            op,
+            zone,
+            offset_blocks,
+            capacity_blocks,
+        }),
+        _ => None,
+    }
+}
+
+/// Checks a write at `offset` (an append: `None`) of `len_bytes` to a zone in `state` with
+/// its write pointer at `wp_bytes`, in the device's order: state, write pointer, capacity.
+/// Returns where the data goes. Alignment, append size and resources are the caller's.
+pub fn check_write_position(
+    geometry: &Geometry,
+    op: IoOp,
+    zone: u32,
+    state: ZoneState,
+    wp_bytes: u64,
+    offset: Option<u64>,
+    len_bytes: u64,
+) -> Result<u64> {
+    let bs = geometry.block_size_bytes;
+    let offset_blocks = offset.unwrap_or(0) / bs;
+    if let Some(e) = write_state_refusal(
+        op,
+        zone,
+        state,
+        offset_blocks,
+        geometry.zone_capacity_blocks(),
+    ) {
+        return Err(e);
+    }
+    let at = offset.unwrap_or(wp_bytes);
+    if at != wp_bytes {
+        return Err(DeviceError::InvalidWrite {
+            zone,
+            offset_blocks,
+            wp_blocks: wp_bytes / bs,
+        });
+    }
+    if at + len_bytes > geometry.zone_capacity_bytes {
+        return Err(DeviceError::BoundaryError {
+            op,
+            zone,
+            offset_blocks: at / bs,
+            len_blocks: len_bytes / bs,
+            boundary: Boundary::Capacity,
+            limit_blocks: geometry.zone_capacity_blocks(),
+        });
+    }
+    Ok(at)
+}
+
 /// A counted resource (open or active zones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Tokens {
@@ -435,50 +510,15 @@ impl ZoneTable {
             });
         }
         let z = self.zones[i];
-        let offset_blocks = self.blocks(offset.unwrap_or(0));
-        match z.state {
-            ZoneState::Offline => {
-                return Err(DeviceError::Offline {
-                    op,
-                    zone,
-                    offset_blocks,
-                })
-            }
-            ZoneState::ReadOnly => {
-                return Err(DeviceError::ReadOnly {
-                    op,
-                    zone,
-                    offset_blocks,
-                })
-            }
-            ZoneState::Full => {
-                return Err(DeviceError::ZoneFull {
-                    op,
-                    zone,
-                    offset_blocks,
-                    capacity_blocks: self.geometry.zone_capacity_blocks(),
-                })
-            }
-            _ => {}
-        }
-        let at = offset.unwrap_or(z.written_bytes);
-        if at != z.written_bytes {
-            return Err(DeviceError::InvalidWrite {
-                zone,
-                offset_blocks,
-                wp_blocks: self.blocks(z.written_bytes),
-            });
-        }
-        if at + len_bytes > self.geometry.zone_capacity_bytes {
-            return Err(DeviceError::BoundaryError {
-                op,
-                zone,
-                offset_blocks: self.blocks(at),
-                len_blocks: self.blocks(len_bytes),
-                boundary: Boundary::Capacity,
-                limit_blocks: self.geometry.zone_capacity_blocks(),
-            });
-        }
+        let at = check_write_position(
+            &self.geometry,
+            op,
+            zone,
+            z.state,
+            z.written_bytes,
+            offset,
+            len_bytes,
+        )?;
         match z.state {
             ZoneState::Empty => self.acquire(i, true)?,
             ZoneState::Closed => self.acquire(i, false)?,

@@ -41,7 +41,7 @@ use crate::device::{check_read_buf, fill_read_buf, ZonedDevice};
 use crate::model::error::{Boundary, DeviceError, IoOp, Result};
 use crate::model::geometry::Geometry;
 use crate::model::spec::parse_size_bytes;
-use crate::model::state::{ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
+use crate::model::state::{check_write_position, ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
 
 /// Default SPDK memory size (MiB): what the QEMU guest with 512 hugepages fits.
 pub const MEM_SIZE_MB_DEFAULT: u32 = 256;
@@ -797,41 +797,16 @@ impl ZonedDevice for SpdkDevice {
             // the capacity would then be applied in part. Refuse it whole here.
             if len > self.inner.max_xfer_bytes && offset_bytes + len > g.zone_capacity_bytes {
                 // Refuse it as one command would be refused, in the device's order of checks.
-                let offset_blocks = offset_bytes / g.block_size_bytes;
                 if let Some(z) = self.zone_now(zone).await {
-                    let op = IoOp::Write;
-                    match z.state {
-                        ZoneState::Offline => {
-                            return Err(DeviceError::Offline {
-                                op,
-                                zone,
-                                offset_blocks,
-                            })
-                        }
-                        ZoneState::ReadOnly => {
-                            return Err(DeviceError::ReadOnly {
-                                op,
-                                zone,
-                                offset_blocks,
-                            })
-                        }
-                        ZoneState::Full => {
-                            return Err(DeviceError::ZoneFull {
-                                op,
-                                zone,
-                                offset_blocks,
-                                capacity_blocks: g.zone_capacity_blocks(),
-                            })
-                        }
-                        _ if z.write_pointer_bytes != offset_bytes => {
-                            return Err(DeviceError::InvalidWrite {
-                                zone,
-                                offset_blocks,
-                                wp_blocks: z.write_pointer_bytes / g.block_size_bytes,
-                            })
-                        }
-                        _ => {}
-                    }
+                    check_write_position(
+                        g,
+                        IoOp::Write,
+                        zone,
+                        z.state,
+                        z.write_pointer_bytes,
+                        Some(offset_bytes),
+                        len,
+                    )?;
                 }
                 return Err(DeviceError::BoundaryError {
                     op: IoOp::Write,

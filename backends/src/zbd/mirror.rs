@@ -8,7 +8,7 @@
 
 use crate::model::error::{Boundary, DeviceError, IoOp, Result};
 use crate::model::geometry::Geometry;
-use crate::model::state::{ZoneAction, ZoneInfo, ZoneState};
+use crate::model::state::{check_write_position, ZoneAction, ZoneInfo, ZoneState};
 use crate::zbd::ioctl::{BlkZone, SECTOR_BYTES};
 
 /// Converts a kernel zone descriptor into a report entry. `capacity_valid`: the report had
@@ -187,50 +187,15 @@ impl Mirror {
             });
         }
         let z = self.zones[i];
-        let offset_blocks = self.blocks(offset.unwrap_or(0));
-        match z.state {
-            ZoneState::Offline => {
-                return Err(DeviceError::Offline {
-                    op,
-                    zone,
-                    offset_blocks,
-                })
-            }
-            ZoneState::ReadOnly => {
-                return Err(DeviceError::ReadOnly {
-                    op,
-                    zone,
-                    offset_blocks,
-                })
-            }
-            ZoneState::Full => {
-                return Err(DeviceError::ZoneFull {
-                    op,
-                    zone,
-                    offset_blocks,
-                    capacity_blocks: self.geometry.zone_capacity_blocks(),
-                })
-            }
-            _ => {}
-        }
-        let at = offset.unwrap_or(z.wp_bytes);
-        if at != z.wp_bytes {
-            return Err(DeviceError::InvalidWrite {
-                zone,
-                offset_blocks,
-                wp_blocks: self.blocks(z.wp_bytes),
-            });
-        }
-        if at + len_bytes > self.geometry.zone_capacity_bytes {
-            return Err(DeviceError::BoundaryError {
-                op,
-                zone,
-                offset_blocks: self.blocks(at),
-                len_blocks: self.blocks(len_bytes),
-                boundary: Boundary::Capacity,
-                limit_blocks: self.geometry.zone_capacity_blocks(),
-            });
-        }
+        let at = check_write_position(
+            &self.geometry,
+            op,
+            zone,
+            z.state,
+            z.wp_bytes,
+            offset,
+            len_bytes,
+        )?;
         let closes_another_zone = match z.state {
             ZoneState::Empty => self.check_resources(i, true)?,
             ZoneState::Closed => self.check_resources(i, false)?,

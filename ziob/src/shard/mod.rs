@@ -241,9 +241,13 @@ impl<D: ZonedDevice> Shard<D> {
         let at = offset.unwrap_or(z.wp);
         // Appends are addressed to the zone start, as on the device.
         let addressed = offset.unwrap_or(0);
-        if let Some(e) =
-            logical::write_refusal(zone, op, z.state, blocks(addressed, bs), blocks(cap, bs))
-        {
+        if let Some(e) = ziob_backends::write_state_refusal(
+            op,
+            zone,
+            z.state,
+            blocks(addressed, bs),
+            blocks(cap, bs),
+        ) {
             return Err(e.into());
         }
         if at != z.wp {
