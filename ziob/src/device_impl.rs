@@ -23,23 +23,8 @@ fn to_device(e: ZiobError) -> DeviceError {
 }
 
 fn check_aligned(g: &Geometry, op: IoOp, zone: u32, offset: u64, len: u64) -> Result<()> {
-    let bs = g.block_size_bytes;
-    if offset % bs != 0 || len % bs != 0 || len == 0 {
-        return Err(DeviceError::Misaligned {
-            op,
-            zone,
-            offset_bytes: offset,
-            len_bytes: len,
-            block_size_bytes: bs,
-        });
-    }
-    if zone >= g.zone_count {
-        return Err(DeviceError::OutOfRange {
-            zone,
-            zone_count: g.zone_count,
-        });
-    }
-    Ok(())
+    g.check_aligned(op, zone, offset, len)?;
+    g.check_zone(zone)
 }
 
 impl<D: ZonedDevice> ZonedDevice for Ziob<D> {

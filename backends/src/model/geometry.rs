@@ -1,7 +1,7 @@
 //! [`Geometry`]: the shape and limits of a zoned device.
 
 use crate::limits;
-use crate::model::error::{DeviceError, Result};
+use crate::model::error::{DeviceError, IoOp, Result};
 
 /// Shape and limits of a zoned device. All sizes are in bytes; zone `i` starts at byte
 /// `i * zone_size_bytes` of the device.
@@ -28,6 +28,39 @@ pub struct Geometry {
 }
 
 impl Geometry {
+    /// LBA Out of Range unless `zone` exists.
+    pub fn check_zone(&self, zone: u32) -> Result<()> {
+        if zone >= self.zone_count {
+            return Err(DeviceError::OutOfRange {
+                zone,
+                zone_count: self.zone_count,
+            });
+        }
+        Ok(())
+    }
+
+    /// A typed error unless `offset_bytes` and `len_bytes` are block multiples and `len_bytes`
+    /// is positive.
+    pub fn check_aligned(
+        &self,
+        op: IoOp,
+        zone: u32,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<()> {
+        let bs = self.block_size_bytes;
+        if len_bytes == 0 || len_bytes % bs != 0 || offset_bytes % bs != 0 {
+            return Err(DeviceError::Misaligned {
+                op,
+                zone,
+                offset_bytes,
+                len_bytes,
+                block_size_bytes: bs,
+            });
+        }
+        Ok(())
+    }
+
     /// A geometry with no open/active limits, capacity = zone size, the default append limit
     /// (clamped to the zone capacity), 4 KiB blocks and a volatile write cache.
     pub fn new(zone_count: u32, zone_size_bytes: u64) -> Geometry {

@@ -438,25 +438,12 @@ impl ZoneTable {
         (first..end).map(|z| self.info(z)).collect()
     }
 
-    fn check_aligned(&self, op: IoOp, zone: u32, offset_bytes: u64, len_bytes: u64) -> Result<()> {
-        let bs = self.geometry.block_size_bytes;
-        if len_bytes == 0 || len_bytes % bs != 0 || offset_bytes % bs != 0 {
-            return Err(DeviceError::Misaligned {
-                op,
-                zone,
-                offset_bytes,
-                len_bytes,
-                block_size_bytes: bs,
-            });
-        }
-        Ok(())
-    }
-
     /// Checks a read of `len_bytes` at `offset_bytes` of `zone`; returns how many bytes from
     /// the zone start hold data (the rest of the range reads as zeros).
     pub fn check_read(&self, zone: u32, offset_bytes: u64, len_bytes: u64) -> Result<u64> {
         let i = self.zone_index(zone)?;
-        self.check_aligned(IoOp::Read, zone, offset_bytes, len_bytes)?;
+        self.geometry
+            .check_aligned(IoOp::Read, zone, offset_bytes, len_bytes)?;
         let z = &self.zones[i];
         if z.state == ZoneState::Offline {
             return Err(DeviceError::Offline {
@@ -501,7 +488,8 @@ impl ZoneTable {
         len_bytes: u64,
     ) -> Result<Reservation> {
         let i = self.zone_index(zone)?;
-        self.check_aligned(op, zone, offset.unwrap_or(0), len_bytes)?;
+        self.geometry
+            .check_aligned(op, zone, offset.unwrap_or(0), len_bytes)?;
         if op == IoOp::Append && len_bytes > self.geometry.max_append_bytes {
             return Err(DeviceError::AppendTooLarge {
                 zone,

@@ -235,30 +235,6 @@ impl NvmeDevice {
         self.zslba(zone) + offset_bytes / self.g().block_size_bytes
     }
 
-    fn check_zone(&self, zone: u32) -> Result<()> {
-        if zone >= self.g().zone_count {
-            return Err(DeviceError::OutOfRange {
-                zone,
-                zone_count: self.g().zone_count,
-            });
-        }
-        Ok(())
-    }
-
-    fn check_aligned(&self, op: IoOp, zone: u32, offset_bytes: u64, len_bytes: u64) -> Result<()> {
-        let bs = self.g().block_size_bytes;
-        if len_bytes == 0 || len_bytes % bs != 0 || offset_bytes % bs != 0 {
-            return Err(DeviceError::Misaligned {
-                op,
-                zone,
-                offset_bytes,
-                len_bytes,
-                block_size_bytes: bs,
-            });
-        }
-        Ok(())
-    }
-
     /// Sends one I/O command; `Ok` carries completion dwords 0–1.
     async fn submit(
         &self,
@@ -432,7 +408,7 @@ impl ZonedDevice for NvmeDevice {
 
     async fn report_zones(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
         let zone_count = self.g().zone_count;
-        self.check_zone(first)?;
+        self.g().check_zone(first)?;
         let end = first.saturating_add(count).min(zone_count);
         let entry_bytes = zone::ZONE_DESCRIPTOR_BYTES + self.inner.zdes_bytes;
         let per_cmd = ((self.inner.max_transfer_bytes as usize - zone::REPORT_HEADER_BYTES)
@@ -496,8 +472,12 @@ impl ZonedDevice for NvmeDevice {
     ) -> (Result<()>, DmaBuf) {
         let len_bytes = len as u64;
         let checked = self
+            .g()
             .check_zone(zone)
-            .and_then(|()| self.check_aligned(IoOp::Read, zone, offset_bytes, len_bytes))
+            .and_then(|()| {
+                self.g()
+                    .check_aligned(IoOp::Read, zone, offset_bytes, len_bytes)
+            })
             .and_then(|()| check_read_buf(&buf, len));
         if let Err(e) = checked {
             return (Err(e), buf);
@@ -548,9 +528,10 @@ impl ZonedDevice for NvmeDevice {
 
     async fn write(&self, zone: u32, offset_bytes: u64, mut buf: DmaBuf) -> (Result<()>, DmaBuf) {
         let len_bytes = buf.len() as u64;
-        let checked = self
-            .check_zone(zone)
-            .and_then(|()| self.check_aligned(IoOp::Write, zone, offset_bytes, len_bytes));
+        let checked = self.g().check_zone(zone).and_then(|()| {
+            self.g()
+                .check_aligned(IoOp::Write, zone, offset_bytes, len_bytes)
+        });
         if let Err(e) = checked {
             return (Err(e), buf);
         }
@@ -597,8 +578,9 @@ impl ZonedDevice for NvmeDevice {
         let len_bytes = buf.len() as u64;
         let g = *self.g();
         let checked = self
+            .g()
             .check_zone(zone)
-            .and_then(|()| self.check_aligned(IoOp::Append, zone, 0, len_bytes))
+            .and_then(|()| self.g().check_aligned(IoOp::Append, zone, 0, len_bytes))
             .and_then(|()| {
                 if len_bytes > g.max_append_bytes {
                     return Err(DeviceError::AppendTooLarge {
@@ -655,7 +637,7 @@ impl ZonedDevice for NvmeDevice {
     async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
         let (zslba, all) = match target {
             ZoneTarget::One(z) => {
-                self.check_zone(z)?;
+                self.g().check_zone(z)?;
                 (self.zslba(z), false)
             }
             ZoneTarget::All => (0, true),

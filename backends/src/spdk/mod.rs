@@ -564,30 +564,6 @@ impl SpdkDevice {
         core_q(&self.inner.ctl)
     }
 
-    fn check_zone(&self, zone: u32) -> Result<()> {
-        if zone >= self.geo().zone_count {
-            return Err(DeviceError::OutOfRange {
-                zone,
-                zone_count: self.geo().zone_count,
-            });
-        }
-        Ok(())
-    }
-
-    fn check_aligned(&self, op: IoOp, zone: u32, offset_bytes: u64, len_bytes: u64) -> Result<()> {
-        let bs = self.geo().block_size_bytes;
-        if len_bytes == 0 || len_bytes % bs != 0 || offset_bytes % bs != 0 {
-            return Err(DeviceError::Misaligned {
-                op,
-                zone,
-                offset_bytes,
-                len_bytes,
-                block_size_bytes: bs,
-            });
-        }
-        Ok(())
-    }
-
     fn slba(&self, zone: u32) -> u64 {
         u64::from(zone) * self.inner.zone_size_blocks
     }
@@ -749,7 +725,7 @@ impl ZonedDevice for SpdkDevice {
     }
 
     async fn report_zones(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
-        self.check_zone(first)?;
+        self.geo().check_zone(first)?;
         self.report_raw(first, count).await
     }
 
@@ -761,9 +737,10 @@ impl ZonedDevice for SpdkDevice {
         mut buf: DmaBuf,
     ) -> (Result<()>, DmaBuf) {
         let r = async {
-            self.check_zone(zone)?;
+            self.geo().check_zone(zone)?;
             check_read_buf(&buf, len)?;
-            self.check_aligned(IoOp::Read, zone, offset_bytes, len as u64)?;
+            self.geo()
+                .check_aligned(IoOp::Read, zone, offset_bytes, len as u64)?;
             let g = self.geo();
             if offset_bytes + len as u64 > g.zone_size_bytes {
                 return Err(DeviceError::BoundaryError {
@@ -789,9 +766,10 @@ impl ZonedDevice for SpdkDevice {
 
     async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (Result<()>, DmaBuf) {
         let r = async {
-            self.check_zone(zone)?;
+            self.geo().check_zone(zone)?;
             let len = buf.len() as u64;
-            self.check_aligned(IoOp::Write, zone, offset_bytes, len)?;
+            self.geo()
+                .check_aligned(IoOp::Write, zone, offset_bytes, len)?;
             let g = self.geo();
             // A write above the max transfer size goes out as several commands; one crossing
             // the capacity would then be applied in part. Refuse it whole here.
@@ -847,9 +825,9 @@ impl ZonedDevice for SpdkDevice {
 
     async fn append(&self, zone: u32, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
         let r = async {
-            self.check_zone(zone)?;
+            self.geo().check_zone(zone)?;
             let len = buf.len() as u64;
-            self.check_aligned(IoOp::Append, zone, 0, len)?;
+            self.geo().check_aligned(IoOp::Append, zone, 0, len)?;
             let g = self.geo();
             if len > g.max_append_bytes {
                 return Err(DeviceError::AppendTooLarge {
@@ -873,7 +851,7 @@ impl ZonedDevice for SpdkDevice {
     async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
         let (zone, all) = match target {
             ZoneTarget::One(z) => {
-                self.check_zone(z)?;
+                self.geo().check_zone(z)?;
                 (z, false)
             }
             ZoneTarget::All => (0, true),

@@ -129,24 +129,11 @@ impl Mirror {
         (open, active)
     }
 
-    fn check_aligned(&self, op: IoOp, zone: u32, offset_bytes: u64, len_bytes: u64) -> Result<()> {
-        let bs = self.geometry.block_size_bytes;
-        if len_bytes == 0 || len_bytes % bs != 0 || offset_bytes % bs != 0 {
-            return Err(DeviceError::Misaligned {
-                op,
-                zone,
-                offset_bytes,
-                len_bytes,
-                block_size_bytes: bs,
-            });
-        }
-        Ok(())
-    }
-
     /// Checks a read; returns where the zone's data ends (bytes from the zone start).
     pub fn check_read(&self, zone: u32, offset_bytes: u64, len_bytes: u64) -> Result<u64> {
         let i = self.index(zone)?;
-        self.check_aligned(IoOp::Read, zone, offset_bytes, len_bytes)?;
+        self.geometry
+            .check_aligned(IoOp::Read, zone, offset_bytes, len_bytes)?;
         let z = &self.zones[i];
         if z.state == ZoneState::Offline {
             return Err(DeviceError::Offline {
@@ -178,7 +165,8 @@ impl Mirror {
         len_bytes: u64,
     ) -> Result<WritePlan> {
         let i = self.index(zone)?;
-        self.check_aligned(op, zone, offset.unwrap_or(0), len_bytes)?;
+        self.geometry
+            .check_aligned(op, zone, offset.unwrap_or(0), len_bytes)?;
         if op == IoOp::Append && len_bytes > self.geometry.max_append_bytes {
             return Err(DeviceError::AppendTooLarge {
                 zone,

@@ -113,14 +113,7 @@ impl<D: ZonedDevice> Shard<D> {
     }
 
     fn check_zone(&self, zone: u32) -> Result<()> {
-        if zone >= self.geometry.zone_count {
-            return Err(DeviceError::OutOfRange {
-                zone,
-                zone_count: self.geometry.zone_count,
-            }
-            .into());
-        }
-        Ok(())
+        Ok(self.geometry.check_zone(zone)?)
     }
 
     fn bs(&self) -> u64 {
