@@ -284,43 +284,6 @@ impl File {
         }
     }
 
-    /// Fills `buf` to its capacity from `offset`; fails with `UnexpectedEof` at end of file.
-    pub async fn read_exact_at(
-        &self,
-        mut buf: crate::DmaBuf,
-        offset: u64,
-    ) -> (Result<()>, crate::DmaBuf) {
-        let want = buf.capacity();
-        let mut done = 0usize;
-        while done < want {
-            let chunk = crate::DmaBuf::with_capacity(want - done);
-            let (res, chunk) = self.read_at(chunk, offset + done as u64).await;
-            match res {
-                Ok(0) => {
-                    return (
-                        Err(Error::Io {
-                            op: "read",
-                            source: std::io::Error::new(
-                                std::io::ErrorKind::UnexpectedEof,
-                                "end of file",
-                            ),
-                        }),
-                        buf,
-                    )
-                }
-                Ok(n) => {
-                    if done == 0 && n == want {
-                        return (Ok(()), chunk);
-                    }
-                    buf.extend_from_slice(&chunk[..n.min(want - done)]);
-                    done += n;
-                }
-                Err(e) => return (Err(e), buf),
-            }
-        }
-        (Ok(()), buf)
-    }
-
     /// `fsync`: data and metadata durable.
     pub async fn sync_all(&self) -> Result<()> {
         op::fs::fsync(self.op_ref(), false).await
