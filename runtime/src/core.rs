@@ -301,9 +301,8 @@ impl Core {
         got
     }
 
-    fn run_tasks(&self) -> usize {
-        let mut ran = 0;
-        while ran < self.task_budget {
+    fn run_tasks(&self) {
+        for _ in 0..self.task_budget {
             let next = self.run_queue.borrow_mut().pop_front();
             match next {
                 Some(r) => {
@@ -321,12 +320,10 @@ impl Core {
                         tracing::error!(core = self.id, panic = %msg, "a task panicked");
                         self.task_panics.set(self.task_panics.get() + 1);
                     }
-                    ran += 1;
                 }
                 None => break,
             }
         }
-        ran
     }
 
     fn run_pollers(&self) -> usize {
@@ -378,7 +375,7 @@ impl Core {
             if self.shutting_down.get() {
                 break;
             }
-            let ran = self.run_tasks();
+            self.run_tasks();
             let polled = if self.pollers.borrow().is_empty() {
                 0
             } else {
@@ -386,7 +383,6 @@ impl Core {
             };
             // Tasks that ran and queued entries do not count as work left: the blocking
             // enter below submits them and waits in one syscall.
-            let _ = ran;
             let has_work = !self.run_queue.borrow().is_empty() || polled > 0;
             let spinning = self.busy_poll || !self.pollers.borrow().is_empty();
             if has_work || spinning {
