@@ -213,8 +213,9 @@ pub fn write_state_refusal(
 }
 
 /// Checks a write at `offset` (an append: `None`) of `len_bytes` to a zone in `state` with
-/// its write pointer at `wp_bytes`, in the device's order: state, write pointer, capacity.
-/// Returns where the data goes. Alignment, append size and resources are the caller's.
+/// its write pointer at `wp_bytes`, in the device's order: alignment, append size, state,
+/// write pointer, capacity. Returns where the data goes. The zone index and the open/active
+/// resources are the caller's.
 pub fn check_write_position(
     geometry: &Geometry,
     op: IoOp,
@@ -224,6 +225,14 @@ pub fn check_write_position(
     offset: Option<u64>,
     len_bytes: u64,
 ) -> Result<u64> {
+    geometry.check_aligned(op, zone, offset.unwrap_or(0), len_bytes)?;
+    if op == IoOp::Append && len_bytes > geometry.max_append_bytes {
+        return Err(DeviceError::AppendTooLarge {
+            zone,
+            len_bytes,
+            max_append_bytes: geometry.max_append_bytes,
+        });
+    }
     let bs = geometry.block_size_bytes;
     let offset_blocks = offset.unwrap_or(0) / bs;
     if let Some(e) = write_state_refusal(
@@ -488,15 +497,6 @@ impl ZoneTable {
         len_bytes: u64,
     ) -> Result<Reservation> {
         let i = self.zone_index(zone)?;
-        self.geometry
-            .check_aligned(op, zone, offset.unwrap_or(0), len_bytes)?;
-        if op == IoOp::Append && len_bytes > self.geometry.max_append_bytes {
-            return Err(DeviceError::AppendTooLarge {
-                zone,
-                len_bytes,
-                max_append_bytes: self.geometry.max_append_bytes,
-            });
-        }
         let z = self.zones[i];
         let at = check_write_position(
             &self.geometry,

@@ -165,15 +165,6 @@ impl Mirror {
         len_bytes: u64,
     ) -> Result<WritePlan> {
         let i = self.index(zone)?;
-        self.geometry
-            .check_aligned(op, zone, offset.unwrap_or(0), len_bytes)?;
-        if op == IoOp::Append && len_bytes > self.geometry.max_append_bytes {
-            return Err(DeviceError::AppendTooLarge {
-                zone,
-                len_bytes,
-                max_append_bytes: self.geometry.max_append_bytes,
-            });
-        }
         let z = self.zones[i];
         let at = check_write_position(
             &self.geometry,
