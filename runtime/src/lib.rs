@@ -51,7 +51,10 @@ mod ring;
 mod runtime;
 mod task;
 
-pub use buf::{DmaBuf, IoBuf, IoBufMut, PoolStats, DMA_ALIGN_BYTES, WINDOW_ALIGN_BYTES};
+pub use buf::{
+    dma_allocator_name, set_dma_allocator, DmaAllocator, DmaBuf, IoBuf, IoBufMut, PoolStats,
+    DMA_ALIGN_BYTES, WINDOW_ALIGN_BYTES,
+};
 pub use config::{
     Builder, Config, FixedBufferConfig, RingFlags, SubmitPolicy, FIXED_BUFFERS_MAX,
     RING_ENTRIES_DEFAULT, RING_ENTRIES_MAX, RING_ENTRIES_MIN,

@@ -6,6 +6,7 @@ use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use super::alloc::{DmaAllocator, Mem};
 use super::pool::{self, FixedArena};
 use super::{IoBuf, IoBufMut};
 
@@ -19,10 +20,11 @@ pub const WINDOW_ALIGN_BYTES: usize = 512;
 
 /// Where a buffer's memory came from, which decides where it goes back to.
 pub(crate) enum Origin {
-    /// A direct allocation (larger than the pool's biggest class, or off-core).
-    Heap,
-    /// A pool size class of core `core`.
-    Pooled { core: usize },
+    /// A direct allocation of exactly the buffer's capacity (larger than the pool's biggest
+    /// class, taken off-core, or a heap fallback when the core's allocator ran out).
+    Direct(Mem),
+    /// A pool size class of core `core`, from `mem`.
+    Pooled { core: usize, mem: Mem },
     /// Slot `slot` of core `core`'s registered arena.
     Fixed {
         core: usize,
@@ -193,6 +195,20 @@ impl DmaBuf {
     pub fn is_fixed(&self) -> bool {
         matches!(self.origin, Origin::Fixed { .. })
     }
+
+    /// Whether the memory came from `alloc` (see [`set_dma_allocator`](super::set_dma_allocator)):
+    /// a backend whose driver needs its own DMA memory uses such a buffer in place instead
+    /// of copying it.
+    pub fn allocated_by(&self, alloc: &Arc<dyn DmaAllocator>) -> bool {
+        match &self.origin {
+            Origin::Direct(Mem::External(a))
+            | Origin::Pooled {
+                mem: Mem::External(a),
+                ..
+            } => Arc::ptr_eq(a, alloc),
+            _ => false,
+        }
+    }
 }
 
 /// Rounds `n` up to a multiple of [`DMA_ALIGN_BYTES`].
@@ -233,7 +249,7 @@ impl std::fmt::Debug for DmaBuf {
 
 impl Drop for DmaBuf {
     fn drop(&mut self) {
-        let origin = std::mem::replace(&mut self.origin, Origin::Heap);
+        let origin = std::mem::replace(&mut self.origin, Origin::Direct(Mem::Heap));
         pool::give_back(self.ptr, self.cap, origin);
     }
 }

@@ -5,9 +5,11 @@
 //! project (4 KiB aligned, pooled per core, optionally registered with the ring); plain
 //! `Vec<u8>` and `Box<[u8]>` work too for buffered I/O.
 
+pub(crate) mod alloc;
 pub(crate) mod dma;
 pub(crate) mod pool;
 
+pub use alloc::{dma_allocator_name, set_dma_allocator, DmaAllocator};
 pub use dma::{DmaBuf, DMA_ALIGN_BYTES, WINDOW_ALIGN_BYTES};
 pub use pool::{pool_stats, PoolStats};
 

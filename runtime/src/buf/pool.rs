@@ -4,6 +4,7 @@
 use std::ptr::NonNull;
 use std::sync::{Arc, Weak};
 
+use super::alloc::{heap_alloc, Mem};
 use super::dma::{layout, Origin, DMA_ALIGN_BYTES};
 use crate::config::FixedBufferConfig;
 use crate::core::{CoreRemote, Message};
@@ -30,6 +31,9 @@ pub struct PoolStats {
     pub fixed_fallbacks: u64,
     /// Bytes cached right now.
     pub cached_bytes: usize,
+    /// Buffers taken from the heap because the installed
+    /// [`DmaAllocator`](super::DmaAllocator) was out of memory.
+    pub external_fallbacks: u64,
 }
 
 /// A registered arena: `count` slots of `slot_bytes`, alive while any buffer points into it.
@@ -56,6 +60,8 @@ impl Drop for FixedArena {
 /// One core's pool.
 pub(crate) struct BufPool {
     core: usize,
+    /// Where new buffers come from; every cached pointer is from here.
+    pub(crate) mem: Mem,
     classes: Vec<Vec<NonNull<u8>>>,
     fixed: Option<Arc<FixedArena>>,
     fixed_free: Vec<u16>,
@@ -72,13 +78,6 @@ fn class_of(cap: usize) -> Option<usize> {
 
 fn class_bytes(class: usize) -> usize {
     1 << (class as u32 + CLASS_MIN_SHIFT)
-}
-
-fn heap_alloc(cap: usize) -> NonNull<u8> {
-    let l = layout(cap);
-    // SAFETY: `l` has a non-zero size (callers round up to at least 4 KiB).
-    let p = unsafe { std::alloc::alloc(l) };
-    NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(l))
 }
 
 fn memlock_limit_bytes() -> u64 {
@@ -98,6 +97,7 @@ impl BufPool {
     pub(crate) fn new(core: usize, ring: &Ring, fixed: FixedBufferConfig) -> Result<BufPool> {
         let mut pool = BufPool {
             core,
+            mem: Mem::Heap,
             classes: (CLASS_MIN_SHIFT..=CLASS_MAX_SHIFT)
                 .map(|_| Vec::new())
                 .collect(),
@@ -153,37 +153,83 @@ impl BufPool {
     }
 
     fn take(&mut self, cap: usize) -> (NonNull<u8>, Origin) {
-        match class_of(cap) {
-            Some(class) => {
-                if let Some(p) = self.classes[class].pop() {
-                    self.stats.reuses += 1;
-                    self.stats.cached_bytes -= class_bytes(class);
-                    (p, Origin::Pooled { core: self.core })
-                } else {
-                    self.stats.allocations += 1;
-                    (
-                        heap_alloc(class_bytes(class)),
-                        Origin::Pooled { core: self.core },
-                    )
-                }
-            }
-            None => {
-                self.stats.allocations += 1;
-                (heap_alloc(cap), Origin::Heap)
-            }
+        let Some(class) = class_of(cap) else {
+            self.stats.allocations += 1;
+            let (p, mem) = match self.alloc_retrying(cap) {
+                Some(p) => (p, self.mem.clone()),
+                None => (self.heap_fallback(cap), Mem::Heap),
+            };
+            return (p, Origin::Direct(mem));
+        };
+        let core = self.core;
+        if let Some(p) = self.classes[class].pop() {
+            self.stats.reuses += 1;
+            self.stats.cached_bytes -= class_bytes(class);
+            return (
+                p,
+                Origin::Pooled {
+                    core,
+                    mem: self.mem.clone(),
+                },
+            );
+        }
+        self.stats.allocations += 1;
+        match self.alloc_retrying(class_bytes(class)) {
+            Some(p) => (
+                p,
+                Origin::Pooled {
+                    core,
+                    mem: self.mem.clone(),
+                },
+            ),
+            None => (self.heap_fallback(cap), Origin::Direct(Mem::Heap)),
         }
     }
 
-    fn put(&mut self, ptr: NonNull<u8>, cap: usize) {
+    /// `bytes` from the pool's source; when an external allocator is out of memory, the
+    /// cache is released to it and the allocation retried once.
+    fn alloc_retrying(&mut self, bytes: usize) -> Option<NonNull<u8>> {
+        if let Some(p) = self.mem.alloc(bytes) {
+            return Some(p);
+        }
+        self.release_cache();
+        self.mem.alloc(bytes)
+    }
+
+    fn heap_fallback(&mut self, bytes: usize) -> NonNull<u8> {
+        self.stats.external_fallbacks += 1;
+        heap_alloc(bytes)
+    }
+
+    /// Caches a class buffer from `mem`, or frees it when the cache is full or the pool now
+    /// takes memory from elsewhere.
+    fn put(&mut self, ptr: NonNull<u8>, cap: usize, mem: &Mem) {
         let class = class_of(cap).expect("pooled buffers have a class");
         let bytes = class_bytes(class);
-        if self.classes[class].len() * bytes < CACHED_BYTES_PER_CLASS_MAX {
+        if mem.same(&self.mem) && self.classes[class].len() * bytes < CACHED_BYTES_PER_CLASS_MAX {
             self.classes[class].push(ptr);
             self.stats.cached_bytes += bytes;
         } else {
-            // SAFETY: pooled memory was allocated with the class layout.
-            unsafe { std::alloc::dealloc(ptr.as_ptr(), layout(bytes)) };
+            // SAFETY: pooled memory was allocated from `mem` with the class size.
+            unsafe { mem.free(ptr, bytes) };
         }
+    }
+
+    /// Frees every cached buffer to the pool's source.
+    fn release_cache(&mut self) {
+        for (class, list) in self.classes.iter_mut().enumerate() {
+            for p in list.drain(..) {
+                // SAFETY: cached pointers were allocated from self.mem with their class size.
+                unsafe { self.mem.free(p, class_bytes(class)) };
+            }
+        }
+        self.stats.cached_bytes = 0;
+    }
+
+    /// Switches the source of new buffers (see [`super::set_dma_allocator`]).
+    pub(crate) fn set_mem(&mut self, mem: Mem) {
+        self.release_cache();
+        self.mem = mem;
     }
 
     pub(crate) fn return_fixed(&mut self, slot: u16) {
@@ -197,19 +243,14 @@ impl BufPool {
 
 impl Drop for BufPool {
     fn drop(&mut self) {
-        for (class, list) in self.classes.iter_mut().enumerate() {
-            for p in list.drain(..) {
-                // SAFETY: cached pointers were allocated with their class layout.
-                unsafe { std::alloc::dealloc(p.as_ptr(), layout(class_bytes(class))) };
-            }
-        }
+        self.release_cache();
     }
 }
 
 /// Takes `cap` bytes (a multiple of 4 KiB) from the current core's pool, or the heap off-core.
 pub(crate) fn take(cap: usize) -> (NonNull<u8>, Origin) {
     crate::core::with_core(|c| c.pool.borrow_mut().take(cap))
-        .unwrap_or_else(|| (heap_alloc(cap), Origin::Heap))
+        .unwrap_or_else(|| (heap_alloc(cap), Origin::Direct(Mem::Heap)))
 }
 
 /// Takes a fixed slot of at least `cap` bytes from the current core's arena.
@@ -242,15 +283,15 @@ pub(crate) fn take_fixed(cap: usize) -> Option<(NonNull<u8>, usize, Origin)> {
 /// Returns memory to where it came from.
 pub(crate) fn give_back(ptr: NonNull<u8>, cap: usize, origin: Origin) {
     match origin {
-        Origin::Heap => {
-            // SAFETY: heap buffers were allocated with layout(cap).
-            unsafe { std::alloc::dealloc(ptr.as_ptr(), layout(cap)) }
+        Origin::Direct(mem) => {
+            // SAFETY: direct buffers were allocated from `mem` with exactly `cap` bytes.
+            unsafe { mem.free(ptr, cap) }
         }
-        Origin::Pooled { core } => {
+        Origin::Pooled { core, mem } => {
             let returned = crate::core::with_core(|c| {
                 if c.id == core {
                     if let Ok(mut pool) = c.pool.try_borrow_mut() {
-                        pool.put(ptr, cap);
+                        pool.put(ptr, cap, &mem);
                         return true;
                     }
                 }
@@ -259,8 +300,8 @@ pub(crate) fn give_back(ptr: NonNull<u8>, cap: usize, origin: Origin) {
             .unwrap_or(false);
             if !returned {
                 let bytes = class_of(cap).map(class_bytes).unwrap_or(cap);
-                // SAFETY: pooled memory was allocated with its class layout.
-                unsafe { std::alloc::dealloc(ptr.as_ptr(), layout(bytes)) }
+                // SAFETY: pooled memory was allocated from `mem` with its class size.
+                unsafe { mem.free(ptr, bytes) }
             }
         }
         Origin::Fixed { core, slot, arena } => {
