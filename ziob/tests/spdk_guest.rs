@@ -1,7 +1,8 @@
 //! ZIOB over `spdk:` in the QEMU guest: appends on two cores into several zones, reads from
 //! the buffer, sync (write-back through SPDK), and the device holds exactly the data.
-//! Needs `cargo test -p ziob --features ziob-backends/spdk` and, in the guest,
-//! `--hugepages 512 --env ZIOB_SPDK=1`; otherwise it prints why it skipped.
+//! Needs `cargo test -p ziob --features spdk` and, in the guest, `--hugepages 512 --env
+//! ZIOB_SPDK=1`; otherwise it prints why it skipped. With the feature it also checks that
+//! every write-back and device read used ZIOB's buffers in place (zero copy).
 
 #[path = "../../backends/tests/spdk_env/mod.rs"]
 mod spdk_env;
@@ -30,7 +31,7 @@ fn ziob_on_spdk_appends_reads_and_writes_back() {
                 .await
                 .unwrap(),
             Err(e) => {
-                eprintln!("SKIPPED ziob_on_spdk: {e} (build with --features ziob-backends/spdk)");
+                eprintln!("SKIPPED ziob_on_spdk: {e} (build with --features spdk)");
                 return;
             }
         }
@@ -39,11 +40,13 @@ fn ziob_on_spdk_appends_reads_and_writes_back() {
                 if format!("{e:?}").contains("Unsupported")
                     || e.to_string().contains("not available") =>
             {
-                eprintln!("SKIPPED ziob_on_spdk: {e} (build with --features ziob-backends/spdk)");
+                eprintln!("SKIPPED ziob_on_spdk: {e} (build with --features spdk)");
                 return;
             }
             r => r.expect("open ziob on spdk"),
         };
+        #[cfg(feature = "spdk")]
+        let before = ziob::backends::spdk::transfer_stats();
         let zones = 4u32;
         let mut expect: Vec<Vec<u8>> = vec![Vec::new(); zones as usize];
         for i in 0..200u32 {
@@ -72,6 +75,18 @@ fn ziob_on_spdk_appends_reads_and_writes_back() {
                 info.write_pointer_bytes, len as u64,
                 "zone {zone} padded to a block"
             );
+        }
+        // Every data command so far used SPDK memory in place: ZIOB's chunks and the read
+        // buffers above were taken after the open installed SPDK's allocator on each core.
+        #[cfg(feature = "spdk")]
+        {
+            let after = ziob::backends::spdk::transfer_stats();
+            eprintln!("[spdk] transfers before {before:?}, after {after:?}");
+            assert_eq!(
+                after.bounced_cmds, before.bounced_cmds,
+                "a data command copied"
+            );
+            assert!(after.zero_copy_cmds >= before.zero_copy_cmds + u64::from(zones) * 2);
         }
         let (r, _) = dev.write(0, 0, DmaBuf::from_slice(&[0; 4096])).await;
         assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidWrite);

@@ -1,11 +1,12 @@
 //! `spdk:` — an NVMe ZNS namespace driven by SPDK's userspace, polled-mode NVMe driver
 //! (cargo feature `spdk`; needs an installed SPDK ≥ 25.09, see `docs/SPDK.md`).
 //!
-//! Spec: `spdk:ADDR[,nsid=N][,no_huge][,mem=SIZE][,qd=N]` where `ADDR` is a PCI address
-//! (`0000:00:04.0`) or an SPDK transport id string (`trtype:PCIe traddr:0000:00:04.0`).
+//! Spec: `spdk:ADDR[,nsid=N][,no_huge][,mem=SIZE][,qd=N][,bounce]` where `ADDR` is a PCI
+//! address (`0000:00:04.0`) or an SPDK transport id string (`trtype:PCIe traddr:0000:00:04.0`).
 //! `nsid` defaults to 1; `mem` is the SPDK/DPDK memory size (default 256M); `no_huge` runs
 //! without hugepages (DPDK `--no-huge`, IOVA mode VA: only works with vfio and an IOMMU, not
-//! with uio); `qd` is the I/O queue depth of each core's qpair.
+//! with uio); `qd` is the I/O queue depth of each core's qpair; `bounce` keeps the runtime's
+//! buffers on the heap and copies through SPDK DMA buffers (to measure what zero copy saves).
 //!
 //! - The SPDK environment is initialised once per process, by the first `spdk:` open (later
 //!   opens' `no_huge`/`mem` are ignored); each controller is attached once per process
@@ -16,9 +17,13 @@
 //!   When the last command of the core completes, the poller is unregistered and the core may
 //!   sleep again, so an idle SPDK device costs no CPU. Completion callbacks wake the waiting
 //!   task exactly like an io_uring completion does.
-//! - Data moves through a per-core pool of SPDK DMA buffers (`spdk_dma_zmalloc`): writes copy
-//!   the caller's [`DmaBuf`] in, reads copy out. (Zero copy needs the runtime's buffer pool to
-//!   hand out SPDK-allocated memory; see `docs/SPDK.md`.)
+//! - **Zero copy**: opening an `spdk:` device installs SPDK's DMA allocator
+//!   (`spdk_dma_malloc`, hugepage memory the driver can translate to bus addresses) as the
+//!   [`DmaAllocator`] of every runtime core, so the [`DmaBuf`]s taken afterwards — ZIOB's
+//!   chunks, read buffers — are SPDK memory and go to the device in place. A buffer that is
+//!   not (taken before the open, on the heap after SPDK memory ran out, or with `bounce`) is
+//!   copied through a per-core pool of SPDK DMA buffers instead. [`transfer_stats`] counts
+//!   both.
 //! - NVMe status codes become the model's typed [`DeviceError`]s; the context a status does
 //!   not carry (write pointer, zone state) comes from a report of the zone after the failure.
 
@@ -31,11 +36,13 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::future::Future;
 use std::pin::Pin;
+use std::ptr::NonNull;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 
-use ziob_runtime::{DmaBuf, PollerGuard};
+use ziob_runtime::{DmaAllocator, DmaBuf, IoBuf, IoBufMut, PollerGuard};
 
 use crate::device::{check_read_buf, fill_read_buf, ZonedDevice};
 use crate::model::error::{Boundary, DeviceError, IoOp, Result};
@@ -71,6 +78,8 @@ pub struct SpdkOptions {
     pub mem_size_mb: u32,
     /// I/O queue depth per core.
     pub queue_depth: u32,
+    /// Copy through SPDK DMA buffers instead of installing SPDK's allocator in the runtime.
+    pub bounce: bool,
 }
 
 impl SpdkOptions {
@@ -97,6 +106,7 @@ impl SpdkOptions {
             no_huge: false,
             mem_size_mb: MEM_SIZE_MB_DEFAULT,
             queue_depth: QUEUE_DEPTH_DEFAULT,
+            bounce: false,
         };
         for opt in parts {
             let (key, value) = opt.split_once('=').unwrap_or((opt, ""));
@@ -113,6 +123,7 @@ impl SpdkOptions {
                 "no_huge" if value.is_empty() || value == "1" || value == "true" => {
                     o.no_huge = true
                 }
+                "bounce" if value.is_empty() || value == "1" || value == "true" => o.bounce = true,
                 "mem" => {
                     let bytes = parse_size_bytes(value)?;
                     o.mem_size_mb = u32::try_from(bytes >> 20)
@@ -120,11 +131,9 @@ impl SpdkOptions {
                         .filter(|&m| m > 0)
                         .ok_or_else(|| format!("mem={value} must be between 1M and 4P"))?;
                 }
-                _ => {
-                    return Err(format!(
-                        "unknown spdk option `{opt}` (known: nsid=N, no_huge, mem=SIZE, qd=N)"
-                    ))
-                }
+                _ => return Err(format!(
+                    "unknown spdk option `{opt}` (known: nsid=N, no_huge, mem=SIZE, qd=N, bounce)"
+                )),
             }
         }
         Ok(o)
@@ -250,6 +259,71 @@ fn attach(o: &SpdkOptions) -> std::result::Result<Arc<Attached>, String> {
     });
     list.push((o.trid.clone(), o.nsid, a.clone()));
     Ok(a)
+}
+
+// ---- zero copy: SPDK memory as the runtime's DMA allocator --------------------------------
+
+/// `spdk_dma_malloc`/`spdk_dma_free` as a [`DmaAllocator`] for the runtime's buffer pool.
+struct SpdkDmaAllocator;
+
+impl DmaAllocator for SpdkDmaAllocator {
+    fn alloc(&self, bytes: usize) -> Option<NonNull<u8>> {
+        // SAFETY: plain allocation call; the environment is initialised before this
+        // allocator is installed.
+        NonNull::new(unsafe { ffi::ziob_spdk_dma_alloc(bytes, DMA_MIN_BYTES) }.cast())
+    }
+    unsafe fn free(&self, ptr: NonNull<u8>, _bytes: usize) {
+        // SAFETY: the caller guarantees `ptr` came from `alloc` and is not used again;
+        // spdk_dma_free may be called from any thread.
+        unsafe { ffi::ziob_spdk_dma_free(ptr.as_ptr().cast()) }
+    }
+    fn name(&self) -> &str {
+        "spdk_dma_malloc"
+    }
+}
+
+/// The process's one SPDK allocator (buffers are recognised by it).
+fn spdk_allocator() -> &'static Arc<dyn DmaAllocator> {
+    static ALLOC: OnceLock<Arc<dyn DmaAllocator>> = OnceLock::new();
+    ALLOC.get_or_init(|| Arc::new(SpdkDmaAllocator))
+}
+
+/// Makes every runtime core take its [`DmaBuf`]s from SPDK memory (once per core).
+async fn install_allocator_on_every_core() -> Result<()> {
+    for core in 0..ziob_runtime::num_cores() {
+        ziob_runtime::call_on(core, || async {
+            if ziob_runtime::dma_allocator_name().as_deref() != Some("spdk_dma_malloc") {
+                ziob_runtime::set_dma_allocator(Some(spdk_allocator().clone()));
+            }
+        })
+        .await
+        .map_err(|e| DeviceError::io("spdk: install DMA allocator", std::io::Error::other(e)))?;
+    }
+    Ok(())
+}
+
+static ZERO_COPY_CMDS: AtomicU64 = AtomicU64::new(0);
+static BOUNCED_CMDS: AtomicU64 = AtomicU64::new(0);
+static BOUNCED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// How the data of this process's `spdk:` reads, writes and appends reached the device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransferStats {
+    /// Commands that used the caller's [`DmaBuf`] in place (it was SPDK memory).
+    pub zero_copy_cmds: u64,
+    /// Commands that copied through an SPDK DMA buffer.
+    pub bounced_cmds: u64,
+    /// Bytes those copies moved.
+    pub bounced_bytes: u64,
+}
+
+/// Counters of zero-copy and copied data commands since the process started.
+pub fn transfer_stats() -> TransferStats {
+    TransferStats {
+        zero_copy_cmds: ZERO_COPY_CMDS.load(Ordering::Relaxed),
+        bounced_cmds: BOUNCED_CMDS.load(Ordering::Relaxed),
+        bounced_bytes: BOUNCED_BYTES.load(Ordering::Relaxed),
+    }
 }
 
 // ---- per-core state: qpair, poller, DMA buffer pool --------------------------------------
@@ -393,12 +467,30 @@ fn core_q(a: &Attached) -> Result<Rc<CoreQ>> {
 
 // ---- one command: completion slot, callback, future ---------------------------------------
 
+/// The memory a command's data moves through.
+enum Held {
+    /// The caller's buffer, SPDK memory used in place.
+    Caller(DmaBuf),
+    /// A bounce buffer from the core's pool.
+    Bounce(DmaChunk),
+}
+
+impl Held {
+    fn into_chunk(self) -> Option<DmaChunk> {
+        match self {
+            Held::Bounce(c) => Some(c),
+            Held::Caller(_) => None,
+        }
+    }
+}
+
 struct Slot {
     core: Rc<CoreQ>,
     done: Cell<Option<(u32, u64)>>,
     waker: Cell<Option<Waker>>,
-    /// The DMA buffer the device reads/writes; owned here until completion.
-    buf: Cell<Option<DmaChunk>>,
+    /// The memory the device reads/writes; owned here until the completion, so a dropped
+    /// future can never let the device write into freed memory.
+    buf: Cell<Option<Held>>,
 }
 
 unsafe extern "C" fn on_complete(arg: *mut c_void, cpl: *const c_void) {
@@ -423,7 +515,7 @@ struct Cmd {
 }
 
 impl Future for Cmd {
-    type Output = (u32, u64, Option<DmaChunk>);
+    type Output = (u32, u64, Option<Held>);
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.slot.done.get() {
             Some((status, result)) => {
@@ -442,16 +534,17 @@ type SubmitFn<'a> =
     dyn Fn(*mut ffi::Ctrlr, *mut ffi::Qpair, *mut c_void, *mut c_void) -> c_int + 'a;
 
 /// Submits one command (retrying while the qpair is out of request slots) and waits for it.
-/// `submit(h, qpair, buf, arg)` issues it with `on_complete`/`arg`. Returns the NVMe status,
-/// the command-specific result and the DMA buffer.
+/// `submit(h, qpair, data, arg)` issues it with `on_complete`/`arg`; `data` points into `buf`,
+/// which the command owns until its completion. Returns the NVMe status and the
+/// command-specific result, and the buffer in every case.
 async fn run_cmd(
     core: &Rc<CoreQ>,
-    mut buf: Option<DmaChunk>,
+    mut buf: Option<Held>,
+    data: *mut c_void,
     what: &str,
     submit: &SubmitFn<'_>,
-) -> Result<(u32, u64, Option<DmaChunk>)> {
+) -> (Result<(u32, u64)>, Option<Held>) {
     loop {
-        let buf_ptr = buf.as_mut().map_or(std::ptr::null_mut(), |c| c.ptr.cast());
         let slot = Rc::new(Slot {
             core: core.clone(),
             done: Cell::new(None),
@@ -459,11 +552,12 @@ async fn run_cmd(
             buf: Cell::new(buf.take()),
         });
         let arg = Rc::into_raw(slot.clone()) as *mut c_void;
-        let rc = submit(core.h, core.qp, buf_ptr, arg);
+        let rc = submit(core.h, core.qp, data, arg);
         if rc == 0 {
             core.inflight.set(core.inflight.get() + 1);
             core.start_polling();
-            return Ok(Cmd { slot }.await);
+            let (status, result, held) = Cmd { slot }.await;
+            return (Ok((status, result)), held);
         }
         // SAFETY: not submitted, so the callback will never reclaim `arg`: do it here.
         drop(unsafe { Rc::from_raw(arg as *const Slot) });
@@ -474,13 +568,13 @@ async fn run_cmd(
             ziob_runtime::yield_now().await;
             continue;
         }
-        if let Some(b) = buf {
-            core.put_buf(b);
-        }
-        return Err(DeviceError::io(
-            format!("spdk: submit {what}"),
-            std::io::Error::from_raw_os_error(-rc),
-        ));
+        return (
+            Err(DeviceError::io(
+                format!("spdk: submit {what}"),
+                std::io::Error::from_raw_os_error(-rc),
+            )),
+            buf,
+        );
     }
 }
 
@@ -511,6 +605,9 @@ impl SpdkDevice {
         let o = SpdkOptions::parse(rest).map_err(invalid)?;
         let ctl = attach(&o)
             .map_err(|e| DeviceError::io(format!("{spec}: attach"), std::io::Error::other(e)))?;
+        if !o.bounce {
+            install_allocator_on_every_core().await?;
+        }
         let g = ctl.geo;
         if g.is_zoned == 0 {
             return Err(invalid(format!(
@@ -592,13 +689,31 @@ impl SpdkDevice {
             let n = ((end - next) as usize).min(per_cmd_max);
             let len = REPORT_ENTRY_BYTES * (n + 1);
             let buf = core.get_buf(len)?;
+            let data = buf.ptr.cast();
             let slba = next * self.inner.zone_size_blocks;
-            let (st, _, buf) = run_cmd(&core, Some(buf), "report zones", &|h, qp, b, arg| {
-                // SAFETY: valid handles; `b` is a DMA buffer of at least `len` bytes.
-                unsafe { ffi::ziob_spdk_report_zones(h, qp, b, len as u32, slba, on_complete, arg) }
-            })
-            .await?;
-            let buf = buf.expect("report buffer");
+            let (r, held) = run_cmd(
+                &core,
+                Some(Held::Bounce(buf)),
+                data,
+                "report zones",
+                &|h, qp, b, arg| {
+                    // SAFETY: valid handles; `b` is a DMA buffer of at least `len` bytes.
+                    unsafe {
+                        ffi::ziob_spdk_report_zones(h, qp, b, len as u32, slba, on_complete, arg)
+                    }
+                },
+            )
+            .await;
+            let buf = held
+                .and_then(Held::into_chunk)
+                .expect("a command gives back its buffer");
+            let st = match r {
+                Ok((st, _)) => st,
+                Err(e) => {
+                    core.put_buf(buf);
+                    return Err(e);
+                }
+            };
             if st != 0 {
                 core.put_buf(buf);
                 return Err(typed(st, "spdk: report zones", |_| None));
@@ -639,26 +754,53 @@ impl SpdkDevice {
         Ok(out)
     }
 
+    /// One read, write or append of `len` bytes: a read fills `buf` from its window start,
+    /// a write or append sends `buf[at..at + len]`. SPDK memory is used in place, anything
+    /// else goes through a bounce buffer. Returns the command result (the append's LBA) and
+    /// `buf`.
     async fn data_cmd(
         &self,
         op: IoOp,
         zone: u32,
         offset_bytes: u64,
         len: usize,
-        data: Option<&[u8]>,
-    ) -> Result<(u64, Option<DmaChunk>)> {
-        let core = self.core()?;
-        let mut chunk = core.get_buf(len)?;
-        if let Some(d) = data {
-            chunk.slice_mut(len).copy_from_slice(d);
-        }
+        mut buf: DmaBuf,
+        at: usize,
+    ) -> (Result<u64>, DmaBuf) {
+        let core = match self.core() {
+            Ok(c) => c,
+            Err(e) => return (Err(e), buf),
+        };
+        let (held, data, bounced_from) = if buf.allocated_by(spdk_allocator()) {
+            let data: *mut c_void = if op == IoOp::Read {
+                buf.stable_mut_ptr().cast()
+            } else {
+                assert!(at + len <= buf.len());
+                // SAFETY: at + len <= buf.len(), so the pointer stays inside the buffer.
+                unsafe { buf.stable_ptr().add(at) }.cast_mut().cast()
+            };
+            ZERO_COPY_CMDS.fetch_add(1, Ordering::Relaxed);
+            (Held::Caller(buf), data, None)
+        } else {
+            let mut chunk = match core.get_buf(len) {
+                Ok(c) => c,
+                Err(e) => return (Err(e), buf),
+            };
+            if op != IoOp::Read {
+                chunk.slice_mut(len).copy_from_slice(&buf[at..at + len]);
+            }
+            BOUNCED_CMDS.fetch_add(1, Ordering::Relaxed);
+            BOUNCED_BYTES.fetch_add(len as u64, Ordering::Relaxed);
+            let data = chunk.ptr.cast();
+            (Held::Bounce(chunk), data, Some(buf))
+        };
         let bs = self.geo().block_size_bytes;
         let blocks = (len as u64 / bs) as u32;
         let lba = self.slba(zone) + offset_bytes / bs;
         let zslba = self.slba(zone);
         let submit = |h, qp, b, arg| -> c_int {
-            // SAFETY: valid handles; `b` is a DMA buffer of at least `len` bytes owned by the
-            // command's slot until completion.
+            // SAFETY: valid handles; `b` points to `len` bytes of SPDK DMA memory owned by
+            // the command's slot until its completion.
             unsafe {
                 match op {
                     IoOp::Read => ffi::ziob_spdk_read(h, qp, b, lba, blocks, on_complete, arg),
@@ -669,11 +811,31 @@ impl SpdkDevice {
                 }
             }
         };
-        let (st, result, buf) = run_cmd(&core, Some(chunk), &op.to_string(), &submit).await?;
-        if st != 0 {
-            if let Some(b) = buf {
-                core.put_buf(b);
+        let (r, held) = run_cmd(&core, Some(held), data, &op.to_string(), &submit).await;
+        let read_ok = op == IoOp::Read && matches!(r, Ok((0, _)));
+        let buf = match (bounced_from, held) {
+            (Some(mut b), Some(Held::Bounce(chunk))) => {
+                if read_ok {
+                    fill_read_buf(&mut b, chunk.slice(len), len);
+                }
+                core.put_buf(chunk);
+                b
             }
+            (None, Some(Held::Caller(mut b))) => {
+                if read_ok {
+                    // SAFETY: the device wrote `len` bytes from the window start (a
+                    // successful read transfers all of them; len <= capacity was checked).
+                    unsafe { b.set_init(len) };
+                }
+                b
+            }
+            _ => unreachable!("a command gives back the buffer it was given"),
+        };
+        let (st, result) = match r {
+            Ok(x) => x,
+            Err(e) => return (Err(e), buf),
+        };
+        if st != 0 {
             let now = self.zone_now(zone).await;
             let ctx = IoContext {
                 op,
@@ -682,11 +844,82 @@ impl SpdkDevice {
                 len_bytes: len as u64,
             };
             let what = format!("{}: {op}", self.inner.name);
-            return Err(typed(st, &what, |s| {
+            let e = typed(st, &what, |s| {
                 nvme_status::io_error(self.geo(), s, ctx, now.as_ref())
-            }));
+            });
+            return (Err(e), buf);
         }
-        Ok((result, buf))
+        (Ok(result), buf)
+    }
+
+    fn check_read(&self, zone: u32, offset_bytes: u64, len: usize, buf: &DmaBuf) -> Result<()> {
+        let g = self.geo();
+        g.check_zone(zone)?;
+        check_read_buf(buf, len)?;
+        g.check_aligned(IoOp::Read, zone, offset_bytes, len as u64)?;
+        if offset_bytes + len as u64 > g.zone_size_bytes {
+            return Err(DeviceError::BoundaryError {
+                op: IoOp::Read,
+                zone,
+                offset_blocks: offset_bytes / g.block_size_bytes,
+                len_blocks: len as u64 / g.block_size_bytes,
+                boundary: Boundary::ZoneEnd,
+                limit_blocks: g.zone_size_blocks(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn check_write(&self, zone: u32, offset_bytes: u64, len: u64) -> Result<()> {
+        let g = self.geo();
+        g.check_zone(zone)?;
+        g.check_aligned(IoOp::Write, zone, offset_bytes, len)?;
+        // A write above the max transfer size goes out as several commands; one crossing
+        // the capacity would then be applied in part. Refuse it whole here.
+        if len > self.inner.max_xfer_bytes && offset_bytes + len > g.zone_capacity_bytes {
+            // Refuse it as one command would be refused, in the device's order of checks.
+            if let Some(z) = self.zone_now(zone).await {
+                check_write_position(
+                    g,
+                    IoOp::Write,
+                    zone,
+                    z.state,
+                    z.write_pointer_bytes,
+                    Some(offset_bytes),
+                    len,
+                )?;
+            }
+            return Err(DeviceError::BoundaryError {
+                op: IoOp::Write,
+                zone,
+                offset_blocks: offset_bytes / g.block_size_bytes,
+                len_blocks: len / g.block_size_bytes,
+                boundary: Boundary::Capacity,
+                limit_blocks: g.zone_capacity_blocks(),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_append(&self, zone: u32, len: u64) -> Result<()> {
+        let g = self.geo();
+        g.check_zone(zone)?;
+        g.check_aligned(IoOp::Append, zone, 0, len)?;
+        if len > g.max_append_bytes {
+            return Err(DeviceError::AppendTooLarge {
+                zone,
+                len_bytes: len,
+                max_append_bytes: g.max_append_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// A command without data (zone management, flush).
+    async fn no_data_cmd(&self, what: &str, submit: &SubmitFn<'_>) -> Result<u32> {
+        let core = self.core()?;
+        let (r, _) = run_cmd(&core, None, std::ptr::null_mut(), what, submit).await;
+        r.map(|(st, _)| st)
     }
 }
 
@@ -734,118 +967,50 @@ impl ZonedDevice for SpdkDevice {
         zone: u32,
         offset_bytes: u64,
         len: usize,
-        mut buf: DmaBuf,
+        buf: DmaBuf,
     ) -> (Result<()>, DmaBuf) {
-        let r = async {
-            self.geo().check_zone(zone)?;
-            check_read_buf(&buf, len)?;
-            self.geo()
-                .check_aligned(IoOp::Read, zone, offset_bytes, len as u64)?;
-            let g = self.geo();
-            if offset_bytes + len as u64 > g.zone_size_bytes {
-                return Err(DeviceError::BoundaryError {
-                    op: IoOp::Read,
-                    zone,
-                    offset_blocks: offset_bytes / g.block_size_bytes,
-                    len_blocks: len as u64 / g.block_size_bytes,
-                    boundary: Boundary::ZoneEnd,
-                    limit_blocks: g.zone_size_blocks(),
-                });
-            }
-            let (_, chunk) = self
-                .data_cmd(IoOp::Read, zone, offset_bytes, len, None)
-                .await?;
-            let chunk = chunk.expect("read buffer");
-            fill_read_buf(&mut buf, chunk.slice(len), len);
-            self.core()?.put_buf(chunk);
-            Ok(())
+        if let Err(e) = self.check_read(zone, offset_bytes, len, &buf) {
+            return (Err(e), buf);
         }
-        .await;
-        (r, buf)
+        let (r, buf) = self
+            .data_cmd(IoOp::Read, zone, offset_bytes, len, buf, 0)
+            .await;
+        (r.map(|_| ()), buf)
     }
 
     async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (Result<()>, DmaBuf) {
-        let r = async {
-            self.geo().check_zone(zone)?;
-            let len = buf.len() as u64;
-            self.geo()
-                .check_aligned(IoOp::Write, zone, offset_bytes, len)?;
-            let g = self.geo();
-            // A write above the max transfer size goes out as several commands; one crossing
-            // the capacity would then be applied in part. Refuse it whole here.
-            if len > self.inner.max_xfer_bytes && offset_bytes + len > g.zone_capacity_bytes {
-                // Refuse it as one command would be refused, in the device's order of checks.
-                if let Some(z) = self.zone_now(zone).await {
-                    check_write_position(
-                        g,
-                        IoOp::Write,
-                        zone,
-                        z.state,
-                        z.write_pointer_bytes,
-                        Some(offset_bytes),
-                        len,
-                    )?;
-                }
-                return Err(DeviceError::BoundaryError {
-                    op: IoOp::Write,
-                    zone,
-                    offset_blocks: offset_bytes / g.block_size_bytes,
-                    len_blocks: len / g.block_size_bytes,
-                    boundary: Boundary::Capacity,
-                    limit_blocks: g.zone_capacity_blocks(),
-                });
-            }
-            // Above the max transfer size, issue the pieces one after the other ourselves:
-            // SPDK would submit its child commands all at once, and when the first is refused
-            // (e.g. Too Many Active Zones) the later ones fail with Zone Invalid Write and the
-            // parent reports one of those. Sequential pieces report the first refusal.
-            let step = self.inner.max_xfer_bytes as usize;
-            let mut at = 0usize;
-            while at < buf.len() {
-                let n = step.min(buf.len() - at);
-                let (_, chunk) = self
-                    .data_cmd(
-                        IoOp::Write,
-                        zone,
-                        offset_bytes + at as u64,
-                        n,
-                        Some(&buf[at..at + n]),
-                    )
-                    .await?;
-                if let Some(c) = chunk {
-                    self.core()?.put_buf(c);
-                }
-                at += n;
-            }
-            Ok(())
+        if let Err(e) = self.check_write(zone, offset_bytes, buf.len() as u64).await {
+            return (Err(e), buf);
         }
-        .await;
-        (r, buf)
+        // Above the max transfer size, issue the pieces one after the other ourselves:
+        // SPDK would submit its child commands all at once, and when the first is refused
+        // (e.g. Too Many Active Zones) the later ones fail with Zone Invalid Write and the
+        // parent reports one of those. Sequential pieces report the first refusal.
+        let step = self.inner.max_xfer_bytes as usize;
+        let mut buf = buf;
+        let mut at = 0usize;
+        while at < buf.len() {
+            let n = step.min(buf.len() - at);
+            let (r, b) = self
+                .data_cmd(IoOp::Write, zone, offset_bytes + at as u64, n, buf, at)
+                .await;
+            buf = b;
+            if let Err(e) = r {
+                return (Err(e), buf);
+            }
+            at += n;
+        }
+        (Ok(()), buf)
     }
 
     async fn append(&self, zone: u32, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
-        let r = async {
-            self.geo().check_zone(zone)?;
-            let len = buf.len() as u64;
-            self.geo().check_aligned(IoOp::Append, zone, 0, len)?;
-            let g = self.geo();
-            if len > g.max_append_bytes {
-                return Err(DeviceError::AppendTooLarge {
-                    zone,
-                    len_bytes: len,
-                    max_append_bytes: g.max_append_bytes,
-                });
-            }
-            let (lba, chunk) = self
-                .data_cmd(IoOp::Append, zone, 0, buf.len(), Some(&buf))
-                .await?;
-            if let Some(c) = chunk {
-                self.core()?.put_buf(c);
-            }
-            Ok((lba - self.slba(zone)) * g.block_size_bytes)
+        if let Err(e) = self.check_append(zone, buf.len() as u64) {
+            return (Err(e), buf);
         }
-        .await;
-        (r, buf)
+        let len = buf.len();
+        let (r, buf) = self.data_cmd(IoOp::Append, zone, 0, len, buf, 0).await;
+        let bs = self.geo().block_size_bytes;
+        (r.map(|lba| (lba - self.slba(zone)) * bs), buf)
     }
 
     async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
@@ -864,14 +1029,14 @@ impl ZonedDevice for SpdkDevice {
             ZoneAction::Offline => ffi::ZM_OFFLINE,
         };
         let slba = self.slba(zone);
-        let core = self.core()?;
-        let (st, _, _) = run_cmd(&core, None, "zone management send", &|h, qp, _, arg| {
-            // SAFETY: valid handles; no data buffer.
-            unsafe {
-                ffi::ziob_spdk_zone_mgmt(h, qp, code, slba, c_int::from(all), on_complete, arg)
-            }
-        })
-        .await?;
+        let st = self
+            .no_data_cmd("zone management send", &|h, qp, _, arg| {
+                // SAFETY: valid handles; no data buffer.
+                unsafe {
+                    ffi::ziob_spdk_zone_mgmt(h, qp, code, slba, c_int::from(all), on_complete, arg)
+                }
+            })
+            .await?;
         if st != 0 {
             let now = if all { None } else { self.zone_now(zone).await };
             let what = format!("{}: {action} zone", self.inner.name);
@@ -883,12 +1048,12 @@ impl ZonedDevice for SpdkDevice {
     }
 
     async fn flush(&self) -> Result<()> {
-        let core = self.core()?;
-        let (st, _, _) = run_cmd(&core, None, "flush", &|h, qp, _, arg| {
-            // SAFETY: valid handles; no data buffer.
-            unsafe { ffi::ziob_spdk_flush(h, qp, on_complete, arg) }
-        })
-        .await?;
+        let st = self
+            .no_data_cmd("flush", &|h, qp, _, arg| {
+                // SAFETY: valid handles; no data buffer.
+                unsafe { ffi::ziob_spdk_flush(h, qp, on_complete, arg) }
+            })
+            .await?;
         if st != 0 {
             return Err(typed(st, &format!("{}: flush", self.inner.name), |_| None));
         }
@@ -917,6 +1082,9 @@ mod tests {
             (o.nsid, o.no_huge, o.mem_size_mb, o.queue_depth),
             (2, true, 512, 64)
         );
+        assert!(!o.bounce);
+        assert!(SpdkOptions::parse("0000:00:04.0,bounce").unwrap().bounce);
+        assert!(SpdkOptions::parse("0000:00:04.0,bounce=maybe").is_err());
         assert!(SpdkOptions::parse("00:04.0").is_ok());
         assert!(SpdkOptions::parse("/dev/nvme0").is_err());
         assert!(SpdkOptions::parse("0000:00:04.0,nsid=0").is_err());
