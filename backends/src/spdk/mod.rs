@@ -131,9 +131,11 @@ impl SpdkOptions {
                         .filter(|&m| m > 0)
                         .ok_or_else(|| format!("mem={value} must be between 1M and 4P"))?;
                 }
-                _ => return Err(format!(
+                _ => {
+                    return Err(format!(
                     "unknown spdk option `{opt}` (known: nsid=N, no_huge, mem=SIZE, qd=N, bounce)"
-                )),
+                ))
+                }
             }
         }
         Ok(o)
@@ -411,7 +413,8 @@ impl CoreQ {
         }
     }
 
-    /// Stops busy polling once nothing is in flight (called by tasks, never by callbacks).
+    /// Stops busy polling once nothing is in flight (called by the task a command completes
+    /// for, or by the completion callback of a command whose future was dropped).
     fn maybe_stop_polling(&self) {
         if self.inflight.get() == 0 {
             self.guard.borrow_mut().take();
@@ -491,6 +494,8 @@ struct Slot {
     /// The memory the device reads/writes; owned here until the completion, so a dropped
     /// future can never let the device write into freed memory.
     buf: Cell<Option<Held>>,
+    /// The waiting future was dropped: nobody else will stop the core's polling.
+    abandoned: Cell<bool>,
 }
 
 unsafe extern "C" fn on_complete(arg: *mut c_void, cpl: *const c_void) {
@@ -508,10 +513,23 @@ unsafe extern "C" fn on_complete(arg: *mut c_void, cpl: *const c_void) {
     if let Some(w) = slot.waker.take() {
         w.wake();
     }
+    if slot.abandoned.get() {
+        // Its future is gone; if it was the core's last command, stop busy polling (the
+        // runtime allows removing a poller from inside a poller).
+        slot.core.maybe_stop_polling();
+    }
 }
 
 struct Cmd {
     slot: Rc<Slot>,
+}
+
+impl Drop for Cmd {
+    fn drop(&mut self) {
+        if self.slot.done.get().is_none() {
+            self.slot.abandoned.set(true);
+        }
+    }
 }
 
 impl Future for Cmd {
@@ -550,6 +568,7 @@ async fn run_cmd(
             done: Cell::new(None),
             waker: Cell::new(None),
             buf: Cell::new(buf.take()),
+            abandoned: Cell::new(false),
         });
         let arg = Rc::into_raw(slot.clone()) as *mut c_void;
         let rc = submit(core.h, core.qp, data, arg);
