@@ -59,9 +59,17 @@ struct CoreResult {
     hist: Option<Histogram<u64>>,
 }
 
+/// A zone's refill epoch: even = usable, odd = being flushed and reset by one task; the
+/// others wait for `refilled` instead of spinning (which would take the core from the
+/// write-back they wait for).
+struct ZoneEpoch {
+    epoch: AtomicU64,
+    refilled: event_listener::Event,
+}
+
 struct Plan {
-    /// Per zone, how often it was refilled: even = usable, odd = being flushed and reset.
-    epochs: Arc<Vec<AtomicU64>>,
+    /// Per zone, how often it was refilled.
+    epochs: Arc<Vec<ZoneEpoch>>,
     workload: Workload,
     bs: u64,
     qd: usize,
@@ -213,7 +221,14 @@ fn one_run(
     let before = stats(rt, &z)?;
     let start = Instant::now();
     let zc = z.clone();
-    let epochs: Arc<Vec<AtomicU64>> = Arc::new((0..zones).map(|_| AtomicU64::new(0)).collect());
+    let epochs: Arc<Vec<ZoneEpoch>> = Arc::new(
+        (0..zones)
+            .map(|_| ZoneEpoch {
+                epoch: AtomicU64::new(0),
+                refilled: event_listener::Event::new(),
+            })
+            .collect(),
+    );
     let per_core = rt
         .run_on_all(move |core| {
             let z = zc.clone();
@@ -443,17 +458,20 @@ async fn run_core(z: Ziob, core: usize, cores: usize, plan: Plan) -> Result<Core
 /// appended after another task's refill.
 async fn write_op(
     z: &Ziob,
-    epochs: &[AtomicU64],
+    epochs: &[ZoneEpoch],
     workload: Workload,
     zone: u32,
     payload: &[u8],
 ) -> Result<(u64, u64), String> {
     let mut resets = 0;
-    let epoch = &epochs[zone as usize];
+    let ZoneEpoch { epoch, refilled } = &epochs[zone as usize];
     loop {
         let seen = epoch.load(Ordering::Acquire);
         if seen % 2 == 1 {
-            ziob::runtime::yield_now().await;
+            let listener = refilled.listen();
+            if epoch.load(Ordering::Acquire) == seen {
+                listener.await;
+            }
             continue;
         }
         let res = match workload {
@@ -486,6 +504,7 @@ async fn write_op(
                     .zone_action(ZoneAction::Reset, ZoneTarget::One(zone))
                     .await;
                 epoch.store(seen + 2, Ordering::Release);
+                refilled.notify(usize::MAX);
                 match (flushed, reset) {
                     (_, Err(e)) => return Err(e.to_string()),
                     (Err(e), _) if e.kind() != Some(ziob::ErrorKind::TooManyActive) => {
