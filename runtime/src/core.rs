@@ -13,7 +13,9 @@ use crate::buf::pool::BufPool;
 use crate::config::{Config, SubmitPolicy};
 use crate::error::Result;
 use crate::op::table::OpTable;
+use crate::op::table::Waiter;
 use crate::ring::{Completion, Ring, RingInfo, Sqe};
+use crate::task::TaskWakers;
 
 /// A message from another thread to a core.
 pub(crate) enum Message {
@@ -103,6 +105,9 @@ pub(crate) struct Core {
     reap_buf: RefCell<Vec<(u64, Completion)>>,
     /// What the running task may still do before [`crate::consume_budget`] makes it yield.
     pub(crate) coop_budget: Cell<u32>,
+    /// The live tasks of this core, by id (see [`crate::task::TaskWakers`]): lets an op wake
+    /// the task that polled it without cloning (and later dropping) its waker.
+    pub(crate) tasks: RefCell<TaskWakers>,
 }
 
 thread_local! {
@@ -190,6 +195,7 @@ impl Core {
             task_panics: Cell::new(0),
             reap_buf: RefCell::new(Vec::with_capacity(256)),
             coop_budget: Cell::new(COOP_BUDGET),
+            tasks: RefCell::new(TaskWakers::default()),
         });
         Ok(core)
     }
@@ -200,6 +206,7 @@ impl Core {
     }
 
     /// Queues a task to run on this core (called on this core's thread).
+    #[inline]
     pub(crate) fn schedule_local(&self, runnable: Runnable) {
         self.run_queue.borrow_mut().push_back(runnable);
     }
@@ -209,29 +216,40 @@ impl Core {
     ///
     /// # Safety
     /// Everything the entry points to must live until its completion is reaped.
+    #[inline(always)]
     pub(crate) unsafe fn push_sqe(&self, sqe: Sqe) {
-        let mut ring = self.ring.borrow_mut();
-        let mut sqe = sqe;
-        loop {
+        // SAFETY: forwarded from the caller's contract.
+        let pushed = unsafe { self.ring.borrow_mut().push(sqe) };
+        if let Err(back) = pushed {
             // SAFETY: forwarded from the caller's contract.
-            match unsafe { ring.push(sqe) } {
-                Ok(()) => break,
-                Err(back) => {
-                    sqe = back;
-                    self.enters.set(self.enters.get() + 1);
-                    if let Err(e) = ring.enter(false, false) {
-                        tracing::error!(error = %e, "io_uring_enter failed while the SQ was full");
-                    }
-                    // Make room in the CQ too, in case the kernel stalls on overflow.
-                    drop(ring);
-                    self.reap();
-                    ring = self.ring.borrow_mut();
-                }
-            }
+            unsafe { self.push_sqe_full(back) };
         }
         if self.policy == SubmitPolicy::Eager {
             self.enters.set(self.enters.get() + 1);
-            let _ = ring.enter(false, false);
+            let _ = self.ring.borrow_mut().enter(false, false);
+        }
+    }
+
+    /// The slow path of [`Core::push_sqe`]: the submission queue is full.
+    ///
+    /// # Safety
+    /// As [`Core::push_sqe`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn push_sqe_full(&self, sqe: Sqe) {
+        let mut sqe = sqe;
+        loop {
+            self.enters.set(self.enters.get() + 1);
+            if let Err(e) = self.ring.borrow_mut().enter(false, false) {
+                tracing::error!(error = %e, "io_uring_enter failed while the SQ was full");
+            }
+            // Make room in the CQ too, in case the kernel stalls on overflow.
+            self.reap();
+            // SAFETY: forwarded from the caller's contract.
+            match unsafe { self.ring.borrow_mut().push(sqe) } {
+                Ok(()) => return,
+                Err(back) => sqe = back,
+            }
         }
     }
 
@@ -240,6 +258,7 @@ impl Core {
     ///
     /// # Safety
     /// As [`Core::push_sqe`].
+    #[inline]
     pub(crate) unsafe fn push_sqe_device(&self, sqe: Sqe) {
         // SAFETY: forwarded from the caller's contract.
         unsafe { self.push_sqe(sqe) };
@@ -359,9 +378,11 @@ impl Core {
             WAKE_USER_DATA => self.wake_armed.set(false),
             IGNORE_USER_DATA => {}
             key => {
-                let waker = self.ops.borrow_mut().complete(key as usize, completion);
-                if let Some(w) = waker {
-                    w.wake();
+                let waiter = self.ops.borrow_mut().complete(key as usize, completion);
+                match waiter {
+                    Waiter::Task(id) => self.tasks.borrow().wake(id),
+                    Waiter::Waker(w) => w.wake(),
+                    Waiter::None => {}
                 }
             }
         }
@@ -431,6 +452,16 @@ impl Core {
             }
         }
         self.pollers.borrow_mut().clear();
+        // Wake every other live task (the op table wakes tasks by id, so nothing else may) and
+        // drop it too: its future goes now, and its in-flight ops turn into cancels.
+        self.tasks.borrow().wake_all();
+        loop {
+            let next = self.run_queue.borrow_mut().pop_front();
+            match next {
+                Some(r) => drop(r),
+                None => break,
+            }
+        }
         // Wait for every op the kernel still owns memory of.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while self.ops.borrow().len() > 0 || self.wake_armed.get() {

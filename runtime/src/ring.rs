@@ -171,6 +171,7 @@ impl Ring {
     /// # Safety
     /// Every buffer and pointer the entry refers to must stay valid until its completion is
     /// reaped (the op table guarantees this by owning them).
+    #[inline(always)]
     pub(crate) unsafe fn push(&mut self, sqe: Sqe) -> std::result::Result<(), Sqe> {
         match (self, sqe) {
             (Ring::Normal(r), Sqe::Normal(e)) => {

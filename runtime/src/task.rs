@@ -1,8 +1,9 @@
 //! Tasks on the current core, and calls to other cores.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use async_task::Runnable;
 
@@ -23,18 +24,148 @@ where
     let core = current("spawn");
     let id = core.id;
     let remote = core.remote.clone();
+    let task_id = core.tasks.borrow_mut().insert();
+    drop(core);
     let schedule = move |r: Runnable| {
-        let local = with_core(|c| c.id == id).unwrap_or(false);
-        if local {
-            with_core(|c| c.schedule_local(r));
-        } else if let Err(()) = remote.send(Message::Runnable(r)) {
-            // The core is gone; the runnable cannot be dropped off its thread, so it is leaked.
-            tracing::debug!(core = id, "task woken after its core stopped");
+        // One thread-local lookup: on the owning core the runnable goes to its run queue.
+        let mut r = Some(r);
+        with_core(|c| {
+            if c.id == id {
+                c.schedule_local(r.take().expect("runnable taken once"));
+            }
+        });
+        if let Some(r) = r {
+            if let Err(()) = remote.send(Message::Runnable(r)) {
+                // The core is gone; the runnable cannot be dropped off its thread, so it is leaked.
+                tracing::debug!(core = id, "task woken after its core stopped");
+            }
         }
     };
-    let (runnable, task) = async_task::spawn_local(future, schedule);
+    let (runnable, task) = async_task::spawn_local(
+        Tracked {
+            id: task_id,
+            registered: false,
+            future,
+        },
+        schedule,
+    );
     runnable.schedule();
     task
+}
+
+/// Id of the task being polled on this thread ([`NO_TASK`] outside a task's poll).
+const NO_TASK: usize = usize::MAX;
+
+thread_local! {
+    static CURRENT_TASK: Cell<usize> = const { Cell::new(NO_TASK) };
+}
+
+/// The id of the task this thread is polling right now, if any.
+#[inline]
+pub(crate) fn current_task() -> Option<usize> {
+    match CURRENT_TASK.with(|t| t.get()) {
+        NO_TASK => None,
+        id => Some(id),
+    }
+}
+
+/// Restores the previous current task when a poll ends (also when it unwinds).
+struct CurrentTaskGuard(usize);
+
+impl Drop for CurrentTaskGuard {
+    fn drop(&mut self) {
+        CURRENT_TASK.with(|t| t.set(self.0));
+    }
+}
+
+/// The wakers of a core's live tasks, by task id.
+///
+/// A task's entry gets a clone of its waker on the task's first poll and loses it when the
+/// task's future is dropped: one clone per task instead of one per op. An op polled directly
+/// by its task's waker records only the task id, and its completion wakes the task through
+/// this table, which saves a waker clone and a waker drop (two atomic read-modify-writes with
+/// async-task) per op.
+///
+/// The entry's waker keeps the task alive until its future is dropped. A detached task that
+/// nothing else can wake any more therefore stays until the core shuts down, which wakes and
+/// drops every task left (async-task alone would free such a task and leak its future).
+///
+/// An id is reused after its task ends; a stale id (an op whose future was leaked with
+/// `mem::forget`) can at worst wake an unrelated task spuriously, which futures tolerate.
+#[derive(Default)]
+pub(crate) struct TaskWakers {
+    wakers: slab::Slab<Option<Waker>>,
+}
+
+impl TaskWakers {
+    fn insert(&mut self) -> usize {
+        self.wakers.insert(None)
+    }
+
+    /// Whether `waker` wakes task `id` (so an op may record the id instead of the waker).
+    #[inline]
+    pub(crate) fn is_waker_of(&self, id: usize, waker: &Waker) -> bool {
+        matches!(self.wakers.get(id), Some(Some(w)) if w.will_wake(waker))
+    }
+
+    /// Wakes task `id` if it is still alive.
+    #[inline]
+    pub(crate) fn wake(&self, id: usize) {
+        if let Some(Some(w)) = self.wakers.get(id) {
+            w.wake_by_ref();
+        }
+    }
+
+    /// Wakes every live task (at shutdown, so that each is scheduled and then dropped).
+    pub(crate) fn wake_all(&self) {
+        for (_, w) in self.wakers.iter() {
+            if let Some(w) = w {
+                w.wake_by_ref();
+            }
+        }
+    }
+}
+
+/// The future of a spawned task: keeps the task's entry in [`TaskWakers`] and marks the task
+/// current while it is polled.
+struct Tracked<F> {
+    id: usize,
+    registered: bool,
+    future: F,
+}
+
+impl<F: Future> Future for Tracked<F> {
+    type Output = F::Output;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: `future` is structurally pinned: it is never moved out of `self`, and
+        // `Tracked` has no `Unpin` impl that would let it move.
+        let this = unsafe { self.get_unchecked_mut() };
+        if !this.registered {
+            // async-task polls a task always with the same waker: keep one clone.
+            let waker = cx.waker().clone();
+            with_core(|c| {
+                if let Some(slot) = c.tasks.borrow_mut().wakers.get_mut(this.id) {
+                    *slot = Some(waker);
+                }
+            });
+            this.registered = true;
+        }
+        let _guard = CurrentTaskGuard(CURRENT_TASK.with(|t| t.replace(this.id)));
+        // SAFETY: see above; `future` is pinned with `self`.
+        unsafe { Pin::new_unchecked(&mut this.future) }.poll(cx)
+    }
+}
+
+impl<F> Drop for Tracked<F> {
+    fn drop(&mut self) {
+        // async-task drops a task's future on its own thread (spawn_local checks), which is
+        // this core's thread; off-core (after the core stopped) the table is gone already.
+        let waker = with_core(|c| c.tasks.borrow_mut().wakers.try_remove(self.id)).flatten();
+        // Dropped outside the borrow: dropping a waker may schedule its task.
+        drop(waker);
+    }
 }
 
 /// Index of the current core (0-based). Panics off-core.
@@ -196,4 +327,128 @@ pub fn ring_info() -> crate::RingInfo {
 /// A handle to the runtime the current core belongs to. Panics off-core.
 pub fn handle() -> crate::runtime::Handle {
     crate::runtime::Handle::new(current("handle").peers.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+    use std::time::Duration;
+
+    use futures::StreamExt;
+
+    use crate::Runtime;
+
+    /// Runs `f` on a one-core runtime, failing (instead of hanging) after 20 s.
+    fn run_bounded<T: Send + 'static>(f: impl FnOnce(Runtime) -> T + Send + 'static) -> T {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = Runtime::builder().cores(1).build().unwrap();
+            let _ = tx.send(f(rt));
+        });
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("the runtime did not finish in time (a lost wake-up?)")
+    }
+
+    #[test]
+    fn ops_polled_through_combinators_wake_their_task() {
+        let done = run_bounded(|rt| {
+            rt.block_on(|| async {
+                for _ in 0..50 {
+                    // FuturesUnordered polls each op with its own waker, not the task's.
+                    let mut set: futures::stream::FuturesUnordered<_> = (0..8)
+                        .map(|i| async move {
+                            crate::sleep(Duration::from_micros(50 * i)).await.unwrap();
+                            crate::nop().await.unwrap();
+                        })
+                        .collect();
+                    while set.next().await.is_some() {}
+                    // join polls with the task's waker; select drops the loser mid-flight.
+                    let (a, b) = futures::join!(crate::nop(), crate::nop());
+                    a.unwrap();
+                    b.unwrap();
+                    let slow = Box::pin(crate::sleep(Duration::from_secs(10)));
+                    let fast = Box::pin(crate::nop());
+                    match futures::future::select(slow, fast).await {
+                        futures::future::Either::Right((r, _)) => r.unwrap(),
+                        futures::future::Either::Left(_) => panic!("the 10 s sleep won"),
+                    }
+                }
+                true
+            })
+            .unwrap()
+        });
+        assert!(done);
+    }
+
+    #[test]
+    fn ops_of_a_task_that_moved_on_still_complete() {
+        // An op first polled by one task and finished by another wakes the second one.
+        let done = run_bounded(|rt| {
+            rt.block_on(|| async {
+                for _ in 0..20 {
+                    let mut op = Box::pin(crate::sleep(Duration::from_millis(1)));
+                    assert!(futures::poll!(op.as_mut()).is_pending());
+                    crate::spawn(async move { op.await.unwrap() }).await;
+                }
+                true
+            })
+            .unwrap()
+        });
+        assert!(done);
+    }
+
+    #[test]
+    fn a_forgotten_op_does_not_disturb_later_tasks() {
+        // The leaked op keeps the id of a task that has ended; its completion may wake a
+        // newer task with the same id (spuriously), never anything freed.
+        let done = run_bounded(|rt| {
+            rt.block_on(|| async {
+                for _ in 0..20 {
+                    crate::spawn(async {
+                        let mut op = Box::pin(crate::sleep(Duration::from_millis(1)));
+                        assert!(futures::poll!(op.as_mut()).is_pending());
+                        std::mem::forget(op);
+                    })
+                    .await;
+                    crate::spawn(async {
+                        crate::sleep(Duration::from_millis(2)).await.unwrap();
+                    })
+                    .await;
+                }
+                true
+            })
+            .unwrap()
+        });
+        assert!(done);
+    }
+
+    #[test]
+    fn shutdown_drops_a_detached_task_nothing_can_wake() {
+        struct SetOnDrop(Arc<AtomicBool>);
+        impl Drop for SetOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let dropped = Arc::new(AtomicBool::new(false));
+        let flag = dropped.clone();
+        run_bounded(move |rt| {
+            rt.block_on(move || async move {
+                crate::spawn(async move {
+                    let _guard = SetOnDrop(flag);
+                    // Keeps no waker: only the runtime still knows this task.
+                    futures::future::pending::<()>().await;
+                })
+                .detach();
+                crate::yield_now().await;
+            })
+            .unwrap();
+            drop(rt);
+        });
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "the task's future was never dropped"
+        );
+    }
 }

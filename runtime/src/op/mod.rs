@@ -37,6 +37,7 @@ impl<T: 'static> Op<T> {
     /// Every pointer in `sqe` must point into heap memory owned by `data` (which does not
     /// move when `data` moves) or into memory that outlives the op.
     /// On failure (off-core, or a big entry on a normal ring) `data` comes back with the error.
+    #[inline]
     pub(crate) unsafe fn submit(
         op: &'static str,
         sqe: Sqe,
@@ -50,6 +51,7 @@ impl<T: 'static> Op<T> {
     ///
     /// # Safety
     /// As [`Op::submit`].
+    #[inline]
     pub(crate) unsafe fn submit_device(
         op: &'static str,
         sqe: Sqe,
@@ -59,6 +61,7 @@ impl<T: 'static> Op<T> {
         unsafe { Self::submit_with(op, sqe, data, true) }
     }
 
+    #[inline(always)]
     unsafe fn submit_with(
         op: &'static str,
         sqe: Sqe,
@@ -99,7 +102,11 @@ impl<T: 'static + Unpin> Future for Op<T> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        let polled = this.core.ops.borrow_mut().poll(this.key, cx.waker());
+        let waker = cx.waker();
+        // Polled by its task with the task's own waker: record the task id, not a waker clone.
+        let task = crate::task::current_task()
+            .filter(|&id| this.core.tasks.borrow().is_waker_of(id, waker));
+        let polled = this.core.ops.borrow_mut().poll(this.key, waker, task);
         match polled {
             Some(c) => {
                 let data = this.data.take().expect("op polled after completion");

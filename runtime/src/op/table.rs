@@ -9,10 +9,20 @@ use slab::Slab;
 use crate::core::{Core, IGNORE_USER_DATA};
 use crate::ring::{Completion, Sqe};
 
+/// Who waits for an op's completion.
+pub(crate) enum Waiter {
+    /// Nobody has polled the op yet.
+    None,
+    /// The task with this id (see [`crate::task::TaskWakers`]) polled it with its own waker.
+    Task(usize),
+    /// Polled with some other waker (a combinator's, or outside a task): a clone of it.
+    Waker(Waker),
+}
+
 /// The state of one submitted op.
 pub(crate) enum Slot {
-    /// Submitted, nobody polled yet or the waker is stored.
-    Waiting(Option<Waker>),
+    /// Submitted; the waiter to wake on completion.
+    Waiting(Waiter),
     /// The completion arrived; the future has not picked it up yet.
     Completed(Completion),
     /// The future was dropped before the completion: the slot owns the op's memory until the
@@ -34,7 +44,7 @@ impl OpTable {
     /// Reserves a slot for a new op and returns its key.
     pub(crate) fn insert(&mut self) -> usize {
         self.inflight += 1;
-        self.slots.insert(Slot::Waiting(None))
+        self.slots.insert(Slot::Waiting(Waiter::None))
     }
 
     /// Ops whose completion has not arrived yet.
@@ -42,43 +52,53 @@ impl OpTable {
         self.inflight
     }
 
-    /// Records a completion and returns the waker of the waiting task; frees the memory of
-    /// an abandoned op.
-    pub(crate) fn complete(&mut self, key: usize, completion: Completion) -> Option<Waker> {
+    /// Records a completion and returns who waits for it; frees the memory of an abandoned
+    /// op. The caller wakes the waiter after releasing the table (waking may run code that
+    /// touches the table).
+    #[inline]
+    pub(crate) fn complete(&mut self, key: usize, completion: Completion) -> Waiter {
         let Some(slot) = self.slots.get_mut(key) else {
             tracing::error!(key, "completion for an unknown op");
-            return None;
+            return Waiter::None;
         };
         match std::mem::replace(slot, Slot::Completed(completion)) {
-            Slot::Waiting(waker) => {
+            Slot::Waiting(waiter) => {
                 self.inflight -= 1;
-                waker
+                waiter
             }
             Slot::Abandoned(memory) => {
                 self.inflight -= 1;
                 self.slots.remove(key);
                 drop(memory);
-                None
+                Waiter::None
             }
             Slot::Completed(_) => {
                 // Multishot ops are not used; a second completion means a bug elsewhere.
                 tracing::error!(key, "second completion for an op");
-                None
+                Waiter::None
             }
         }
     }
 
-    /// Polls op `key`: the completion if it arrived (retiring the slot), else stores `waker`.
-    pub(crate) fn poll(&mut self, key: usize, waker: &Waker) -> Option<Completion> {
+    /// Polls op `key`: the completion if it arrived (retiring the slot), else records the
+    /// waiter: `task` if the op is polled with that task's own waker, else a clone of `waker`.
+    #[inline]
+    pub(crate) fn poll(
+        &mut self,
+        key: usize,
+        waker: &Waker,
+        task: Option<usize>,
+    ) -> Option<Completion> {
         match self.slots.get_mut(key) {
             Some(Slot::Completed(_)) => match self.slots.remove(key) {
                 Slot::Completed(c) => Some(c),
                 _ => unreachable!(),
             },
             Some(Slot::Waiting(w)) => {
-                match w {
-                    Some(old) if old.will_wake(waker) => {}
-                    _ => *w = Some(waker.clone()),
+                match (task, &*w) {
+                    (Some(id), _) => *w = Waiter::Task(id),
+                    (None, Waiter::Waker(old)) if old.will_wake(waker) => {}
+                    (None, _) => *w = Waiter::Waker(waker.clone()),
                 }
                 None
             }
@@ -119,7 +139,7 @@ impl OpTable {
     pub(crate) fn leak_all(&mut self) {
         for (_, slot) in self.slots.iter_mut() {
             if let Slot::Abandoned(_) = slot {
-                let s = std::mem::replace(slot, Slot::Waiting(None));
+                let s = std::mem::replace(slot, Slot::Waiting(Waiter::None));
                 std::mem::forget(s);
             }
         }
