@@ -394,7 +394,8 @@ async fn run_core(z: Ziob, core: usize, cores: usize, plan: Plan) -> Result<Core
                 let t0 = Instant::now();
                 let (writes, resets) = match workload {
                     Workload::Append | Workload::Write => {
-                        write_op(&z, &epochs, workload, zone, &payload).await?
+                        let done = write_op(&z, &epochs, workload, zone, &payload).await?;
+                        (done.writes, done.resets)
                     }
                     Workload::Randread => {
                         rng ^= rng << 13;
@@ -408,16 +409,17 @@ async fn run_core(z: Ziob, core: usize, cores: usize, plan: Plan) -> Result<Core
                         (0, 0)
                     }
                     Workload::Readafterwrite => {
-                        let (w, r) =
-                            write_op(&z, &epochs, Workload::Append, zone, &payload).await?;
-                        let wp = z.report(zone, 1).await.map_err(|e| e.to_string())?[0]
-                            .write_pointer_bytes;
+                        let done = write_op(&z, &epochs, Workload::Append, zone, &payload).await?;
+                        let (w, r) = (done.writes, done.resets);
                         let t1 = Instant::now();
                         let data = z
-                            .read(zone, wp - bs, bs as usize)
+                            .read(zone, done.offset, bs as usize)
                             .await
                             .map_err(|e| e.to_string())?;
-                        if data[..] != payload[..] {
+                        // Another task may have refilled (reset) the zone in between.
+                        let same_fill =
+                            epochs[zone as usize].epoch.load(Ordering::Acquire) == done.epoch;
+                        if same_fill && data[..] != payload[..] {
                             return Err(format!("read-after-write mismatch in zone {zone}"));
                         }
                         let mut s = shared.borrow_mut();
@@ -449,8 +451,19 @@ async fn run_core(z: Ziob, core: usize, cores: usize, plan: Plan) -> Result<Core
     Ok(r)
 }
 
-/// One append or write; a zone that is full is flushed, reset and the op retried. Returns
-/// (device-visible write ops, resets).
+/// What [`write_op`] did.
+struct WriteDone {
+    /// Device-visible write ops (1).
+    writes: u64,
+    /// Zone resets this call made.
+    resets: u64,
+    /// Where the data landed.
+    offset: u64,
+    /// The zone's refill epoch the data belongs to.
+    epoch: u64,
+}
+
+/// One append or write; a zone that is full is flushed, reset and the op retried.
 ///
 /// Exactly one task refills a full zone: the one that wins the zone's epoch (even → odd)
 /// for the fill it saw. It first flushes the zone, so the buffered run pays for writing its
@@ -462,7 +475,7 @@ async fn write_op(
     workload: Workload,
     zone: u32,
     payload: &[u8],
-) -> Result<(u64, u64), String> {
+) -> Result<WriteDone, String> {
     let mut resets = 0;
     let ZoneEpoch { epoch, refilled } = &epochs[zone as usize];
     loop {
@@ -477,15 +490,21 @@ async fn write_op(
         let res = match workload {
             Workload::Write => {
                 let wp = z.report(zone, 1).await.map_err(|e| e.to_string())?[0].write_pointer_bytes;
-                z.write_at(zone, wp, DmaBuf::from_slice(payload)).await
+                z.write_at(zone, wp, DmaBuf::from_slice(payload))
+                    .await
+                    .map(|()| wp)
             }
-            _ => z
-                .append(zone, DmaBuf::from_slice(payload))
-                .await
-                .map(|_| ()),
+            _ => z.append(zone, DmaBuf::from_slice(payload)).await,
         };
         match res {
-            Ok(()) => return Ok((1, resets)),
+            Ok(offset) => {
+                return Ok(WriteDone {
+                    writes: 1,
+                    resets,
+                    offset,
+                    epoch: seen,
+                })
+            }
             Err(e)
                 if matches!(
                     e.kind(),
