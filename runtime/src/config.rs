@@ -20,10 +20,12 @@ pub enum SubmitPolicy {
     /// Submit every entry as soon as it is queued (one syscall per op); lowest latency at
     /// low queue depth, highest syscall cost.
     Eager,
-    /// Batched, except ops that wait on a device (O_DIRECT file I/O, `uring_cmd`), which are
-    /// submitted at once so the device starts on them while the core runs other tasks. The
-    /// default: measured here, it keeps Batched's cost for NOPs and page-cache reads and gains
-    /// Eager's IOPS for O_DIRECT reads at depth (see `benches/results/`).
+    /// Batched, except ops that wait on a device (O_DIRECT file I/O, `uring_cmd`) while other
+    /// tasks still run: those are submitted at once when the kernel has few ops left to work
+    /// on (the device may be idle), else as soon as 8 entries are queued, so the device starts
+    /// on them while the core runs other tasks without one syscall per op. The default:
+    /// measured here, it keeps Batched's cost for NOPs and page-cache reads and Eager's IOPS
+    /// for O_DIRECT reads at depth (see `benches/results/`).
     Adaptive,
 }
 

@@ -69,6 +69,13 @@ type Poller = Box<dyn FnMut() -> usize>;
 /// otherwise let one task hold the core and starve its mailbox).
 pub(crate) const COOP_BUDGET: u32 = 64;
 
+/// [`SubmitPolicy::Adaptive`]: device I/O is submitted at once while the kernel has fewer
+/// ops than this in progress.
+const ADAPTIVE_LOW_WATER: usize = 4;
+/// [`SubmitPolicy::Adaptive`]: queued entries that trigger a submission while the device is
+/// busy.
+const ADAPTIVE_BATCH: usize = 8;
+
 /// User data of the eventfd read that wakes a sleeping core.
 pub(crate) const WAKE_USER_DATA: u64 = u64::MAX;
 /// User data of entries whose completion nobody waits for (cancellations).
@@ -254,7 +261,8 @@ impl Core {
     }
 
     /// Pushes an entry for an op whose latency is the device's (O_DIRECT I/O, passthrough
-    /// commands): under [`SubmitPolicy::Adaptive`] it is submitted at once.
+    /// commands): under [`SubmitPolicy::Adaptive`] it is submitted early when the device may
+    /// otherwise wait for it (see [`Core::device_needs_submit`]).
     ///
     /// # Safety
     /// As [`Core::push_sqe`].
@@ -262,13 +270,37 @@ impl Core {
     pub(crate) unsafe fn push_sqe_device(&self, sqe: Sqe) {
         // SAFETY: forwarded from the caller's contract.
         unsafe { self.push_sqe(sqe) };
-        // Submit now only if other tasks run before the loop would submit anyway; with an
-        // empty run queue the blocking enter right after this task submits it in the same
-        // syscall (one enter per op at queue depth 1).
-        if self.policy == SubmitPolicy::Adaptive && !self.run_queue.borrow().is_empty() {
+        if self.policy == SubmitPolicy::Adaptive && self.device_needs_submit() {
             self.enters.set(self.enters.get() + 1);
             let _ = self.ring.borrow_mut().enter(false, false);
         }
+    }
+
+    /// Whether queued device I/O should be submitted now rather than at the end of the turn.
+    ///
+    /// Only while other tasks still run before the loop submits anyway (with an empty run
+    /// queue the blocking enter right after this task submits in the same syscall). Then at
+    /// once if the kernel has fewer than [`ADAPTIVE_LOW_WATER`] ops left to work on (the
+    /// device may be idle: the latency case), else once [`ADAPTIVE_BATCH`] entries are
+    /// queued, so a burst of completions at depth costs one syscall per batch instead of one
+    /// per op while the device stays busy with what it already has.
+    #[inline]
+    fn device_needs_submit(&self) -> bool {
+        if self.run_queue.borrow().is_empty() {
+            return false;
+        }
+        let mut ring = self.ring.borrow_mut();
+        let queued = ring.sq_pending();
+        if queued >= ADAPTIVE_BATCH {
+            return true;
+        }
+        // Ops handed to the kernel whose completions are not posted yet.
+        let in_kernel = self
+            .ops
+            .borrow()
+            .len()
+            .saturating_sub(queued + ring.cq_ready());
+        in_kernel < ADAPTIVE_LOW_WATER
     }
 
     /// Registers a poller called every loop turn; while any is registered the core never
@@ -391,8 +423,13 @@ impl Core {
     /// The loop: run until shut down, then drain in-flight ops.
     pub(crate) fn run(self: &Rc<Self>) {
         let need_getevents = self.ring_info.granted.defer_taskrun;
+        // Whether the inbox may hold messages the loop has not seen (see the end of the loop).
+        let mut check_inbox = true;
         loop {
-            self.drain_inbox();
+            if check_inbox {
+                self.drain_inbox();
+            }
+            check_inbox = true;
             if self.shutting_down.get() {
                 break;
             }
@@ -433,11 +470,18 @@ impl Core {
             }
             self.enters.set(self.enters.get() + 1);
             let res = self.ring.borrow_mut().enter(true, false);
-            self.remote.sleeping.store(false, Ordering::SeqCst);
+            // Relaxed is enough: a stale `true` only costs a sender a needless kick, and the
+            // next sleep stores `true` with SeqCst again.
+            self.remote.sleeping.store(false, Ordering::Relaxed);
             if let Err(e) = res {
                 tracing::error!(error = %e, "io_uring_enter (wait) failed");
             }
             self.reap();
+            // The inbox was empty when the core went to sleep, and every message sent while
+            // it slept kicked the eventfd, whose read then completed (clearing `wake_armed`).
+            // Without a kick the next drain can wait one turn: messages sent since the wake-up
+            // are picked up by the next drain, at the latest before the core sleeps again.
+            check_inbox = !self.wake_armed.get();
         }
         self.shutdown();
     }
@@ -468,7 +512,11 @@ impl Core {
             if self.wake_armed.get() {
                 self.remote.kick();
             }
-            self.ops.borrow().cancel_all(self);
+            // Collected first: pushing may reap when the SQ is full, which needs the table.
+            let keys = self.ops.borrow().in_kernel_keys();
+            for key in keys {
+                crate::op::table::push_cancel(self, key);
+            }
             self.enters.set(self.enters.get() + 1);
             let _ = self.ring.borrow_mut().enter(true, false);
             self.reap();
@@ -494,5 +542,50 @@ impl Core {
             }
         }
         CURRENT.with(|c| *c.borrow_mut() = None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::time::Duration;
+
+    use crate::{DmaBuf, File, Runtime, RING_ENTRIES_MIN};
+
+    #[test]
+    fn shutdown_with_more_ops_in_flight_than_sq_entries() {
+        // Cancelling every op at shutdown overflows the SQ, which makes the core reap while
+        // it walks the op table: this must neither panic nor free a buffer early.
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe2 writes two descriptors into the array.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: both descriptors are fresh and owned from here on.
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let reader = File::from_fd(r);
+        let rt = Runtime::builder()
+            .cores(1)
+            .ring_entries(RING_ENTRIES_MIN)
+            .build()
+            .unwrap();
+        let ops = 4 * RING_ENTRIES_MIN as usize;
+        let in_flight = rt
+            .block_on(move || async move {
+                for _ in 0..ops {
+                    let f = reader.clone();
+                    // Reads of an empty pipe: in flight until cancelled.
+                    crate::spawn(async move {
+                        let _ = f.read_at(DmaBuf::with_capacity(64), 0).await;
+                    })
+                    .detach();
+                }
+                while crate::core_stats().ops_in_flight < ops {
+                    crate::sleep(Duration::from_millis(1)).await.unwrap();
+                }
+                crate::core_stats().ops_in_flight
+            })
+            .unwrap();
+        assert!(in_flight >= ops);
+        drop(rt);
+        drop(w);
     }
 }

@@ -201,6 +201,14 @@ impl Ring {
         }
     }
 
+    /// Number of completions posted and not yet reaped.
+    pub(crate) fn cq_ready(&mut self) -> usize {
+        match self {
+            Ring::Normal(r) => r.completion().len(),
+            Ring::Big(r) => r.completion().len(),
+        }
+    }
+
     /// Submits queued entries and, if `wait`, blocks until at least one completion exists.
     /// `getevents` forces the kernel to run deferred completion work.
     pub(crate) fn enter(&mut self, wait: bool, getevents: bool) -> io::Result<usize> {

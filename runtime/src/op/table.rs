@@ -125,13 +125,13 @@ impl OpTable {
         }
     }
 
-    /// Requests cancellation of every op still in the kernel (used at shutdown).
-    pub(crate) fn cancel_all(&self, core: &Core) {
-        for (key, slot) in self.slots.iter() {
-            if matches!(slot, Slot::Waiting(_) | Slot::Abandoned(_)) {
-                push_cancel(core, key);
-            }
-        }
+    /// Keys of every op still in the kernel (at shutdown, to cancel them all).
+    pub(crate) fn in_kernel_keys(&self) -> Vec<usize> {
+        self.slots
+            .iter()
+            .filter(|(_, slot)| matches!(slot, Slot::Waiting(_) | Slot::Abandoned(_)))
+            .map(|(key, _)| key)
+            .collect()
     }
 
     /// Gives up on in-flight ops at shutdown after a timeout: their memory is leaked rather
