@@ -3,6 +3,7 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use async_task::Runnable;
@@ -28,9 +29,11 @@ where
     drop(core);
     let schedule = move |r: Runnable| {
         // One thread-local lookup: on the owning core the runnable goes to its run queue.
+        // The core is compared by identity, not index: core 0 of another runtime in the same
+        // process is not this task's core.
         let mut r = Some(r);
         with_core(|c| {
-            if c.id == id {
+            if Arc::ptr_eq(&c.remote, &remote) {
                 c.schedule_local(r.take().expect("runnable taken once"));
             }
         });
@@ -421,6 +424,24 @@ mod tests {
             .unwrap()
         });
         assert!(done);
+    }
+
+    #[test]
+    fn a_wake_from_another_runtimes_core_reaches_the_tasks_own_core() {
+        // Both runtimes have a core 0: the waker must not confuse them.
+        let got = run_bounded(|a| {
+            let b = Runtime::builder().cores(1).build().unwrap();
+            let (tx, rx) = futures::channel::oneshot::channel::<u32>();
+            let waiter = std::thread::spawn(move || a.block_on(|| async { rx.await.unwrap() }));
+            std::thread::sleep(Duration::from_millis(20));
+            b.block_on(move || async move {
+                crate::sleep(Duration::from_millis(1)).await.unwrap();
+                tx.send(7).unwrap();
+            })
+            .unwrap();
+            waiter.join().unwrap().unwrap()
+        });
+        assert_eq!(got, 7);
     }
 
     #[test]
