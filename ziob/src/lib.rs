@@ -36,6 +36,13 @@
 //! memory first drops clean (written-back) chunks, then starts write-back and waits: writers
 //! wait, they never fail for memory alone and the budget is never exceeded.
 //!
+//! Chunks come from the core's buffer pool. When the runtime has registered buffers
+//! ([`runtime::Builder::fixed_buffers`], slots at least one write-back unit large), chunks
+//! take a free slot first, so write-back to io_uring backends (`emu`, `zbd`) is a
+//! `WRITE_FIXED` without per-write page pinning; when the slots run out, chunks come from
+//! the pool as usual. With an SPDK device open, the pool's memory is SPDK's DMA memory and
+//! write-back goes to the device without a copy.
+//!
 //! ## Example
 //! ```
 //! use ziob::{DmaBuf, Runtime, Ziob, ZiobConfig};

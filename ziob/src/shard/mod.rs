@@ -367,7 +367,7 @@ impl<D: ZonedDevice> Shard<D> {
             // Nothing awaited since `admit`: commit.
             let bufs = caps
                 .iter()
-                .map(|&c| (c, DmaBuf::with_capacity(c as usize)))
+                .map(|&c| (c, DmaBuf::fixed(c as usize)))
                 .collect();
             self.release_memory(reserved - need);
             reserved = 0;

@@ -57,6 +57,10 @@ pub struct Options {
     /// Write-back unit (default: ZIOB's default, 512K).
     #[arg(long)]
     pub writeback_unit: Option<String>,
+    /// Registered (fixed) buffers per core, each one write-back unit large: ZIOB's chunks
+    /// come from them and write-back uses WRITE_FIXED (0 = none).
+    #[arg(long, default_value_t = 0)]
+    pub fixed_buffers: u32,
     /// Zones of a newly created emu device.
     #[arg(long, default_value_t = 64)]
     pub create_zones: u32,

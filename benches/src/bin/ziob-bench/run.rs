@@ -84,6 +84,13 @@ pub fn main(opts: Options) -> Result<(), String> {
     if opts.dev.starts_with("nvme:") {
         rt = rt.sqe128(true);
     }
+    if opts.fixed_buffers > 0 {
+        let unit = match &opts.writeback_unit {
+            Some(u) => size(u)? as usize,
+            None => ziob::WRITEBACK_UNIT_BYTES_DEFAULT as usize,
+        };
+        rt = rt.fixed_buffers(opts.fixed_buffers, unit);
+    }
     let rt = rt.build().map_err(|e| e.to_string())?;
     let mut results = Vec::new();
     for bs in &opts.bs {
