@@ -1,7 +1,7 @@
 //! [`Geometry`]: the shape and limits of a zoned device.
 
 use crate::limits;
-use crate::model::error::{DeviceError, IoOp, Result};
+use crate::model::error::{Boundary, DeviceError, IoOp, Result};
 
 /// Shape and limits of a zoned device. All sizes are in bytes; zone `i` starts at byte
 /// `i * zone_size_bytes` of the device.
@@ -59,6 +59,43 @@ impl Geometry {
             });
         }
         Ok(())
+    }
+
+    /// A typed Zone Boundary Error unless a read of `len_bytes` at `offset_bytes` ends inside
+    /// the zone (reads may go past the capacity, up to the zone size).
+    pub fn check_read_end(&self, zone: u32, offset_bytes: u64, len_bytes: u64) -> Result<()> {
+        if offset_bytes.saturating_add(len_bytes) > self.zone_size_bytes {
+            let bs = self.block_size_bytes;
+            return Err(DeviceError::BoundaryError {
+                op: IoOp::Read,
+                zone,
+                offset_blocks: offset_bytes / bs,
+                len_blocks: len_bytes / bs,
+                boundary: Boundary::ZoneEnd,
+                limit_blocks: self.zone_size_blocks(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The Zone Boundary Error of a `len_bytes` write (or append) at `at_bytes` that would
+    /// cross the zone capacity.
+    pub fn capacity_error(
+        &self,
+        op: IoOp,
+        zone: u32,
+        at_bytes: u64,
+        len_bytes: u64,
+    ) -> DeviceError {
+        let bs = self.block_size_bytes;
+        DeviceError::BoundaryError {
+            op,
+            zone,
+            offset_blocks: at_bytes / bs,
+            len_blocks: len_bytes / bs,
+            boundary: Boundary::Capacity,
+            limit_blocks: self.zone_capacity_blocks(),
+        }
     }
 
     /// A geometry with no open/active limits, capacity = zone size, the default append limit

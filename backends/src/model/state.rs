@@ -6,7 +6,7 @@
 //! A write *reserves* its range at the write pointer ([`ZoneTable::begin_write`]), the backend
 //! moves the data, then reports the outcome ([`ZoneTable::complete`]).
 
-use crate::model::error::{Boundary, DeviceError, IoOp, Result};
+use crate::model::error::{DeviceError, IoOp, Result};
 use crate::model::geometry::Geometry;
 
 /// The state of a zone, as in the NVMe ZNS command set (the discriminant is the Zone State
@@ -253,14 +253,7 @@ pub fn check_write_position(
         });
     }
     if at + len_bytes > geometry.zone_capacity_bytes {
-        return Err(DeviceError::BoundaryError {
-            op,
-            zone,
-            offset_blocks: at / bs,
-            len_blocks: len_bytes / bs,
-            boundary: Boundary::Capacity,
-            limit_blocks: geometry.zone_capacity_blocks(),
-        });
+        return Err(geometry.capacity_error(op, zone, at, len_bytes));
     }
     Ok(at)
 }
@@ -461,16 +454,8 @@ impl ZoneTable {
                 offset_blocks: self.blocks(offset_bytes),
             });
         }
-        if offset_bytes.saturating_add(len_bytes) > self.geometry.zone_size_bytes {
-            return Err(DeviceError::BoundaryError {
-                op: IoOp::Read,
-                zone,
-                offset_blocks: self.blocks(offset_bytes),
-                len_blocks: self.blocks(len_bytes),
-                boundary: Boundary::ZoneEnd,
-                limit_blocks: self.geometry.zone_size_blocks(),
-            });
-        }
+        self.geometry
+            .check_read_end(zone, offset_bytes, len_bytes)?;
         Ok(z.written_bytes)
     }
 

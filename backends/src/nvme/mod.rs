@@ -38,9 +38,9 @@ use ziob_runtime::{DmaBuf, IoBuf, IoBufMut};
 
 use crate::device::{check_read_buf, ZonedDevice};
 use crate::limits::{NVME_PASSTHRU_TRANSFER_BYTES_FALLBACK, NVME_SEGMENT_BYTES};
-use crate::model::error::{Boundary, DeviceError, IoOp, Result};
+use crate::model::error::{DeviceError, IoOp, Result};
 use crate::model::geometry::Geometry;
-use crate::model::state::{ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
+use crate::model::state::{check_write_position, ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
 use cmd::NvmeCmd;
 use identify::{Cns, CSI_ZNS};
 use status::{IoContext, NvmeStatus};
@@ -310,44 +310,22 @@ impl NvmeDevice {
         offset_bytes: u64,
         len_bytes: u64,
     ) -> DeviceError {
-        let g = *self.g();
-        let bs = g.block_size_bytes;
         let z = match self.report_zones(zone, 1).await {
             Ok(z) => z[0],
             Err(e) => return e,
         };
-        let offset_blocks = offset_bytes / bs;
-        match z.state {
-            ZoneState::Full => DeviceError::ZoneFull {
-                op: IoOp::Write,
-                zone,
-                offset_blocks,
-                capacity_blocks: g.zone_capacity_blocks(),
-            },
-            ZoneState::ReadOnly => DeviceError::ReadOnly {
-                op: IoOp::Write,
-                zone,
-                offset_blocks,
-            },
-            ZoneState::Offline => DeviceError::Offline {
-                op: IoOp::Write,
-                zone,
-                offset_blocks,
-            },
-            _ if z.write_pointer_bytes != offset_bytes => DeviceError::InvalidWrite {
-                zone,
-                offset_blocks,
-                wp_blocks: z.write_pointer_bytes / bs,
-            },
-            _ => DeviceError::BoundaryError {
-                op: IoOp::Write,
-                zone,
-                offset_blocks,
-                len_blocks: len_bytes / bs,
-                boundary: Boundary::Capacity,
-                limit_blocks: g.zone_capacity_blocks(),
-            },
-        }
+        let g = self.g();
+        check_write_position(
+            g,
+            IoOp::Write,
+            zone,
+            z.state,
+            z.write_pointer_bytes,
+            Some(offset_bytes),
+            len_bytes,
+        )
+        .err()
+        .unwrap_or_else(|| g.capacity_error(IoOp::Write, zone, offset_bytes, len_bytes))
     }
 
     fn zone_info(&self, d: &zone::ZoneDescriptor) -> Result<ZoneInfo> {
@@ -478,23 +456,12 @@ impl ZonedDevice for NvmeDevice {
                 self.g()
                     .check_aligned(IoOp::Read, zone, offset_bytes, len_bytes)
             })
-            .and_then(|()| check_read_buf(&buf, len));
+            .and_then(|()| check_read_buf(&buf, len))
+            .and_then(|()| self.g().check_read_end(zone, offset_bytes, len_bytes));
         if let Err(e) = checked {
             return (Err(e), buf);
         }
         let g = *self.g();
-        if offset_bytes.saturating_add(len_bytes) > g.zone_size_bytes {
-            let bs = g.block_size_bytes;
-            let e = DeviceError::BoundaryError {
-                op: IoOp::Read,
-                zone,
-                offset_blocks: offset_bytes / bs,
-                len_blocks: len_bytes / bs,
-                boundary: Boundary::ZoneEnd,
-                limit_blocks: g.zone_size_blocks(),
-            };
-            return (Err(e), buf);
-        }
         let mut done = 0u64;
         while done < len_bytes {
             let n = (len_bytes - done).min(self.inner.max_transfer_bytes);

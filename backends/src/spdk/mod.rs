@@ -45,7 +45,7 @@ use std::task::{Context, Poll, Waker};
 use ziob_runtime::{DmaAllocator, DmaBuf, IoBuf, IoBufMut, PollerGuard};
 
 use crate::device::{check_read_buf, fill_read_buf, ZonedDevice};
-use crate::model::error::{Boundary, DeviceError, IoOp, Result};
+use crate::model::error::{DeviceError, IoOp, Result};
 use crate::model::geometry::Geometry;
 use crate::model::spec::parse_size_bytes;
 use crate::model::state::{check_write_position, ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
@@ -876,17 +876,7 @@ impl SpdkDevice {
         g.check_zone(zone)?;
         check_read_buf(buf, len)?;
         g.check_aligned(IoOp::Read, zone, offset_bytes, len as u64)?;
-        if offset_bytes + len as u64 > g.zone_size_bytes {
-            return Err(DeviceError::BoundaryError {
-                op: IoOp::Read,
-                zone,
-                offset_blocks: offset_bytes / g.block_size_bytes,
-                len_blocks: len as u64 / g.block_size_bytes,
-                boundary: Boundary::ZoneEnd,
-                limit_blocks: g.zone_size_blocks(),
-            });
-        }
-        Ok(())
+        g.check_read_end(zone, offset_bytes, len as u64)
     }
 
     async fn check_write(&self, zone: u32, offset_bytes: u64, len: u64) -> Result<()> {
@@ -908,14 +898,7 @@ impl SpdkDevice {
                     len,
                 )?;
             }
-            return Err(DeviceError::BoundaryError {
-                op: IoOp::Write,
-                zone,
-                offset_blocks: offset_bytes / g.block_size_bytes,
-                len_blocks: len / g.block_size_bytes,
-                boundary: Boundary::Capacity,
-                limit_blocks: g.zone_capacity_blocks(),
-            });
+            return Err(g.capacity_error(IoOp::Write, zone, offset_bytes, len));
         }
         Ok(())
     }

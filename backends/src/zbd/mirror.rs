@@ -6,7 +6,7 @@
 //! failure, after every zone management command and whenever the device may have closed a
 //! zone by itself (an implicit close to free an open resource). Pure bookkeeping, no I/O.
 
-use crate::model::error::{Boundary, DeviceError, IoOp, Result};
+use crate::model::error::{DeviceError, IoOp, Result};
 use crate::model::geometry::Geometry;
 use crate::model::state::{check_write_position, ZoneAction, ZoneInfo, ZoneState};
 use crate::zbd::ioctl::{BlkZone, SECTOR_BYTES};
@@ -142,16 +142,8 @@ impl Mirror {
                 offset_blocks: self.blocks(offset_bytes),
             });
         }
-        if offset_bytes.saturating_add(len_bytes) > self.geometry.zone_size_bytes {
-            return Err(DeviceError::BoundaryError {
-                op: IoOp::Read,
-                zone,
-                offset_blocks: self.blocks(offset_bytes),
-                len_blocks: self.blocks(len_bytes),
-                boundary: Boundary::ZoneEnd,
-                limit_blocks: self.geometry.zone_size_blocks(),
-            });
-        }
+        self.geometry
+            .check_read_end(zone, offset_bytes, len_bytes)?;
         Ok(z.data_end_bytes)
     }
 

@@ -418,12 +418,7 @@ impl ZonedDevice for ZbdDevice {
     /// Reports from the device (blocking `BLKREPORTZONE` ioctls, see the module docs).
     async fn report_zones(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
         let g = &self.inner.geometry;
-        if first >= g.zone_count {
-            return Err(DeviceError::OutOfRange {
-                zone: first,
-                zone_count: g.zone_count,
-            });
-        }
+        g.check_zone(first)?;
         report_from_device(self.fd(), g, first, count)
             .map_err(|e| DeviceError::io(format!("{}: BLKREPORTZONE", self.inner.name), e))?
             .map_err(|e| DeviceError::InvalidGeometry(format!("{}: {e}", self.inner.name)))

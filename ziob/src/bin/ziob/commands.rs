@@ -6,8 +6,8 @@
 use std::io::{Read, Write};
 
 use ziob_backends::{
-    create_device, open_device, Boundary, DeviceError, Geometry, IoOp, ZoneAction, ZoneState,
-    ZoneTarget, ZonedDevice,
+    create_device, open_device, DeviceError, Geometry, IoOp, ZoneAction, ZoneState, ZoneTarget,
+    ZonedDevice,
 };
 use ziob_runtime::DmaBuf;
 
@@ -246,28 +246,8 @@ async fn check_read_range<D: ZonedDevice>(
 ) -> Result<(), CliError> {
     let g = *dev.geometry();
     dev.report_zones(zone, 1).await?;
-    let bs = g.block_size_bytes;
-    if length == 0 || offset % bs != 0 || length % bs != 0 {
-        return Err(DeviceError::Misaligned {
-            op: IoOp::Read,
-            zone,
-            offset_bytes: offset,
-            len_bytes: length,
-            block_size_bytes: bs,
-        }
-        .into());
-    }
-    if offset.saturating_add(length) > g.zone_size_bytes {
-        return Err(DeviceError::BoundaryError {
-            op: IoOp::Read,
-            zone,
-            offset_blocks: offset / bs,
-            len_blocks: length / bs,
-            boundary: Boundary::ZoneEnd,
-            limit_blocks: g.zone_size_blocks(),
-        }
-        .into());
-    }
+    g.check_aligned(IoOp::Read, zone, offset, length)?;
+    g.check_read_end(zone, offset, length)?;
     Ok(())
 }
 
@@ -304,15 +284,7 @@ async fn write_whole<D: ZonedDevice>(dev: &D, zone: u32, data: &[u8]) -> Result<
             | ZoneState::Closed
     );
     if writable && wp + len > g.zone_capacity_bytes {
-        return Err(DeviceError::BoundaryError {
-            op: IoOp::Write,
-            zone,
-            offset_blocks: wp / g.block_size_bytes,
-            len_blocks: len / g.block_size_bytes,
-            boundary: Boundary::Capacity,
-            limit_blocks: g.zone_capacity_blocks(),
-        }
-        .into());
+        return Err(g.capacity_error(IoOp::Write, zone, wp, len).into());
     }
     let mut done = 0usize;
     while done < data.len() {
