@@ -7,9 +7,8 @@ use std::rc::Rc;
 use glommio::io::{BufferedFile, DmaFile};
 use glommio::{LocalExecutorBuilder, Placement};
 
-use super::check_read;
+use super::read_loop;
 use crate::meter::{Meter, Sample};
-use crate::rng::XorShift;
 use crate::spec::{Mode, RunSpec, BLOCK_SIZE_BYTES};
 
 /// Memory glommio registers for its I/O buffers, in bytes (fits the default 8 MiB
@@ -39,19 +38,16 @@ pub(super) fn run(spec: &RunSpec) -> Result<Sample, String> {
                 .map(|i| {
                     let (file, meter) = (file.clone(), meter.clone());
                     glommio::spawn_local(async move {
-                        let mut rng = XorShift::new(i as u64);
                         let len = BLOCK_SIZE_BYTES as usize;
-                        loop {
-                            let off = rng.block_index(blocks) * BLOCK_SIZE_BYTES;
-                            let res = match &*file {
+                        let file: &AnyFile = &file;
+                        read_loop(i, blocks, &meter, (), |(), off| async move {
+                            let res = match file {
                                 AnyFile::Dma(f) => f.read_at_aligned(off, len).await,
                                 AnyFile::Buffered(f) => f.read_at(off, len).await,
                             };
-                            check_read(res.map(|r| r.len()).map_err(Into::into), off)?;
-                            if !meter.tick() {
-                                return Ok::<(), String>(());
-                            }
-                        }
+                            (res.map(|r| r.len()).map_err(Into::into), ())
+                        })
+                        .await
                     })
                 })
                 .collect();

@@ -7,7 +7,10 @@ mod glommio_rt;
 mod monoio_rt;
 mod tokio_uring_rt;
 
-use crate::meter::Sample;
+use std::future::Future;
+
+use crate::meter::{Meter, Sample};
+use crate::rng::XorShift;
 use crate::spec::{RunSpec, Runner, Workload, BLOCK_SIZE_BYTES};
 
 /// Ring entries the peers are built with (as for ZIOB: at least 256, at least 2 × QD).
@@ -21,6 +24,32 @@ fn check_read(res: std::io::Result<usize>, off: u64) -> Result<(), String> {
         Ok(n) if n as u64 == BLOCK_SIZE_BYTES => Ok(()),
         Ok(n) => Err(format!("short read of {n} bytes at {off}")),
         Err(e) => Err(format!("read at {off}: {e}")),
+    }
+}
+
+/// One peer task: reads of 4 KiB at random aligned offsets below `blocks` blocks, seeded by
+/// `task`, until the meter says stop. `read(buf, offset)` is the peer's read, handing `buf`
+/// back (a peer without caller-owned buffers passes `()`).
+async fn read_loop<B, F, Fut>(
+    task: usize,
+    blocks: u64,
+    meter: &Meter,
+    mut buf: B,
+    mut read: F,
+) -> Result<(), String>
+where
+    F: FnMut(B, u64) -> Fut,
+    Fut: Future<Output = (std::io::Result<usize>, B)>,
+{
+    let mut rng = XorShift::new(task as u64);
+    loop {
+        let off = rng.block_index(blocks) * BLOCK_SIZE_BYTES;
+        let (res, b) = read(buf, off).await;
+        buf = b;
+        check_read(res, off)?;
+        if !meter.tick() {
+            return Ok(());
+        }
     }
 }
 

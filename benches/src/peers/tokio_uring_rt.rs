@@ -4,9 +4,8 @@
 use std::os::unix::fs::OpenOptionsExt;
 use std::rc::Rc;
 
-use super::{check_read, ring_entries};
+use super::{read_loop, ring_entries};
 use crate::meter::{Meter, Sample};
-use crate::rng::XorShift;
 use crate::spec::{RunSpec, BLOCK_SIZE_BYTES};
 use crate::testfile::AlignedBuf;
 
@@ -50,17 +49,8 @@ pub(super) fn run(spec: &RunSpec) -> Result<Sample, String> {
             .map(|i| {
                 let (file, meter) = (file.clone(), meter.clone());
                 tokio_uring::spawn(async move {
-                    let mut rng = XorShift::new(i as u64);
-                    let mut buf = AlignedBuf::new(BLOCK_SIZE_BYTES as usize);
-                    loop {
-                        let off = rng.block_index(blocks) * BLOCK_SIZE_BYTES;
-                        let (res, b) = file.read_at(buf, off).await;
-                        buf = b;
-                        check_read(res, off)?;
-                        if !meter.tick() {
-                            return Ok::<(), String>(());
-                        }
-                    }
+                    let buf = AlignedBuf::new(BLOCK_SIZE_BYTES as usize);
+                    read_loop(i, blocks, &meter, buf, |b, off| file.read_at(b, off)).await
                 })
             })
             .collect();
