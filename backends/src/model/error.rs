@@ -17,13 +17,20 @@ pub enum IoOp {
     Append,
 }
 
-impl std::fmt::Display for IoOp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl IoOp {
+    /// The operation's name: `read`, `write` or `append`.
+    pub fn as_str(self) -> &'static str {
+        match self {
             IoOp::Read => "read",
             IoOp::Write => "write",
             IoOp::Append => "append",
-        })
+        }
+    }
+}
+
+impl std::fmt::Display for IoOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

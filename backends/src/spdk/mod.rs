@@ -304,9 +304,38 @@ async fn install_allocator_on_every_core() -> Result<()> {
     Ok(())
 }
 
-static ZERO_COPY_CMDS: AtomicU64 = AtomicU64::new(0);
-static BOUNCED_CMDS: AtomicU64 = AtomicU64::new(0);
-static BOUNCED_BYTES: AtomicU64 = AtomicU64::new(0);
+/// One thread's transfer counters: written only by that thread (no shared cache line on
+/// the I/O path), summed by [`transfer_stats`].
+#[derive(Default)]
+struct TransferCounters {
+    zero_copy_cmds: AtomicU64,
+    bounced_cmds: AtomicU64,
+    bounced_bytes: AtomicU64,
+}
+
+impl TransferCounters {
+    /// Adds `n` to a counter of the current thread (its only writer: no atomic add needed).
+    fn add(counter: impl Fn(&TransferCounters) -> &AtomicU64, n: u64) {
+        THREAD_COUNTERS.with(|c| {
+            let a = counter(c);
+            a.store(a.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+        });
+    }
+}
+
+/// Every thread's counters, kept after the thread exits so the totals never go back.
+static ALL_COUNTERS: Mutex<Vec<Arc<TransferCounters>>> = Mutex::new(Vec::new());
+
+thread_local! {
+    static THREAD_COUNTERS: Arc<TransferCounters> = {
+        let c = Arc::new(TransferCounters::default());
+        ALL_COUNTERS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(c.clone());
+        c
+    };
+}
 
 /// How the data of this process's `spdk:` reads, writes and appends reached the device.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -321,10 +350,14 @@ pub struct TransferStats {
 
 /// Counters of zero-copy and copied data commands since the process started.
 pub fn transfer_stats() -> TransferStats {
+    let all = ALL_COUNTERS.lock().unwrap_or_else(|e| e.into_inner());
+    let sum = |f: fn(&TransferCounters) -> &AtomicU64| {
+        all.iter().map(|c| f(c).load(Ordering::Relaxed)).sum()
+    };
     TransferStats {
-        zero_copy_cmds: ZERO_COPY_CMDS.load(Ordering::Relaxed),
-        bounced_cmds: BOUNCED_CMDS.load(Ordering::Relaxed),
-        bounced_bytes: BOUNCED_BYTES.load(Ordering::Relaxed),
+        zero_copy_cmds: sum(|c| &c.zero_copy_cmds),
+        bounced_cmds: sum(|c| &c.bounced_cmds),
+        bounced_bytes: sum(|c| &c.bounced_bytes),
     }
 }
 
@@ -798,7 +831,7 @@ impl SpdkDevice {
                 // SAFETY: at + len <= buf.len(), so the pointer stays inside the buffer.
                 unsafe { buf.stable_ptr().add(at) }.cast_mut().cast()
             };
-            ZERO_COPY_CMDS.fetch_add(1, Ordering::Relaxed);
+            TransferCounters::add(|c| &c.zero_copy_cmds, 1);
             (Held::Caller(buf), data, None)
         } else {
             let mut chunk = match core.get_buf(len) {
@@ -808,8 +841,8 @@ impl SpdkDevice {
             if op != IoOp::Read {
                 chunk.slice_mut(len).copy_from_slice(&buf[at..at + len]);
             }
-            BOUNCED_CMDS.fetch_add(1, Ordering::Relaxed);
-            BOUNCED_BYTES.fetch_add(len as u64, Ordering::Relaxed);
+            TransferCounters::add(|c| &c.bounced_cmds, 1);
+            TransferCounters::add(|c| &c.bounced_bytes, len as u64);
             let data = chunk.ptr.cast();
             (Held::Bounce(chunk), data, Some(buf))
         };
@@ -830,7 +863,7 @@ impl SpdkDevice {
                 }
             }
         };
-        let (r, held) = run_cmd(&core, Some(held), data, &op.to_string(), &submit).await;
+        let (r, held) = run_cmd(&core, Some(held), data, op.as_str(), &submit).await;
         let read_ok = op == IoOp::Read && matches!(r, Ok((0, _)));
         let buf = match (bounced_from, held) {
             (Some(mut b), Some(Held::Bounce(chunk))) => {
