@@ -112,12 +112,31 @@ impl<const NULLBLK: bool> ZbdBackend<NULLBLK> {
             _exclusive: conformance::exclusive(Self::VAR),
         }
     }
-    fn env(name: &str) -> u64 {
-        std::env::var(name)
-            .unwrap_or_else(|_| panic!("{name} is not set in the guest"))
-            .parse()
-            .unwrap_or_else(|_| panic!("{name} is not a number"))
+}
+
+/// A number the guest harness exports (see `xtask/README.md`).
+fn guest_env(name: &str) -> u64 {
+    std::env::var(name)
+        .unwrap_or_else(|_| panic!("{name} is not set in the guest"))
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} is not a number"))
+}
+
+/// Asserts that `got` is the geometry the guest was booted with for the device whose
+/// variables start with `prefix` (`ZIOB_ZNS` or `ZIOB_NULLBLK`; the zone count is checked for
+/// the ZNS namespace, whose count the harness sets).
+fn assert_guest_geometry(prefix: &str, got: &Geometry) {
+    let var = |name: &str| guest_env(&format!("{prefix}_{name}"));
+    let limit = |name: &str| Some(var(name) as u32).filter(|&v| v != 0);
+    assert_eq!(got.block_size_bytes, guest_env("ZIOB_BLOCK_SIZE"));
+    assert_eq!(got.zone_size_bytes, var("ZONE_SIZE"));
+    assert_eq!(got.zone_capacity_bytes, var("ZONE_CAPACITY"));
+    assert_eq!(got.max_open_zones, limit("MAX_OPEN"));
+    assert_eq!(got.max_active_zones, limit("MAX_ACTIVE"));
+    if prefix == "ZIOB_ZNS" {
+        assert_eq!(u64::from(got.zone_count), var("ZONES"));
     }
+    assert!(got.max_append_bytes % got.block_size_bytes == 0);
 }
 
 impl<const NULLBLK: bool> Backend for ZbdBackend<NULLBLK> {
@@ -146,23 +165,7 @@ impl<const NULLBLK: bool> Backend for ZbdBackend<NULLBLK> {
     }
     /// The device's geometry must be the one the guest was booted with.
     fn check_geometry(&self, _: &Geometry, got: &Geometry) {
-        let prefix = if NULLBLK { "ZIOB_NULLBLK" } else { "ZIOB_ZNS" };
-        let limit = |name: String| Some(Self::env(&name) as u32).filter(|&v| v != 0);
-        assert_eq!(got.block_size_bytes, Self::env("ZIOB_BLOCK_SIZE"));
-        assert_eq!(
-            got.zone_size_bytes,
-            Self::env(&format!("{prefix}_ZONE_SIZE"))
-        );
-        assert_eq!(
-            got.zone_capacity_bytes,
-            Self::env(&format!("{prefix}_ZONE_CAPACITY"))
-        );
-        assert_eq!(got.max_open_zones, limit(format!("{prefix}_MAX_OPEN")));
-        assert_eq!(got.max_active_zones, limit(format!("{prefix}_MAX_ACTIVE")));
-        if !NULLBLK {
-            assert_eq!(u64::from(got.zone_count), Self::env("ZIOB_ZNS_ZONES"));
-        }
-        assert!(got.max_append_bytes % got.block_size_bytes == 0);
+        assert_guest_geometry(if NULLBLK { "ZIOB_NULLBLK" } else { "ZIOB_ZNS" }, got);
         got.validate().unwrap();
     }
 }
@@ -217,20 +220,7 @@ impl Backend for SpdkBackend {
     }
     /// The device's geometry (ZNS Identify through SPDK) must be the guest's.
     fn check_geometry(&self, _: &Geometry, got: &Geometry) {
-        let env = |name: &str| -> u64 {
-            std::env::var(name)
-                .unwrap_or_else(|_| panic!("{name} is not set in the guest"))
-                .parse()
-                .unwrap_or_else(|_| panic!("{name} is not a number"))
-        };
-        let limit = |name: &str| Some(env(name) as u32).filter(|&v| v != 0);
-        assert_eq!(got.block_size_bytes, env("ZIOB_BLOCK_SIZE"));
-        assert_eq!(got.zone_size_bytes, env("ZIOB_ZNS_ZONE_SIZE"));
-        assert_eq!(got.zone_capacity_bytes, env("ZIOB_ZNS_ZONE_CAPACITY"));
-        assert_eq!(u64::from(got.zone_count), env("ZIOB_ZNS_ZONES"));
-        assert_eq!(got.max_open_zones, limit("ZIOB_ZNS_MAX_OPEN"));
-        assert_eq!(got.max_active_zones, limit("ZIOB_ZNS_MAX_ACTIVE"));
-        assert!(got.max_append_bytes % got.block_size_bytes == 0);
+        assert_guest_geometry("ZIOB_ZNS", got);
         got.validate().unwrap();
     }
 }
@@ -294,20 +284,7 @@ impl Backend for NvmeBackend {
     }
     /// The device's geometry (from Identify) must be the one the guest was booted with.
     fn check_geometry(&self, _: &Geometry, got: &Geometry) {
-        let env = |name: &str| -> u64 {
-            std::env::var(name)
-                .unwrap_or_else(|_| panic!("{name} is not set in the guest"))
-                .parse()
-                .unwrap_or_else(|_| panic!("{name} is not a number"))
-        };
-        let limit = |name: &str| Some(env(name) as u32).filter(|&v| v != 0);
-        assert_eq!(got.block_size_bytes, env("ZIOB_BLOCK_SIZE"));
-        assert_eq!(got.zone_size_bytes, env("ZIOB_ZNS_ZONE_SIZE"));
-        assert_eq!(got.zone_capacity_bytes, env("ZIOB_ZNS_ZONE_CAPACITY"));
-        assert_eq!(u64::from(got.zone_count), env("ZIOB_ZNS_ZONES"));
-        assert_eq!(got.max_open_zones, limit("ZIOB_ZNS_MAX_OPEN"));
-        assert_eq!(got.max_active_zones, limit("ZIOB_ZNS_MAX_ACTIVE"));
-        assert!(got.max_append_bytes % got.block_size_bytes == 0);
+        assert_guest_geometry("ZIOB_ZNS", got);
         assert!(got.max_append_bytes <= got.zone_capacity_bytes);
         got.validate().unwrap();
     }
