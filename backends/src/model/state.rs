@@ -212,6 +212,26 @@ pub fn write_state_refusal(
     }
 }
 
+/// Checks a read of `len_bytes` at `offset_bytes` of a zone in `state`, in the device's
+/// order: alignment, offline zone, zone end. The zone index is the caller's.
+pub fn check_read_position(
+    geometry: &Geometry,
+    zone: u32,
+    state: ZoneState,
+    offset_bytes: u64,
+    len_bytes: u64,
+) -> Result<()> {
+    geometry.check_aligned(IoOp::Read, zone, offset_bytes, len_bytes)?;
+    if state == ZoneState::Offline {
+        return Err(DeviceError::Offline {
+            op: IoOp::Read,
+            zone,
+            offset_blocks: offset_bytes / geometry.block_size_bytes,
+        });
+    }
+    geometry.check_read_end(zone, offset_bytes, len_bytes)
+}
+
 /// Checks a write at `offset` (an append: `None`) of `len_bytes` to a zone in `state` with
 /// its write pointer at `wp_bytes`, in the device's order: alignment, append size, state,
 /// write pointer, capacity. Returns where the data goes. The zone index and the open/active
@@ -412,10 +432,6 @@ impl ZoneTable {
         Ok(zone as usize)
     }
 
-    fn blocks(&self, bytes: u64) -> u64 {
-        bytes / self.geometry.block_size_bytes
-    }
-
     /// The report entry of `zone`.
     pub fn info(&self, zone: u32) -> Result<ZoneInfo> {
         let z = &self.zones[self.zone_index(zone)?];
@@ -443,19 +459,8 @@ impl ZoneTable {
     /// Checks a read of `len_bytes` at `offset_bytes` of `zone`; returns how many bytes from
     /// the zone start hold data (the rest of the range reads as zeros).
     pub fn check_read(&self, zone: u32, offset_bytes: u64, len_bytes: u64) -> Result<u64> {
-        let i = self.zone_index(zone)?;
-        self.geometry
-            .check_aligned(IoOp::Read, zone, offset_bytes, len_bytes)?;
-        let z = &self.zones[i];
-        if z.state == ZoneState::Offline {
-            return Err(DeviceError::Offline {
-                op: IoOp::Read,
-                zone,
-                offset_blocks: self.blocks(offset_bytes),
-            });
-        }
-        self.geometry
-            .check_read_end(zone, offset_bytes, len_bytes)?;
+        let z = &self.zones[self.zone_index(zone)?];
+        check_read_position(&self.geometry, zone, z.state, offset_bytes, len_bytes)?;
         Ok(z.written_bytes)
     }
 

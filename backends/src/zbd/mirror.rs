@@ -8,7 +8,9 @@
 
 use crate::model::error::{DeviceError, IoOp, Result};
 use crate::model::geometry::Geometry;
-use crate::model::state::{check_write_position, ZoneAction, ZoneInfo, ZoneState};
+use crate::model::state::{
+    check_read_position, check_write_position, ZoneAction, ZoneInfo, ZoneState,
+};
 use crate::zbd::ioctl::{BlkZone, SECTOR_BYTES};
 
 /// Converts a kernel zone descriptor into a report entry. `capacity_valid`: the report had
@@ -119,10 +121,6 @@ impl Mirror {
         Ok(zone as usize)
     }
 
-    fn blocks(&self, bytes: u64) -> u64 {
-        bytes / self.geometry.block_size_bytes
-    }
-
     fn open_and_active(&self) -> (u32, u32) {
         let open = self.zones.iter().filter(|z| z.state.is_open()).count() as u32;
         let active = self.zones.iter().filter(|z| z.state.is_active()).count() as u32;
@@ -131,19 +129,8 @@ impl Mirror {
 
     /// Checks a read; returns where the zone's data ends (bytes from the zone start).
     pub fn check_read(&self, zone: u32, offset_bytes: u64, len_bytes: u64) -> Result<u64> {
-        let i = self.index(zone)?;
-        self.geometry
-            .check_aligned(IoOp::Read, zone, offset_bytes, len_bytes)?;
-        let z = &self.zones[i];
-        if z.state == ZoneState::Offline {
-            return Err(DeviceError::Offline {
-                op: IoOp::Read,
-                zone,
-                offset_blocks: self.blocks(offset_bytes),
-            });
-        }
-        self.geometry
-            .check_read_end(zone, offset_bytes, len_bytes)?;
+        let z = &self.zones[self.index(zone)?];
+        check_read_position(&self.geometry, zone, z.state, offset_bytes, len_bytes)?;
         Ok(z.data_end_bytes)
     }
 
