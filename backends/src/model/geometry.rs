@@ -70,7 +70,7 @@ impl Geometry {
                 op: IoOp::Read,
                 zone,
                 offset_blocks: offset_bytes / bs,
-                len_blocks: len_bytes / bs,
+                len_blocks: len_bytes.div_ceil(bs),
                 boundary: Boundary::ZoneEnd,
                 limit_blocks: self.zone_size_blocks(),
             });
@@ -92,7 +92,7 @@ impl Geometry {
             op,
             zone,
             offset_blocks: at_bytes / bs,
-            len_blocks: len_bytes / bs,
+            len_blocks: len_bytes.div_ceil(bs),
             boundary: Boundary::Capacity,
             limit_blocks: self.zone_capacity_blocks(),
         }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use event_listener::Event;
 use ziob_backends::{
-    Boundary, DeviceError, Geometry, IoOp, ZoneAction, ZoneInfo, ZoneState, ZoneTarget, ZonedDevice,
+    DeviceError, Geometry, IoOp, ZoneAction, ZoneInfo, ZoneState, ZoneTarget, ZonedDevice,
 };
 use ziob_runtime::DmaBuf;
 
@@ -257,15 +257,7 @@ impl<D: ZonedDevice> Shard<D> {
             );
         }
         if at + len > cap {
-            return Err(DeviceError::BoundaryError {
-                op,
-                zone,
-                offset_blocks: blocks(at, bs),
-                len_blocks: len.div_ceil(bs),
-                boundary: Boundary::Capacity,
-                limit_blocks: blocks(cap, bs),
-            }
-            .into());
+            return Err(self.geometry.capacity_error(op, zone, at, len).into());
         }
         if z.tail_busy() {
             return Ok(None); // wait for the write-back holding the tail's memory
@@ -532,17 +524,7 @@ impl<D: ZonedDevice> Shard<D> {
         self.check_zone(zone)?;
         let bs = self.bs();
         let end = offset + len as u64;
-        if end > self.geometry.zone_size_bytes {
-            return Err(DeviceError::BoundaryError {
-                op: IoOp::Read,
-                zone,
-                offset_blocks: blocks(offset, bs),
-                len_blocks: (len as u64).div_ceil(bs),
-                boundary: Boundary::ZoneEnd,
-                limit_blocks: blocks(self.geometry.zone_size_bytes, bs),
-            }
-            .into());
-        }
+        self.geometry.check_read_end(zone, offset, len as u64)?;
         if !self.buffered {
             let (res, buf) = self
                 .device
