@@ -15,12 +15,12 @@ use crate::error::Result;
 use crate::op::table::OpTable;
 use crate::op::table::Waiter;
 use crate::ring::{Completion, Ring, RingInfo, Sqe};
-use crate::task::TaskWakers;
+use crate::task::{TaskHome, TaskWakers};
 
 /// A message from another thread to a core.
 pub(crate) enum Message {
     /// A task woken from another thread.
-    Runnable(Runnable),
+    Runnable(Runnable<TaskHome>),
     /// A closure to run on the core (it usually spawns a task).
     Job(Box<dyn FnOnce() + Send>),
     /// A fixed buffer slot freed on another thread.
@@ -92,7 +92,7 @@ pub(crate) struct Core {
     pub(crate) ops: RefCell<OpTable>,
     pub(crate) pool: RefCell<BufPool>,
     pub(crate) file_slots: RefCell<Vec<u32>>,
-    run_queue: RefCell<VecDeque<Runnable>>,
+    run_queue: RefCell<VecDeque<Runnable<TaskHome>>>,
     inbox: mpsc::Receiver<Message>,
     policy: SubmitPolicy,
     busy_poll: bool,
@@ -214,7 +214,7 @@ impl Core {
 
     /// Queues a task to run on this core (called on this core's thread).
     #[inline]
-    pub(crate) fn schedule_local(&self, runnable: Runnable) {
+    pub(crate) fn schedule_local(&self, runnable: Runnable<TaskHome>) {
         self.run_queue.borrow_mut().push_back(runnable);
     }
 
