@@ -33,6 +33,10 @@ pub(crate) enum Message {
 pub(crate) struct CoreRemote {
     pub(crate) id: usize,
     sender: mpsc::Sender<Message>,
+    /// Set by every sender after its message is in the channel, cleared by the core before it
+    /// drains the channel: the core's loop reads this flag instead of calling `try_recv` on
+    /// an empty channel every turn.
+    mail: AtomicBool,
     sleeping: AtomicBool,
     eventfd: std::os::fd::OwnedFd,
 }
@@ -41,6 +45,10 @@ impl CoreRemote {
     /// Delivers `msg` and wakes the core if it is blocked in the kernel.
     pub(crate) fn send(&self, msg: Message) -> std::result::Result<(), ()> {
         self.sender.send(msg).map_err(|_| ())?;
+        // A read-modify-write, not a store: every sender's update of the flag then belongs to
+        // the release sequence the core's clearing swap reads from, so that swap makes the
+        // messages of all of them visible, not only the last one's. SeqCst: see `Core::run`.
+        self.mail.swap(true, Ordering::SeqCst);
         if self.sleeping.swap(false, Ordering::SeqCst) {
             self.kick();
         }
@@ -148,6 +156,7 @@ pub(crate) fn remote(id: usize) -> std::io::Result<(Arc<CoreRemote>, mpsc::Recei
         Arc::new(CoreRemote {
             id,
             sender,
+            mail: AtomicBool::new(false),
             sleeping: AtomicBool::new(false),
             eventfd,
         }),
@@ -338,7 +347,33 @@ impl Core {
         self.wake_armed.set(true);
     }
 
+    /// Drains the mailbox if the mail flag says it may hold messages. Relaxed: a flag set a
+    /// moment ago and not seen yet only delays its messages to a later drain, at the latest the
+    /// one before the core sleeps ([`Core::drain_inbox_before_sleep`]).
+    #[inline]
     fn drain_inbox(&self) -> bool {
+        if !self.remote.mail.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.drain_inbox_now()
+    }
+
+    /// [`Core::drain_inbox`] after `sleeping` was set: SeqCst, so that either this load sees the
+    /// flag of a message sent concurrently or its sender sees `sleeping` and kicks the core.
+    #[inline]
+    fn drain_inbox_before_sleep(&self) -> bool {
+        if !self.remote.mail.load(Ordering::SeqCst) {
+            return false;
+        }
+        self.drain_inbox_now()
+    }
+
+    #[cold]
+    fn drain_inbox_now(&self) -> bool {
+        // Cleared before the channel is read: a message whose sender sets the flag after this
+        // leaves it set for the next drain. Acquire pairs with the senders' swaps (see
+        // `CoreRemote::send`): their messages are visible to `try_recv` below.
+        self.remote.mail.swap(false, Ordering::Acquire);
         let mut got = false;
         while let Ok(msg) = self.inbox.try_recv() {
             got = true;
@@ -464,7 +499,7 @@ impl Core {
             // Nothing runnable: block in the kernel until a completion or a message arrives.
             self.arm_wake();
             self.remote.sleeping.store(true, Ordering::SeqCst);
-            if self.drain_inbox() {
+            if self.drain_inbox_before_sleep() {
                 self.remote.sleeping.store(false, Ordering::SeqCst);
                 continue;
             }
