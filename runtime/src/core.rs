@@ -116,8 +116,6 @@ pub(crate) struct Core {
     pub(crate) enters: Cell<u64>,
     /// Statistics: tasks that panicked.
     pub(crate) task_panics: Cell<u64>,
-    /// Completions being dispatched (kept to avoid an allocation per turn).
-    reap_buf: RefCell<Vec<(u64, Completion)>>,
     /// What the running task may still do before [`crate::consume_budget`] makes it yield.
     pub(crate) coop_budget: Cell<u32>,
     /// The live tasks of this core, by id (see [`crate::task::TaskWakers`]): lets an op wake
@@ -209,7 +207,6 @@ impl Core {
             shutting_down: Cell::new(false),
             enters: Cell::new(0),
             task_panics: Cell::new(0),
-            reap_buf: RefCell::new(Vec::with_capacity(256)),
             coop_budget: Cell::new(COOP_BUDGET),
             tasks: RefCell::new(TaskWakers::default()),
         });
@@ -427,17 +424,19 @@ impl Core {
         found
     }
 
-    /// Moves completions from the CQ to the op table, waking their tasks.
+    /// Moves completions from the CQ to the op table, waking their tasks. One completion at a
+    /// time: the ring is not borrowed while a completion is dispatched (waking may run code
+    /// that reaps too), and no batch buffer is filled and drained per turn.
     pub(crate) fn reap(&self) -> usize {
-        // Reuse one buffer: no allocation per loop turn.
-        let mut batch = std::mem::take(&mut *self.reap_buf.borrow_mut());
-        self.ring.borrow_mut().reap(&mut batch);
-        let n = batch.len();
-        for (user_data, completion) in batch.drain(..) {
+        let mut n = 0;
+        loop {
+            let next = self.ring.borrow_mut().pop();
+            let Some((user_data, completion)) = next else {
+                return n;
+            };
+            n += 1;
             self.complete(user_data, completion);
         }
-        *self.reap_buf.borrow_mut() = batch;
-        n
     }
 
     fn complete(&self, user_data: u64, completion: Completion) {
