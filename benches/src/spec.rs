@@ -100,9 +100,9 @@ impl Runner {
             }
             (Workload::Randread, _) => None,
             (Workload::Nop, Runner::Fio { .. }) => Some("fio has no NOP workload"),
-            (Workload::Nop, Runner::Monoio) => Some(
-                "monoio 0.2.4 exposes no IORING_OP_NOP (its driver has no nop op)",
-            ),
+            (Workload::Nop, Runner::Monoio) => {
+                Some("monoio 0.2.4 exposes no IORING_OP_NOP (its driver has no nop op)")
+            }
             (Workload::Nop, _) => None,
             (Workload::Yield, Runner::Ziob { fixed, eager }) if !fixed && !eager => None,
             (Workload::Yield, Runner::Ziob { .. }) => {
