@@ -8,7 +8,10 @@
 //! * `plain`, `plain-fixed` (and `-eager` variants): a hand-written `io-uring` loop keeping N
 //!   reads in flight, the floor a runtime is measured against ([`plain_uring`]);
 //! * `fio`, `fio-fixed`: fio's io_uring engine ([`fio`]);
-//! * `tokio-uring`, `monoio`, `glommio` behind the `peers` feature ([`peers`]).
+//! * `tokio-uring`, `monoio`, `glommio` behind the `peers` feature ([`peers`]);
+//! * `async-task`: a bare async-task loop without I/O, for the `yield` workload (QD tasks each
+//!   looping on a yield), the floor of any async-task executor's task switch
+//!   ([`bare_async_task`]).
 //!
 //! Every in-process runner counts operations through one [`meter::Meter`], which also takes
 //! the CPU time (`getrusage`, user + system) at the start and end of the measured window, so
@@ -16,6 +19,7 @@
 //! and ratios against a runner of the same run), never asserted.
 #![warn(missing_docs)]
 
+pub mod bare_async_task;
 pub mod cpu;
 pub mod fio;
 pub mod meter;

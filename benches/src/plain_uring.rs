@@ -34,11 +34,14 @@ fn build_ring(entries: u32) -> std::io::Result<IoUring> {
 /// Runs `spec` on the calling thread; `fixed` selects registered buffers and file, `eager`
 /// one submission per refill.
 pub fn run(spec: &RunSpec, fixed: bool, eager: bool) -> Result<Sample, String> {
+    if spec.workload == Workload::Yield {
+        return Err("the plain loop has no tasks to yield".into());
+    }
     let qd = spec.qd;
     let entries = (qd as u32).next_power_of_two().max(8);
     let mut ring = build_ring(entries).map_err(|e| format!("io_uring setup: {e}"))?;
     let file = match spec.workload {
-        Workload::Nop => None,
+        Workload::Nop | Workload::Yield => None,
         Workload::Randread => Some(
             std::fs::OpenOptions::new()
                 .read(true)
@@ -74,7 +77,7 @@ pub fn run(spec: &RunSpec, fixed: bool, eager: bool) -> Result<Sample, String> {
     let ptrs: Vec<*mut u8> = bufs.iter_mut().map(|b| b.as_mut_ptr()).collect();
     let mut entry = |slot: usize| -> squeue::Entry {
         let e = match spec.workload {
-            Workload::Nop => opcode::Nop::new().build(),
+            Workload::Nop | Workload::Yield => opcode::Nop::new().build(),
             Workload::Randread => {
                 let off = rng.block_index(blocks) * BLOCK_SIZE_BYTES;
                 let len = BLOCK_SIZE_BYTES as u32;
@@ -119,7 +122,7 @@ pub fn run(spec: &RunSpec, fixed: bool, eager: bool) -> Result<Sample, String> {
         for cqe in ring.completion() {
             let res = cqe.result();
             let want = match spec.workload {
-                Workload::Nop => 0,
+                Workload::Nop | Workload::Yield => 0,
                 Workload::Randread => BLOCK_SIZE_BYTES as i32,
             };
             if res != want && failure.is_none() {

@@ -174,6 +174,8 @@ pub struct Report {
     pub configs: Vec<ConfigResult>,
     /// Adaptive (default) vs Eager, where both were measured.
     pub submit_policy: Vec<PolicyVerdict>,
+    /// Runner and workload pairs that were selected but not measured, and why.
+    pub notes: Vec<String>,
 }
 
 impl Report {
@@ -274,6 +276,9 @@ impl Report {
                     p.winner
                 );
             }
+        }
+        for n in &self.notes {
+            let _ = writeln!(s, "note: {n}");
         }
         s.push_str(
             "* = plain-loop variant with the lowest CPU per op (the reference for cpu/plain)\n",

@@ -18,6 +18,9 @@ pub enum Workload {
     Nop,
     /// 4 KiB reads at random 4 KiB-aligned offsets of the test file.
     Randread,
+    /// No I/O: QD tasks each looping on a yield (wake + run queue + poll), the cost of one
+    /// task switch in the runner's harness.
+    Yield,
 }
 
 /// How the test file is opened.
@@ -59,6 +62,10 @@ pub enum Runner {
     Monoio,
     /// glommio (feature `peers`).
     Glommio,
+    /// A bare async-task loop: no io_uring, no runtime, `spawn_local` tasks whose wakers push
+    /// their `Runnable` onto a `VecDeque` (yield workload only): the minimum any async-task
+    /// executor pays per wake + poll.
+    AsyncTask,
 }
 
 impl Runner {
@@ -77,13 +84,32 @@ impl Runner {
         "tokio-uring",
         "monoio",
         "glommio",
+        "async-task",
     ];
 
-    /// Whether the runner can do `workload` (fio and the peers have no NOP op).
+    /// Whether the runner can do `workload` (see [`Runner::unsupported_reason`]).
     pub fn supports(&self, workload: Workload) -> bool {
-        match workload {
-            Workload::Randread => true,
-            Workload::Nop => matches!(self, Runner::Ziob { .. } | Runner::Plain { .. }),
+        self.unsupported_reason(workload).is_none()
+    }
+
+    /// Why the runner cannot do `workload`, or `None` if it can.
+    pub fn unsupported_reason(&self, workload: Workload) -> Option<&'static str> {
+        match (workload, self) {
+            (Workload::Randread, Runner::AsyncTask) | (Workload::Nop, Runner::AsyncTask) => {
+                Some("a bare task loop without I/O (yield workload only)")
+            }
+            (Workload::Randread, _) => None,
+            (Workload::Nop, Runner::Fio { .. }) => Some("fio has no NOP workload"),
+            (Workload::Nop, Runner::Monoio) => {
+                Some("monoio 0.2.4 exposes no IORING_OP_NOP (its driver has no nop op)")
+            }
+            (Workload::Nop, _) => None,
+            (Workload::Yield, Runner::Ziob { fixed, eager }) if !fixed && !eager => None,
+            (Workload::Yield, Runner::Ziob { .. }) => {
+                Some("yield does no I/O: measured once, with the plain ziob runner")
+            }
+            (Workload::Yield, Runner::AsyncTask) => None,
+            (Workload::Yield, _) => Some("yield rows measure task harnesses: ziob and async-task"),
         }
     }
 
@@ -133,6 +159,7 @@ impl fmt::Display for Runner {
             Runner::TokioUring => "tokio-uring",
             Runner::Monoio => "monoio",
             Runner::Glommio => "glommio",
+            Runner::AsyncTask => "async-task",
         };
         f.write_str(s)
     }
@@ -185,6 +212,7 @@ impl FromStr for Runner {
             "tokio-uring" => Runner::TokioUring,
             "monoio" => Runner::Monoio,
             "glommio" => Runner::Glommio,
+            "async-task" => Runner::AsyncTask,
             other => {
                 return Err(format!(
                     "unknown runner {other:?}; expected one of {}",
@@ -201,8 +229,9 @@ impl FromStr for Workload {
         match s {
             "nop" => Ok(Workload::Nop),
             "randread" => Ok(Workload::Randread),
+            "yield" => Ok(Workload::Yield),
             other => Err(format!(
-                "unknown workload {other:?}; expected nop or randread"
+                "unknown workload {other:?}; expected nop, randread or yield"
             )),
         }
     }
@@ -226,6 +255,7 @@ impl fmt::Display for Workload {
         f.write_str(match self {
             Workload::Nop => "nop",
             Workload::Randread => "randread",
+            Workload::Yield => "yield",
         })
     }
 }

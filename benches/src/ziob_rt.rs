@@ -1,7 +1,8 @@
 //! The same workloads through ZIOB: one core, QD tasks, each looping on one op.
 //!
 //! QD = N means N spawned tasks, each issuing its next op as soon as the previous one
-//! completes — the shape applications have, and the shape every peer runtime is measured
+//! completes (for the yield workload: each yielding with [`ziob_runtime::yield_now`], which
+//! goes through the task's waker and the core's run queue like an op's completion does) — the shape applications have, and the shape every peer runtime is measured
 //! in. The `fixed` variant gives each task a registered buffer (`DmaBuf::fixed`) and
 //! registers the file with the core's ring; the plain variant uses pooled `DmaBuf`s on a
 //! plain descriptor.
@@ -56,7 +57,7 @@ pub fn run(spec: &RunSpec, fixed: bool, eager: bool) -> Result<(Sample, ZiobExtr
 async fn run_on_core(spec: RunSpec, fixed: bool) -> Result<(Sample, ZiobExtra), String> {
     let mut extra = ZiobExtra::default();
     let file = match spec.workload {
-        Workload::Nop => None,
+        Workload::Nop | Workload::Yield => None,
         Workload::Randread => {
             let f = OpenOptions::new()
                 .read(true)
@@ -76,12 +77,19 @@ async fn run_on_core(spec: RunSpec, fixed: bool) -> Result<(Sample, ZiobExtra), 
         Some(Box::new(|| ziob_runtime::core_stats().enters)),
     ));
     let blocks = spec.blocks_count();
+    let workload = spec.workload;
     let mut tasks = Vec::with_capacity(spec.qd);
     for i in 0..spec.qd {
         let meter = meter.clone();
         let file = file.clone();
         let task = ziob_runtime::spawn(async move {
             match file {
+                None if workload == Workload::Yield => loop {
+                    ziob_runtime::yield_now().await;
+                    if !meter.tick() {
+                        return Ok::<(), String>(());
+                    }
+                },
                 None => loop {
                     ziob_runtime::nop().await.map_err(|e| format!("nop: {e}"))?;
                     if !meter.tick() {

@@ -15,12 +15,12 @@ use crate::error::Result;
 use crate::op::table::OpTable;
 use crate::op::table::Waiter;
 use crate::ring::{Completion, Ring, RingInfo, Sqe};
-use crate::task::TaskWakers;
+use crate::task::{TaskHome, TaskWakers};
 
 /// A message from another thread to a core.
 pub(crate) enum Message {
     /// A task woken from another thread.
-    Runnable(Runnable),
+    Runnable(Runnable<TaskHome>),
     /// A closure to run on the core (it usually spawns a task).
     Job(Box<dyn FnOnce() + Send>),
     /// A fixed buffer slot freed on another thread.
@@ -33,6 +33,10 @@ pub(crate) enum Message {
 pub(crate) struct CoreRemote {
     pub(crate) id: usize,
     sender: mpsc::Sender<Message>,
+    /// Set by every sender after its message is in the channel, cleared by the core before it
+    /// drains the channel: the core's loop reads this flag instead of calling `try_recv` on
+    /// an empty channel every turn.
+    mail: AtomicBool,
     sleeping: AtomicBool,
     eventfd: std::os::fd::OwnedFd,
 }
@@ -41,6 +45,10 @@ impl CoreRemote {
     /// Delivers `msg` and wakes the core if it is blocked in the kernel.
     pub(crate) fn send(&self, msg: Message) -> std::result::Result<(), ()> {
         self.sender.send(msg).map_err(|_| ())?;
+        // A read-modify-write, not a store: every sender's update of the flag then belongs to
+        // the release sequence the core's clearing swap reads from, so that swap makes the
+        // messages of all of them visible, not only the last one's. SeqCst: see `Core::run`.
+        self.mail.swap(true, Ordering::SeqCst);
         if self.sleeping.swap(false, Ordering::SeqCst) {
             self.kick();
         }
@@ -92,7 +100,7 @@ pub(crate) struct Core {
     pub(crate) ops: RefCell<OpTable>,
     pub(crate) pool: RefCell<BufPool>,
     pub(crate) file_slots: RefCell<Vec<u32>>,
-    run_queue: RefCell<VecDeque<Runnable>>,
+    run_queue: RefCell<VecDeque<Runnable<TaskHome>>>,
     inbox: mpsc::Receiver<Message>,
     policy: SubmitPolicy,
     busy_poll: bool,
@@ -108,8 +116,6 @@ pub(crate) struct Core {
     pub(crate) enters: Cell<u64>,
     /// Statistics: tasks that panicked.
     pub(crate) task_panics: Cell<u64>,
-    /// Completions being dispatched (kept to avoid an allocation per turn).
-    reap_buf: RefCell<Vec<(u64, Completion)>>,
     /// What the running task may still do before [`crate::consume_budget`] makes it yield.
     pub(crate) coop_budget: Cell<u32>,
     /// The live tasks of this core, by id (see [`crate::task::TaskWakers`]): lets an op wake
@@ -148,6 +154,7 @@ pub(crate) fn remote(id: usize) -> std::io::Result<(Arc<CoreRemote>, mpsc::Recei
         Arc::new(CoreRemote {
             id,
             sender,
+            mail: AtomicBool::new(false),
             sleeping: AtomicBool::new(false),
             eventfd,
         }),
@@ -200,7 +207,6 @@ impl Core {
             shutting_down: Cell::new(false),
             enters: Cell::new(0),
             task_panics: Cell::new(0),
-            reap_buf: RefCell::new(Vec::with_capacity(256)),
             coop_budget: Cell::new(COOP_BUDGET),
             tasks: RefCell::new(TaskWakers::default()),
         });
@@ -214,7 +220,7 @@ impl Core {
 
     /// Queues a task to run on this core (called on this core's thread).
     #[inline]
-    pub(crate) fn schedule_local(&self, runnable: Runnable) {
+    pub(crate) fn schedule_local(&self, runnable: Runnable<TaskHome>) {
         self.run_queue.borrow_mut().push_back(runnable);
     }
 
@@ -338,7 +344,33 @@ impl Core {
         self.wake_armed.set(true);
     }
 
+    /// Drains the mailbox if the mail flag says it may hold messages. Relaxed: a flag set a
+    /// moment ago and not seen yet only delays its messages to a later drain, at the latest the
+    /// one before the core sleeps ([`Core::drain_inbox_before_sleep`]).
+    #[inline]
     fn drain_inbox(&self) -> bool {
+        if !self.remote.mail.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.drain_inbox_now()
+    }
+
+    /// [`Core::drain_inbox`] after `sleeping` was set: SeqCst, so that either this load sees the
+    /// flag of a message sent concurrently or its sender sees `sleeping` and kicks the core.
+    #[inline]
+    fn drain_inbox_before_sleep(&self) -> bool {
+        if !self.remote.mail.load(Ordering::SeqCst) {
+            return false;
+        }
+        self.drain_inbox_now()
+    }
+
+    #[cold]
+    fn drain_inbox_now(&self) -> bool {
+        // Cleared before the channel is read: a message whose sender sets the flag after this
+        // leaves it set for the next drain. Acquire pairs with the senders' swaps (see
+        // `CoreRemote::send`): their messages are visible to `try_recv` below.
+        self.remote.mail.swap(false, Ordering::Acquire);
         let mut got = false;
         while let Ok(msg) = self.inbox.try_recv() {
             got = true;
@@ -392,17 +424,19 @@ impl Core {
         found
     }
 
-    /// Moves completions from the CQ to the op table, waking their tasks.
+    /// Moves completions from the CQ to the op table, waking their tasks. One completion at a
+    /// time: the ring is not borrowed while a completion is dispatched (waking may run code
+    /// that reaps too), and no batch buffer is filled and drained per turn.
     pub(crate) fn reap(&self) -> usize {
-        // Reuse one buffer: no allocation per loop turn.
-        let mut batch = std::mem::take(&mut *self.reap_buf.borrow_mut());
-        self.ring.borrow_mut().reap(&mut batch);
-        let n = batch.len();
-        for (user_data, completion) in batch.drain(..) {
+        let mut n = 0;
+        loop {
+            let next = self.ring.borrow_mut().pop();
+            let Some((user_data, completion)) = next else {
+                return n;
+            };
+            n += 1;
             self.complete(user_data, completion);
         }
-        *self.reap_buf.borrow_mut() = batch;
-        n
     }
 
     fn complete(&self, user_data: u64, completion: Completion) {
@@ -464,7 +498,7 @@ impl Core {
             // Nothing runnable: block in the kernel until a completion or a message arrives.
             self.arm_wake();
             self.remote.sleeping.store(true, Ordering::SeqCst);
-            if self.drain_inbox() {
+            if self.drain_inbox_before_sleep() {
                 self.remote.sleeping.store(false, Ordering::SeqCst);
                 continue;
             }

@@ -234,33 +234,30 @@ impl Ring {
         }
     }
 
-    /// Moves every available completion into `out` as `(user_data, completion)`.
-    pub(crate) fn reap(&mut self, out: &mut Vec<(u64, Completion)>) {
+    /// Takes the oldest posted completion off the CQ, if any, with its user data.
+    #[inline]
+    pub(crate) fn pop(&mut self) -> Option<(u64, Completion)> {
         match self {
-            Ring::Normal(r) => {
-                for cqe in r.completion() {
-                    out.push((
-                        cqe.user_data(),
-                        Completion {
-                            result: cqe.result(),
-                            flags: cqe.flags(),
-                            big: [0, 0],
-                        },
-                    ));
-                }
-            }
-            Ring::Big(r) => {
-                for cqe in r.completion() {
-                    out.push((
-                        cqe.user_data(),
-                        Completion {
-                            result: cqe.result(),
-                            flags: cqe.flags(),
-                            big: *cqe.big_cqe(),
-                        },
-                    ));
-                }
-            }
+            Ring::Normal(r) => r.completion().next().map(|cqe| {
+                (
+                    cqe.user_data(),
+                    Completion {
+                        result: cqe.result(),
+                        flags: cqe.flags(),
+                        big: [0, 0],
+                    },
+                )
+            }),
+            Ring::Big(r) => r.completion().next().map(|cqe| {
+                (
+                    cqe.user_data(),
+                    Completion {
+                        result: cqe.result(),
+                        flags: cqe.flags(),
+                        big: *cqe.big_cqe(),
+                    },
+                )
+            }),
         }
     }
 

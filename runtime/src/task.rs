@@ -8,12 +8,41 @@ use std::task::{Context, Poll, Waker};
 
 use async_task::Runnable;
 
-use crate::core::{current, with_core, Message};
+use crate::core::{current, with_core, CoreRemote, Message};
 use crate::error::{Error, Result};
 
 /// A handle to a spawned task: await it for the output; dropping it cancels the task
 /// (call [`Task::detach`] to let it run on).
-pub use async_task::Task;
+pub type Task<T> = async_task::Task<T, TaskHome>;
+
+/// The core a task belongs to, kept in the task itself (async-task metadata) rather than in its
+/// schedule function: a schedule function without captures is zero-sized, and async-task then
+/// skips a waker clone and drop (two atomic read-modify-writes) each time it reschedules a
+/// task that woke itself while running (a yield), and consumes the waker in `Waker::wake`
+/// instead of waking by reference and dropping it.
+pub struct TaskHome {
+    remote: Arc<CoreRemote>,
+}
+
+/// Queues a woken task: on its own core's thread in the run queue, from anywhere else through
+/// the core's mailbox. The core is compared by identity, not index: core 0 of another runtime
+/// in the same process is not this task's core.
+fn schedule(runnable: Runnable<TaskHome>) {
+    let home = Arc::as_ptr(&runnable.metadata().remote);
+    let mut r = Some(runnable);
+    with_core(|c| {
+        if Arc::as_ptr(&c.remote) == home {
+            c.schedule_local(r.take().expect("runnable taken once"));
+        }
+    });
+    if let Some(r) = r {
+        let remote = r.metadata().remote.clone();
+        if let Err(()) = remote.send(Message::Runnable(r)) {
+            // The core is gone; the runnable cannot be dropped off its thread, so it is leaked.
+            tracing::debug!(core = remote.id, "task woken after its core stopped");
+        }
+    }
+}
 
 /// Spawns `future` on the current core. The future need not be `Send`: it never leaves the
 /// core. Panics off-core.
@@ -23,29 +52,13 @@ where
     F::Output: 'static,
 {
     let core = current("spawn");
-    let id = core.id;
-    let remote = core.remote.clone();
+    let home = TaskHome {
+        remote: core.remote.clone(),
+    };
     let task_id = core.tasks.borrow_mut().insert();
     drop(core);
-    let schedule = move |r: Runnable| {
-        // One thread-local lookup: on the owning core the runnable goes to its run queue.
-        // The core is compared by identity, not index: core 0 of another runtime in the same
-        // process is not this task's core.
-        let mut r = Some(r);
-        with_core(|c| {
-            if Arc::ptr_eq(&c.remote, &remote) {
-                c.schedule_local(r.take().expect("runnable taken once"));
-            }
-        });
-        if let Some(r) = r {
-            if let Err(()) = remote.send(Message::Runnable(r)) {
-                // The core is gone; the runnable cannot be dropped off its thread, so it is leaked.
-                tracing::debug!(core = id, "task woken after its core stopped");
-            }
-        }
-    };
-    let (runnable, task) = async_task::spawn_local(
-        Tracked {
+    let (runnable, task) = async_task::Builder::new().metadata(home).spawn_local(
+        move |_| Tracked {
             id: task_id,
             registered: false,
             future,

@@ -1,10 +1,11 @@
 //! `rt-bench`: NOP round trips and 4 KiB random reads through ZIOB, a plain io-uring loop,
-//! fio and (feature `peers`) tokio-uring, monoio and glommio, in one run.
+//! fio and (feature `peers`) tokio-uring, monoio and glommio, in one run; and the cost of a
+//! task switch (`yield`) in ZIOB next to a bare async-task loop (`async-task`).
 //!
 //! ```text
 //! rt-bench [--file PATH] [--file-size 1G] [--duration-secs 3] [--qd 1,32]
-//!          [--modes buffered,direct] [--workloads nop,randread]
-//!          [--runners ziob,ziob-fixed,plain,plain-fixed,fio] [--repeat 3] [--json]
+//!          [--modes buffered,direct] [--workloads nop,randread,yield]
+//!          [--runners ziob,ziob-fixed,plain,plain-fixed,fio,async-task] [--repeat 3] [--json]
 //! ```
 //! Repeats are interleaved (every runner of every configuration, then again), so slow drift
 //! of a shared machine hits all runners alike. Medians and ratios are printed at the end.
@@ -16,7 +17,7 @@ use clap::Parser;
 
 use ziob_benches::report::{ConfigResult, Report, RunnerResult};
 use ziob_benches::spec::{parse_size_bytes, Mode, RunSpec, Runner, Workload, BLOCK_SIZE_BYTES};
-use ziob_benches::{fio, plain_uring, testfile, ziob_rt};
+use ziob_benches::{bare_async_task, fio, plain_uring, testfile, ziob_rt};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -43,11 +44,11 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "buffered,direct")]
     modes: Vec<Mode>,
     /// Workloads.
-    #[arg(long, value_delimiter = ',', default_value = "nop,randread")]
+    #[arg(long, value_delimiter = ',', default_value = "nop,randread,yield")]
     workloads: Vec<Workload>,
-    /// Runners (default: ziob,ziob-fixed,plain,plain-fixed,fio and, with feature `peers`,
-    /// tokio-uring,monoio,glommio). Also: ziob-eager, ziob-fixed-eager, plain-eager,
-    /// plain-fixed-eager, fio-fixed.
+    /// Runners (default: ziob,ziob-fixed,plain,plain-fixed,fio,async-task and, with feature
+    /// `peers`, tokio-uring,monoio,glommio). Also: ziob-eager, ziob-fixed-eager, plain-eager,
+    /// plain-fixed-eager, fio-fixed. Each runs the workloads it supports.
     #[arg(long, value_delimiter = ',')]
     runners: Option<Vec<Runner>>,
     /// Repeats of every measurement (medians are reported).
@@ -59,7 +60,14 @@ struct Args {
 }
 
 fn default_runners() -> Vec<Runner> {
-    let mut names = vec!["ziob", "ziob-fixed", "plain", "plain-fixed", "fio"];
+    let mut names = vec![
+        "ziob",
+        "ziob-fixed",
+        "plain",
+        "plain-fixed",
+        "fio",
+        "async-task",
+    ];
     if cfg!(feature = "peers") {
         names.extend(["tokio-uring", "monoio", "glommio"]);
     }
@@ -75,6 +83,7 @@ fn run_one(spec: &RunSpec, runner: Runner, result: &mut RunnerResult) -> Result<
         }
         Runner::Plain { fixed, eager } => plain_uring::run(spec, fixed, eager)?,
         Runner::Fio { fixed } => fio::run(spec, fixed)?,
+        Runner::AsyncTask => bare_async_task::run(spec)?,
         peer => run_peer(spec, peer)?,
     };
     result.samples.push(sample);
@@ -140,7 +149,7 @@ fn real_main(args: Args) -> Result<(), String> {
     let mut configs = Vec::new();
     for &w in &args.workloads {
         match w {
-            Workload::Nop => {
+            Workload::Nop | Workload::Yield => {
                 for &qd in &args.qd {
                     configs.push((w, None, qd));
                 }
@@ -183,6 +192,7 @@ fn real_main(args: Args) -> Result<(), String> {
             })
             .collect(),
         submit_policy: Vec::new(),
+        notes: not_measured(&args.workloads, &runners),
     };
 
     for rep in 0..args.repeat {
@@ -239,6 +249,20 @@ fn real_main(args: Args) -> Result<(), String> {
         print!("{}", report.table());
     }
     Ok(())
+}
+
+/// One line per selected I/O runner without a NOP op, with the reason (yield rows are ZIOB and
+/// async-task by design; async-task does no I/O).
+fn not_measured(workloads: &[Workload], runners: &[Runner]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for &w in workloads.iter().filter(|&&w| w == Workload::Nop) {
+        for r in runners.iter().filter(|r| **r != Runner::AsyncTask) {
+            if let Some(why) = r.unsupported_reason(w) {
+                notes.push(format!("{w}: {r} not measured: {why}"));
+            }
+        }
+    }
+    notes
 }
 
 fn machine_info() -> serde_json::Value {

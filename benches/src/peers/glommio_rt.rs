@@ -1,15 +1,17 @@
 //! glommio 0.9: QD tasks on one `LocalExecutor`. `O_DIRECT` reads use `DmaFile::read_at_aligned`
 //! and buffered reads `BufferedFile::read_at`; both return a buffer glommio allocates per read
-//! (its API has no caller-owned read buffer), which is glommio's normal shape.
+//! (its API has no caller-owned read buffer), which is glommio's normal shape. The NOP workload
+//! uses `glommio::nop::NopSubmitter::run_nop` (glommio's `bench` feature).
 
 use std::rc::Rc;
 
 use glommio::io::{BufferedFile, DmaFile};
+use glommio::nop::NopSubmitter;
 use glommio::{LocalExecutorBuilder, Placement};
 
-use super::read_loop;
+use super::{nop_loop, read_loop};
 use crate::meter::{Meter, Sample};
-use crate::spec::{Mode, RunSpec, BLOCK_SIZE_BYTES};
+use crate::spec::{Mode, RunSpec, Workload, BLOCK_SIZE_BYTES};
 
 /// Memory glommio registers for its I/O buffers, in bytes (fits the default 8 MiB
 /// `RLIMIT_MEMLOCK`).
@@ -26,13 +28,28 @@ pub(super) fn run(spec: &RunSpec) -> Result<Sample, String> {
         .io_memory(IO_MEMORY_BYTES)
         .name("rt-bench-glommio")
         .spawn(move || async move {
+            let meter = Rc::new(Meter::new(spec.warmup, spec.duration, None));
+            if spec.workload == Workload::Nop {
+                let tasks: Vec<_> = (0..spec.qd)
+                    .map(|_| {
+                        let meter = meter.clone();
+                        glommio::spawn_local(async move {
+                            let nop = NopSubmitter::new();
+                            nop_loop(&meter, || nop.run_nop()).await
+                        })
+                    })
+                    .collect();
+                for t in tasks {
+                    t.await?;
+                }
+                return meter.sample();
+            }
             let file = match spec.mode {
                 Mode::Direct => DmaFile::open(&spec.path).await.map(AnyFile::Dma),
                 Mode::Buffered => BufferedFile::open(&spec.path).await.map(AnyFile::Buffered),
             }
             .map_err(|e| format!("open {}: {e}", spec.path.display()))?;
             let file = Rc::new(file);
-            let meter = Rc::new(Meter::new(spec.warmup, spec.duration, None));
             let blocks = spec.blocks_count();
             let tasks: Vec<_> = (0..spec.qd)
                 .map(|i| {

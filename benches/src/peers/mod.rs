@@ -1,7 +1,9 @@
 //! Peer runtimes measured in the same run (feature `peers`): each in the same shape as the
 //! ZIOB runner — one core, QD local tasks, each looping on a 4 KiB read at a random aligned
-//! offset — and counted by the same [`Meter`](crate::meter::Meter). Peers get no NOP
-//! workload (none of them exposes `IORING_OP_NOP`).
+//! offset — and counted by the same [`Meter`](crate::meter::Meter). The NOP workload runs on
+//! the peers that expose `IORING_OP_NOP`: tokio-uring (`tokio_uring::no_op`) and glommio
+//! (`glommio::nop::NopSubmitter`, behind glommio's `bench` feature); monoio 0.2.4 has no NOP
+//! op, so it is not measured there (see [`Runner::unsupported_reason`]).
 
 mod glommio_rt;
 mod monoio_rt;
@@ -11,7 +13,7 @@ use std::future::Future;
 
 use crate::meter::{Meter, Sample};
 use crate::rng::XorShift;
-use crate::spec::{RunSpec, Runner, Workload, BLOCK_SIZE_BYTES};
+use crate::spec::{RunSpec, Runner, BLOCK_SIZE_BYTES};
 
 /// Ring entries the peers are built with (as for ZIOB: at least 256, at least 2 × QD).
 fn ring_entries(qd: usize) -> u32 {
@@ -53,10 +55,24 @@ where
     }
 }
 
+/// One peer task of the NOP workload: `nop()` round trips until the meter says stop.
+async fn nop_loop<F, Fut>(meter: &Meter, mut nop: F) -> Result<(), String>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = std::io::Result<()>>,
+{
+    loop {
+        nop().await.map_err(|e| format!("nop: {e}"))?;
+        if !meter.tick() {
+            return Ok(());
+        }
+    }
+}
+
 /// Runs `spec` on the peer `runner`.
 pub fn run(spec: &RunSpec, runner: Runner) -> Result<Sample, String> {
-    if spec.workload != Workload::Randread {
-        return Err(format!("{runner} has no {} workload", spec.workload));
+    if let Some(why) = runner.unsupported_reason(spec.workload) {
+        return Err(format!("{runner}: no {} workload ({why})", spec.workload));
     }
     match runner {
         Runner::TokioUring => tokio_uring_rt::run(spec),

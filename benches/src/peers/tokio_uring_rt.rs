@@ -1,12 +1,12 @@
 //! tokio-uring 0.5: QD tasks on its current-thread runtime, `File::read_at` into a 4 KiB
-//! aligned buffer that each task reuses.
+//! aligned buffer that each task reuses, or `tokio_uring::no_op` for the NOP workload.
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::rc::Rc;
 
-use super::{read_loop, ring_entries};
+use super::{nop_loop, read_loop, ring_entries};
 use crate::meter::{Meter, Sample};
-use crate::spec::{RunSpec, BLOCK_SIZE_BYTES};
+use crate::spec::{RunSpec, Workload, BLOCK_SIZE_BYTES};
 use crate::testfile::AlignedBuf;
 
 // SAFETY: the allocation never moves while the AlignedBuf lives, and all `len` bytes are
@@ -36,24 +36,33 @@ pub(super) fn run(spec: &RunSpec) -> Result<Sample, String> {
     let mut builder = tokio_uring::builder();
     builder.entries(ring_entries(spec.qd));
     builder.start(async move {
-        let file = tokio_uring::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(spec.open_flags() & libc::O_DIRECT)
-            .open(&spec.path)
-            .await
-            .map_err(|e| format!("open {}: {e}", spec.path.display()))?;
-        let file = Rc::new(file);
         let meter = Rc::new(Meter::new(spec.warmup, spec.duration, None));
-        let blocks = spec.blocks_count();
-        let tasks: Vec<_> = (0..spec.qd)
-            .map(|i| {
-                let (file, meter) = (file.clone(), meter.clone());
-                tokio_uring::spawn(async move {
-                    let buf = AlignedBuf::new(BLOCK_SIZE_BYTES as usize);
-                    read_loop(i, blocks, &meter, buf, |b, off| file.read_at(b, off)).await
+        let tasks: Vec<_> = if spec.workload == Workload::Nop {
+            (0..spec.qd)
+                .map(|_| {
+                    let meter = meter.clone();
+                    tokio_uring::spawn(async move { nop_loop(&meter, tokio_uring::no_op).await })
                 })
-            })
-            .collect();
+                .collect()
+        } else {
+            let file = tokio_uring::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(spec.open_flags() & libc::O_DIRECT)
+                .open(&spec.path)
+                .await
+                .map_err(|e| format!("open {}: {e}", spec.path.display()))?;
+            let file = Rc::new(file);
+            let blocks = spec.blocks_count();
+            (0..spec.qd)
+                .map(|i| {
+                    let (file, meter) = (file.clone(), meter.clone());
+                    tokio_uring::spawn(async move {
+                        let buf = AlignedBuf::new(BLOCK_SIZE_BYTES as usize);
+                        read_loop(i, blocks, &meter, buf, |b, off| file.read_at(b, off)).await
+                    })
+                })
+                .collect()
+        };
         for t in tasks {
             t.await.map_err(|e| format!("task: {e}"))??;
         }

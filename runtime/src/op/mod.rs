@@ -103,10 +103,12 @@ impl<T: 'static + Unpin> Future for Op<T> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         let waker = cx.waker();
+        let core = &this.core;
         // Polled by its task with the task's own waker: record the task id, not a waker clone.
-        let task = crate::task::current_task()
-            .filter(|&id| this.core.tasks.borrow().is_waker_of(id, waker));
-        let polled = this.core.ops.borrow_mut().poll(this.key, waker, task);
+        // Looked up only while the op still waits (not on the poll that picks up the result).
+        let task =
+            || crate::task::current_task().filter(|&id| core.tasks.borrow().is_waker_of(id, waker));
+        let polled = core.ops.borrow_mut().poll(this.key, waker, task);
         match polled {
             Some(c) => {
                 let data = this.data.take().expect("op polled after completion");

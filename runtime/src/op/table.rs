@@ -81,13 +81,14 @@ impl OpTable {
     }
 
     /// Polls op `key`: the completion if it arrived (retiring the slot), else records the
-    /// waiter: `task` if the op is polled with that task's own waker, else a clone of `waker`.
+    /// waiter: the id `task()` returns if the op is polled with that task's own waker, else a
+    /// clone of `waker`.
     #[inline]
     pub(crate) fn poll(
         &mut self,
         key: usize,
         waker: &Waker,
-        task: Option<usize>,
+        task: impl FnOnce() -> Option<usize>,
     ) -> Option<Completion> {
         match self.slots.get_mut(key) {
             Some(Slot::Completed(_)) => match self.slots.remove(key) {
@@ -95,7 +96,7 @@ impl OpTable {
                 _ => unreachable!(),
             },
             Some(Slot::Waiting(w)) => {
-                match (task, &*w) {
+                match (task(), &*w) {
                     (Some(id), _) => *w = Waiter::Task(id),
                     (None, Waiter::Waker(old)) if old.will_wake(waker) => {}
                     (None, _) => *w = Waiter::Waker(waker.clone()),
