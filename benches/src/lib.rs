@@ -8,7 +8,7 @@
 //! * `plain`, `plain-fixed` (and `-eager` variants): a hand-written `io-uring` loop keeping N
 //!   reads in flight, the floor a runtime is measured against ([`plain_uring`]);
 //! * `fio`, `fio-fixed`: fio's io_uring engine ([`fio`]);
-//! * `tokio-uring`, `monoio`, `glommio` behind the `peers` feature ([`peers`]);
+//! * `tokio-uring`, `monoio`, `glommio` behind the `peers` feature (module `peers`);
 //! * `async-task`: a bare async-task loop without I/O, for the `yield` workload (QD tasks each
 //!   looping on a yield), the floor of any async-task executor's task switch
 //!   ([`bare_async_task`]).

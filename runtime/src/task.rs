@@ -240,7 +240,7 @@ where
 }
 
 /// Counts one unit of work against the running task's cooperative budget and yields once the
-/// budget ([`COOP_BUDGET`](crate::core) units per scheduling) is spent. Call it from operations
+/// budget (`COOP_BUDGET`, 64 units per scheduling) is spent. Call it from operations
 /// that may complete without ever waiting, so a task looping on them cannot monopolise the
 /// core. Off-core it does nothing.
 pub async fn consume_budget() {

@@ -1,7 +1,7 @@
 //! `emu`: a file-backed emulated ZNS device, the default backend.
 //!
 //! The file holds a header (geometry), two zone-table slots and the data region (format in
-//! `docs/format.md` and [`format`]). Data goes through the runtime's io_uring ops on the
+//! `docs/format.md` and [`format`](mod@format)). Data goes through the runtime's io_uring ops on the
 //! calling core, with `O_DIRECT` when the block size is at least 4 KiB and the filesystem
 //! accepts it, buffered otherwise.
 //!

@@ -25,7 +25,7 @@ use ziob_benches::{bare_async_task, fio, plain_uring, testfile, ziob_rt};
     about = "ZIOB runtime vs plain io-uring, fio and peer runtimes"
 )]
 struct Args {
-    /// Test file (created and filled when missing). Default: <tmp>/ziob-rt-bench-<size>.dat.
+    /// Test file (created and filled when missing). Default: `<tmp>/ziob-rt-bench-<size>.dat`.
     #[arg(long)]
     file: Option<PathBuf>,
     /// Size of the test file (K/M/G/T binary suffixes).

@@ -1,4 +1,4 @@
-//! Ops as futures. An [`Op`] owns everything the kernel may touch (buffers, iovecs,
+//! Ops as futures. An `Op` owns everything the kernel may touch (buffers, iovecs,
 //! timespecs) until the completion arrives; dropping it early parks that memory in the op
 //! table and cancels the op, so the kernel never writes into freed memory.
 
