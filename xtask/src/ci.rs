@@ -1,7 +1,8 @@
 //! `cargo xtask test`: the whole test command of the README and of CI.
 //!
 //! In order, stopping at the first failure: `cargo fmt --check`, `cargo clippy --workspace
-//! --all-targets -- -D warnings`, `cargo test --workspace`, then `vm-setup` and, for every
+//! --all-targets -- -D warnings`, `cargo test --workspace`, `cargo doc --workspace --no-deps`
+//! with rustdoc warnings as errors, then `vm-setup` and, for every
 //! guest geometry in [`GUEST_GEOMETRIES`], `vm-test` of the test targets that need the guest
 //! ([`GUEST_TESTS`]; everything else already ran on the host, and timing-sensitive tests are
 //! not meant for TCG). Each step's time is printed, and a summary at the end.
@@ -72,6 +73,16 @@ fn steps(host_only: bool) -> Result<Vec<Step>> {
             ],
         ),
         cargo_step("test", &["test", "--workspace"]),
+        cargo_step(
+            "doc",
+            &[
+                "doc",
+                "--workspace",
+                "--no-deps",
+                "--config",
+                "build.rustdocflags=[\"-D\", \"warnings\"]",
+            ],
+        ),
     ];
     if host_only {
         return Ok(out);
@@ -156,6 +167,7 @@ mod tests {
                 "fmt",
                 "clippy",
                 "test",
+                "doc",
                 "vm-setup",
                 "vm-test (default geometry)",
                 "vm-test (tight geometry)"
@@ -165,12 +177,12 @@ mod tests {
             s[1].args.join(" "),
             "clippy --workspace --all-targets -- -D warnings"
         );
-        assert!(s[5].args.contains(&"--max-active=3".to_string()));
-        assert!(s[5].args.contains(&"--package=ziob-backends".to_string()));
-        assert!(s[5]
+        assert!(s[6].args.contains(&"--max-active=3".to_string()));
+        assert!(s[6].args.contains(&"--package=ziob-backends".to_string()));
+        assert!(s[6]
             .args
             .contains(&"--cargo-arg=--test=backend_conformance".to_string()));
-        assert_eq!(steps(true).unwrap().len(), 3);
+        assert_eq!(steps(true).unwrap().len(), 4);
     }
 
     #[test]

@@ -72,10 +72,11 @@ enum Cmd {
         #[arg(last = true)]
         test_args: Vec<String>,
     },
-    /// The whole test command (README, CI): fmt check, clippy -D warnings, cargo test, then
-    /// vm-setup and vm-test of the packages with guest tests in two geometries
+    /// The whole test command (README, CI): fmt check, clippy -D warnings, cargo test, rustdoc
+    /// without warnings, then vm-setup and vm-test of the packages with guest tests in two
+    /// geometries
     Test {
-        /// Only the host steps (fmt, clippy, cargo test)
+        /// Only the host steps (fmt, clippy, cargo test, doc)
         #[arg(long)]
         host_only: bool,
     },
