@@ -278,6 +278,32 @@ pub fn check_write_position(
     Ok(at)
 }
 
+/// The error a device gives a write of `len_bytes` at `offset_bytes` that crosses the capacity
+/// of a zone in `state` with its write pointer at `wp_bytes`: a state or write-pointer refusal
+/// first (the device's order of checks), else the capacity boundary error. Backends that send
+/// a large write as several commands refuse it whole with this, so no part of it lands.
+pub(crate) fn capacity_crossing_refusal(
+    geometry: &Geometry,
+    zone: u32,
+    state: ZoneState,
+    wp_bytes: u64,
+    offset_bytes: u64,
+    len_bytes: u64,
+) -> DeviceError {
+    let checked = check_write_position(
+        geometry,
+        IoOp::Write,
+        zone,
+        state,
+        wp_bytes,
+        Some(offset_bytes),
+        len_bytes,
+    );
+    checked
+        .err()
+        .unwrap_or_else(|| geometry.capacity_error(IoOp::Write, zone, offset_bytes, len_bytes))
+}
+
 /// A counted resource (open or active zones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Tokens {
@@ -737,11 +763,29 @@ impl ZoneTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::error::ErrorKind;
 
     fn table() -> ZoneTable {
         let mut g = Geometry::new(3, 64 * 1024);
         g.max_open_zones = Some(2);
         ZoneTable::new(&g)
+    }
+
+    #[test]
+    fn a_capacity_crossing_write_is_refused_in_the_device_order() {
+        let g = Geometry::new(3, 64 * 1024);
+        let cap = g.zone_capacity_bytes;
+        let kind = |state, wp, at| capacity_crossing_refusal(&g, 1, state, wp, at, 2 * cap).kind();
+        // The zone state first, then the write pointer, then the boundary.
+        assert_eq!(kind(ZoneState::Full, cap, 0), ErrorKind::ZoneFull);
+        assert_eq!(
+            kind(ZoneState::ImplicitlyOpened, 4096, 0),
+            ErrorKind::InvalidWrite
+        );
+        assert_eq!(
+            kind(ZoneState::ImplicitlyOpened, 4096, 4096),
+            ErrorKind::BoundaryError
+        );
     }
 
     #[test]

@@ -40,7 +40,7 @@ use crate::device::{check_read_buf, ZonedDevice};
 use crate::limits::{NVME_PASSTHRU_TRANSFER_BYTES_FALLBACK, NVME_SEGMENT_BYTES};
 use crate::model::error::{DeviceError, IoOp, Result};
 use crate::model::geometry::Geometry;
-use crate::model::state::{check_write_position, ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
+use crate::model::state::{capacity_crossing_refusal, ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
 use cmd::NvmeCmd;
 use identify::{Cns, CSI_ZNS};
 use status::{IoContext, NvmeStatus};
@@ -314,18 +314,14 @@ impl NvmeDevice {
             Ok(z) => z[0],
             Err(e) => return e,
         };
-        let g = self.g();
-        check_write_position(
-            g,
-            IoOp::Write,
+        capacity_crossing_refusal(
+            self.g(),
             zone,
             z.state,
             z.write_pointer_bytes,
-            Some(offset_bytes),
+            offset_bytes,
             len_bytes,
         )
-        .err()
-        .unwrap_or_else(|| g.capacity_error(IoOp::Write, zone, offset_bytes, len_bytes))
     }
 
     fn zone_info(&self, d: &zone::ZoneDescriptor) -> Result<ZoneInfo> {

@@ -48,7 +48,7 @@ use crate::device::{check_read_buf, fill_read_buf, ZonedDevice};
 use crate::model::error::{DeviceError, IoOp, Result};
 use crate::model::geometry::Geometry;
 use crate::model::spec::parse_size_bytes;
-use crate::model::state::{check_write_position, ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
+use crate::model::state::{capacity_crossing_refusal, ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
 
 /// Default SPDK memory size (MiB): what the QEMU guest with 512 hugepages fits.
 pub const MEM_SIZE_MB_DEFAULT: u32 = 256;
@@ -920,18 +920,17 @@ impl SpdkDevice {
         // the capacity would then be applied in part. Refuse it whole here.
         if len > self.inner.max_xfer_bytes && offset_bytes + len > g.zone_capacity_bytes {
             // Refuse it as one command would be refused, in the device's order of checks.
-            if let Some(z) = self.zone_now(zone).await {
-                check_write_position(
+            return Err(match self.zone_now(zone).await {
+                Some(z) => capacity_crossing_refusal(
                     g,
-                    IoOp::Write,
                     zone,
                     z.state,
                     z.write_pointer_bytes,
-                    Some(offset_bytes),
+                    offset_bytes,
                     len,
-                )?;
-            }
-            return Err(g.capacity_error(IoOp::Write, zone, offset_bytes, len));
+                ),
+                None => g.capacity_error(IoOp::Write, zone, offset_bytes, len),
+            });
         }
         Ok(())
     }
