@@ -366,77 +366,72 @@ mod tests {
             .expect("the runtime did not finish in time (a lost wake-up?)")
     }
 
+    /// Runs the future `f` makes on a one-core runtime, failing after 20 s (see
+    /// [`run_bounded`]).
+    fn block_on_bounded<F, Fut>(f: F)
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + 'static,
+    {
+        run_bounded(|rt| rt.block_on(f).unwrap())
+    }
+
     #[test]
     fn ops_polled_through_combinators_wake_their_task() {
-        let done = run_bounded(|rt| {
-            rt.block_on(|| async {
-                for _ in 0..50 {
-                    // FuturesUnordered polls each op with its own waker, not the task's.
-                    let mut set: futures::stream::FuturesUnordered<_> = (0..8)
-                        .map(|i| async move {
-                            crate::sleep(Duration::from_micros(50 * i)).await.unwrap();
-                            crate::nop().await.unwrap();
-                        })
-                        .collect();
-                    while set.next().await.is_some() {}
-                    // join polls with the task's waker; select drops the loser mid-flight.
-                    let (a, b) = futures::join!(crate::nop(), crate::nop());
-                    a.unwrap();
-                    b.unwrap();
-                    let slow = Box::pin(crate::sleep(Duration::from_secs(10)));
-                    let fast = Box::pin(crate::nop());
-                    match futures::future::select(slow, fast).await {
-                        futures::future::Either::Right((r, _)) => r.unwrap(),
-                        futures::future::Either::Left(_) => panic!("the 10 s sleep won"),
-                    }
+        block_on_bounded(|| async {
+            for _ in 0..50 {
+                // FuturesUnordered polls each op with its own waker, not the task's.
+                let mut set: futures::stream::FuturesUnordered<_> = (0..8)
+                    .map(|i| async move {
+                        crate::sleep(Duration::from_micros(50 * i)).await.unwrap();
+                        crate::nop().await.unwrap();
+                    })
+                    .collect();
+                while set.next().await.is_some() {}
+                // join polls with the task's waker; select drops the loser mid-flight.
+                let (a, b) = futures::join!(crate::nop(), crate::nop());
+                a.unwrap();
+                b.unwrap();
+                let slow = Box::pin(crate::sleep(Duration::from_secs(10)));
+                let fast = Box::pin(crate::nop());
+                match futures::future::select(slow, fast).await {
+                    futures::future::Either::Right((r, _)) => r.unwrap(),
+                    futures::future::Either::Left(_) => panic!("the 10 s sleep won"),
                 }
-                true
-            })
-            .unwrap()
+            }
         });
-        assert!(done);
     }
 
     #[test]
     fn ops_of_a_task_that_moved_on_still_complete() {
         // An op first polled by one task and finished by another wakes the second one.
-        let done = run_bounded(|rt| {
-            rt.block_on(|| async {
-                for _ in 0..20 {
-                    let mut op = Box::pin(crate::sleep(Duration::from_millis(1)));
-                    assert!(futures::poll!(op.as_mut()).is_pending());
-                    crate::spawn(async move { op.await.unwrap() }).await;
-                }
-                true
-            })
-            .unwrap()
+        block_on_bounded(|| async {
+            for _ in 0..20 {
+                let mut op = Box::pin(crate::sleep(Duration::from_millis(1)));
+                assert!(futures::poll!(op.as_mut()).is_pending());
+                crate::spawn(async move { op.await.unwrap() }).await;
+            }
         });
-        assert!(done);
     }
 
     #[test]
     fn a_forgotten_op_does_not_disturb_later_tasks() {
         // The leaked op keeps the id of a task that has ended; its completion may wake a
         // newer task with the same id (spuriously), never anything freed.
-        let done = run_bounded(|rt| {
-            rt.block_on(|| async {
-                for _ in 0..20 {
-                    crate::spawn(async {
-                        let mut op = Box::pin(crate::sleep(Duration::from_millis(1)));
-                        assert!(futures::poll!(op.as_mut()).is_pending());
-                        std::mem::forget(op);
-                    })
-                    .await;
-                    crate::spawn(async {
-                        crate::sleep(Duration::from_millis(2)).await.unwrap();
-                    })
-                    .await;
-                }
-                true
-            })
-            .unwrap()
+        block_on_bounded(|| async {
+            for _ in 0..20 {
+                crate::spawn(async {
+                    let mut op = Box::pin(crate::sleep(Duration::from_millis(1)));
+                    assert!(futures::poll!(op.as_mut()).is_pending());
+                    std::mem::forget(op);
+                })
+                .await;
+                crate::spawn(async {
+                    crate::sleep(Duration::from_millis(2)).await.unwrap();
+                })
+                .await;
+            }
         });
-        assert!(done);
     }
 
     #[test]
