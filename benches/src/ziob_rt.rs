@@ -3,9 +3,11 @@
 //! QD = N means N spawned tasks, each issuing its next op as soon as the previous one
 //! completes — the shape applications have, and the shape every peer runtime is measured
 //! in. For the yield workload each task yields with [`ziob_runtime::yield_now`], which goes
-//! through the task's waker and the core's run queue as an op's completion does. The `fixed` variant gives each task a registered buffer (`DmaBuf::fixed`) and
-//! registers the file with the core's ring; the plain variant uses pooled `DmaBuf`s on a
-//! plain descriptor.
+//! through the task's waker and the core's run queue as an op's completion does.
+//!
+//! The `fixed` variant gives each task a registered buffer (`DmaBuf::fixed`) and registers
+//! the file with the core's ring; the plain variant uses pooled `DmaBuf`s on a plain
+//! descriptor.
 
 use std::rc::Rc;
 
