@@ -286,8 +286,9 @@ impl<D: ZonedDevice> Ziob<D> {
     }
 
     /// Applies a zone management action (open, close, finish, reset, offline) to one zone
-    /// or all. Reset discards the zone's buffered data and clears a kept write-back error;
-    /// finish writes the data back first. Open and close change only the zone state the
+    /// or all. Reset discards the zone's buffered data and clears a kept write-back error
+    /// once the device has reset the zone (if the device refuses, the zone keeps its data and
+    /// the error is returned); finish writes the data back first. Open and close change only the zone state the
     /// buffer shows (the device's zones are opened by write-back, see the crate docs).
     pub async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
         match target {

@@ -138,6 +138,61 @@ fn a_failed_write_back_is_reported_kept_and_cleared_by_reset() {
         .unwrap();
 }
 
+#[test]
+fn a_failed_device_reset_changes_nothing() {
+    rt(1)
+        .block_on(|| async {
+            let g = Geometry::new(4, 1 << 20);
+            let mem = MemDevice::new("mem:reset-fails", &g).unwrap();
+            let cfg = ZiobConfig {
+                writeback_unit_bytes: Some(16 << 10),
+                idle_writeback: None,
+                ..ZiobConfig::default()
+            };
+            let z = Ziob::with_device(AnyDevice::Mem(mem.clone()), cfg)
+                .await
+                .unwrap();
+            // 16 KiB on the device, 100 bytes only in the buffer.
+            z.append(2, DmaBuf::from_slice(&[7; 16 << 10]))
+                .await
+                .unwrap();
+            z.flush(2).await.unwrap();
+            z.append(2, DmaBuf::from_slice(&[8; 100])).await.unwrap();
+            // The next device op, the reset, fails.
+            mem.inject(Fault::FailOp {
+                op_index: mem.op_count(),
+            });
+            let err = z
+                .zone_action(ZoneAction::Reset, ZoneTarget::One(2))
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), Some(ErrorKind::Io), "{err}");
+            // The zone is as it was: same write pointer, buffered bytes still there.
+            let info = z.report(2, 1).await.unwrap()[0];
+            assert_eq!(info.write_pointer_bytes, (16 << 10) + 100);
+            assert_eq!(info.state, ZoneState::ImplicitlyOpened);
+            let got = z.read(2, 0, (16 << 10) + 100).await.unwrap();
+            assert!(got[..16 << 10].iter().all(|&b| b == 7));
+            assert!(got[16 << 10..].iter().all(|&b| b == 8));
+            // Appends go on after it, and a flush still writes the buffered data back.
+            let off = z.append(2, DmaBuf::from_slice(&[9; 4096])).await.unwrap();
+            assert_eq!(off, (16 << 10) + 100);
+            z.flush(2).await.unwrap();
+            let dev = mem.report_zones(2, 1).await.unwrap()[0];
+            assert!(dev.write_pointer_bytes >= off + 4096, "{dev:?}");
+            // A reset that works empties it.
+            z.zone_action(ZoneAction::Reset, ZoneTarget::One(2))
+                .await
+                .unwrap();
+            let info = z.report(2, 1).await.unwrap()[0];
+            assert_eq!(
+                (info.state, info.write_pointer_bytes),
+                (ZoneState::Empty, 0)
+            );
+        })
+        .unwrap();
+}
+
 fn tight() -> Geometry {
     Geometry {
         max_open_zones: Some(1),

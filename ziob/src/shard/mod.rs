@@ -813,14 +813,14 @@ impl<D: ZonedDevice> Shard<D> {
 
     async fn reset(self: &Rc<Self>, zone: u32) -> Result<()> {
         let i = self.local(zone);
-        {
+        let target = {
             let mut zones = self.zones.borrow_mut();
             let z = &mut zones[i];
             z.exclusive = true;
             z.resetting = true;
             z.generation += 1;
-            z.target = 0;
-        }
+            std::mem::take(&mut z.target)
+        };
         // A write-back in flight cannot be taken back: let it land, then reset over it.
         self.wait_until(|s| {
             let z = &s.zones.borrow()[i];
@@ -831,44 +831,39 @@ impl<D: ZonedDevice> Shard<D> {
         let mut zones = self.zones.borrow_mut();
         zones[i].exclusive = false;
         zones[i].resetting = false;
+        if res.is_err() {
+            // The reset did not happen: the zone keeps its data, and its write-back resumes.
+            zones[i].target = target;
+        }
         drop(zones);
         self.notify();
+        if res.is_err() {
+            self.kick(zone);
+        }
         res
     }
 
+    /// Resets the device zone, then drops the zone's buffered data. A failed device reset
+    /// changes nothing (the error is returned). No write-back starts meanwhile: the zone is
+    /// `resetting` (see `kick`) and exclusive (no pressure write-back).
     async fn reset_exclusive(self: &Rc<Self>, zone: u32) -> Result<()> {
         let i = self.local(zone);
-        // Drop the buffered data first: with no chunks left nothing of it can be written
-        // back (an idle or pressure kick during the device reset below would otherwise write
-        // the discarded data again).
-        let (device, device_wp, freed) = {
-            let mut zones = self.zones.borrow_mut();
-            let z = &mut zones[i];
-            let freed = z.drop_chunks();
-            z.waiting_for_tokens = false;
-            (z.device, z.device_wp, freed)
+        let (device, device_wp) = {
+            let z = &self.zones.borrow()[i];
+            (z.device, z.device_wp)
         };
-        self.token_queue.borrow_mut().retain(|&q| q != zone);
-        self.release_memory(freed);
         if device != zone::DeviceZone::Empty || device_wp > 0 {
-            if let Err(e) = self
-                .device
+            self.device
                 .zone_action(ZoneAction::Reset, ZoneTarget::One(zone))
-                .await
-            {
-                // The zone now shows what the device holds.
-                let mut zones = self.zones.borrow_mut();
-                let z = &mut zones[i];
-                z.wp = z.device_wp;
-                z.issued_wp = z.device_wp;
-                z.target = z.device_wp;
-                return Err(e.into());
-            }
+                .await?;
             self.stats.borrow_mut().s.device_zone_resets += 1;
         }
-        {
+        self.token_queue.borrow_mut().retain(|&q| q != zone);
+        let freed = {
             let mut zones = self.zones.borrow_mut();
             let z = &mut zones[i];
+            z.waiting_for_tokens = false;
+            let freed = z.drop_chunks();
             z.device = zone::DeviceZone::Empty;
             z.state = ZoneState::Empty;
             z.wp = 0;
@@ -876,9 +871,11 @@ impl<D: ZonedDevice> Shard<D> {
             z.issued_wp = 0;
             z.completed_ahead.clear();
             z.error = None;
-        }
+            freed
+        };
         // The device state changed first, then the resources: the counts never disagree.
         self.release_tokens(device);
+        self.release_memory(freed);
         Ok(())
     }
 
