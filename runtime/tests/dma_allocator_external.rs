@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
-use ziob_runtime::buf::pool_stats;
+use ziob_runtime::buf::{pool_stats, IoBuf};
 use ziob_runtime::{
     dma_allocator_name, fs::OpenOptions, set_dma_allocator, DmaAllocator, DmaBuf, Runtime,
 };
@@ -168,6 +168,34 @@ fn out_of_external_memory_releases_the_cache_then_falls_back_to_the_heap() {
         set_dma_allocator(None);
         assert_eq!(al.live_bytes(), 0);
         assert!(!DmaBuf::with_capacity(4096).allocated_by(&a));
+    })
+    .unwrap();
+}
+
+#[test]
+fn fixed_buffers_come_from_the_allocator_once_one_is_installed() {
+    // The registered arena is heap memory: a device that needs its own DMA memory must not
+    // get arena slots (it would have to copy every one).
+    let alloc = Counting::new(1 << 20);
+    let rt = Runtime::builder()
+        .cores(1)
+        .fixed_buffers(4, 64 << 10)
+        .build()
+        .unwrap();
+    let a: Arc<dyn DmaAllocator> = alloc.clone();
+    rt.run_on(0, move || async move {
+        let before = DmaBuf::fixed(64 << 10);
+        assert!(!before.allocated_by(&a));
+        assert_eq!(pool_stats().fixed_taken, 1);
+        set_dma_allocator(Some(a.clone()));
+        let after = DmaBuf::fixed(64 << 10);
+        assert!(after.allocated_by(&a));
+        assert_eq!(after.fixed_index(), None);
+        assert_eq!(pool_stats().fixed_taken, 1);
+        assert_eq!(pool_stats().fixed_fallbacks, 1);
+        drop((before, after));
+        set_dma_allocator(None);
+        assert!(DmaBuf::fixed(64 << 10).fixed_index().is_some());
     })
     .unwrap();
 }

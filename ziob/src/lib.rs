@@ -41,7 +41,8 @@
 //! take a free slot first, so write-back to io_uring backends (`emu`, `zbd`) is a
 //! `WRITE_FIXED` without per-write page pinning; when the slots run out, chunks come from
 //! the pool as usual. With an SPDK device open, the pool's memory is SPDK's DMA memory and
-//! write-back goes to the device without a copy.
+//! write-back goes to the device without a copy (registered slots, heap memory, are then not
+//! used).
 //!
 //! ## Example
 //! ```

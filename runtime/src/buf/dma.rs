@@ -89,8 +89,10 @@ impl DmaBuf {
         b
     }
 
-    /// An empty buffer from the current core's registered arena if `capacity` fits a slot
-    /// and one is free; otherwise a pooled buffer (counted in [`PoolStats::fixed_fallbacks`](super::PoolStats)).
+    /// An empty buffer from the current core's registered arena if `capacity` fits a slot,
+    /// one is free and no [`DmaAllocator`](super::DmaAllocator) is installed (the arena is
+    /// heap memory); otherwise a pooled buffer (counted in
+    /// [`PoolStats::fixed_fallbacks`](super::PoolStats)).
     pub fn fixed(capacity: usize) -> DmaBuf {
         let cap = round_up(capacity.max(1));
         match pool::take_fixed(cap) {

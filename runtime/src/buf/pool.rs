@@ -258,7 +258,8 @@ pub(crate) fn take_fixed(cap: usize) -> Option<(NonNull<u8>, usize, Origin)> {
     crate::core::with_core(|c| {
         let mut pool = c.pool.borrow_mut();
         let arena = pool.fixed.clone()?;
-        if cap > arena.slot_bytes {
+        // The arena is heap memory: with a DMA allocator installed, buffers must come from it.
+        if cap > arena.slot_bytes || matches!(pool.mem, Mem::External(_)) {
             pool.stats.fixed_fallbacks += 1;
             return None;
         }
