@@ -42,9 +42,10 @@ pub(crate) struct CoreRemote {
 }
 
 impl CoreRemote {
-    /// Delivers `msg` and wakes the core if it is blocked in the kernel.
-    pub(crate) fn send(&self, msg: Message) -> std::result::Result<(), ()> {
-        self.sender.send(msg).map_err(|_| ())?;
+    /// Delivers `msg` and wakes the core if it is blocked in the kernel; hands `msg` back if
+    /// the core is gone.
+    pub(crate) fn send(&self, msg: Message) -> std::result::Result<(), Message> {
+        self.sender.send(msg).map_err(|e| e.0)?;
         // A read-modify-write, not a store: every sender's update of the flag then belongs to
         // the release sequence the core's clearing swap reads from, so that swap makes the
         // messages of all of them visible, not only the last one's. SeqCst: see `Core::run`.
@@ -520,26 +521,24 @@ impl Core {
         self.shutdown();
     }
 
+    /// Drops every queued task instead of running it: its future drops, and its in-flight ops
+    /// turn into cancels.
+    fn drop_queued(&self) {
+        loop {
+            let next = self.run_queue.borrow_mut().pop_front();
+            match next {
+                Some(r) => drop(r),
+                None => break,
+            }
+        }
+    }
+
     fn shutdown(self: &Rc<Self>) {
-        // Drop every queued task: their futures drop, and in-flight ops turn into cancels.
-        loop {
-            let next = self.run_queue.borrow_mut().pop_front();
-            match next {
-                Some(r) => drop(r),
-                None => break,
-            }
-        }
         self.pollers.borrow_mut().clear();
-        // Wake every other live task (the op table wakes tasks by id, so nothing else may) and
-        // drop it too: its future goes now, and its in-flight ops turn into cancels.
+        // Queue every live task (the op table wakes tasks by id, so nothing else may; a task
+        // already queued stays queued once) and drop them all.
         self.tasks.borrow().wake_all();
-        loop {
-            let next = self.run_queue.borrow_mut().pop_front();
-            match next {
-                Some(r) => drop(r),
-                None => break,
-            }
-        }
+        self.drop_queued();
         // Wait for every op the kernel still owns memory of.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while self.ops.borrow().len() > 0 || self.wake_armed.get() {
@@ -555,13 +554,7 @@ impl Core {
             let _ = self.ring.borrow_mut().enter(true, false);
             self.reap();
             // Tasks woken by cancelled completions are dropped, not run.
-            loop {
-                let next = self.run_queue.borrow_mut().pop_front();
-                match next {
-                    Some(r) => drop(r),
-                    None => break,
-                }
-            }
+            self.drop_queued();
             // Drain messages so runnables sent during shutdown are dropped, not leaked.
             while let Ok(m) = self.inbox.try_recv() {
                 drop(m);

@@ -156,7 +156,7 @@ impl Runtime {
         };
         target
             .send(Message::Job(Box::new(job)))
-            .map_err(|()| Error::CoreGone(core))?;
+            .map_err(|_| Error::CoreGone(core))?;
         match futures::executor::block_on(rx).map_err(|_| Error::CoreGone(core))? {
             Ok(v) => Ok(v),
             Err(panic) => std::panic::resume_unwind(panic),
@@ -193,7 +193,7 @@ impl Runtime {
             };
             target
                 .send(Message::Job(Box::new(job)))
-                .map_err(|()| Error::CoreGone(core))?;
+                .map_err(|_| Error::CoreGone(core))?;
             rxs.push(rx);
         }
         let mut out = Vec::with_capacity(rxs.len());
@@ -246,7 +246,7 @@ impl Handle {
             .send(Message::Job(Box::new(move || {
                 crate::task::spawn(f()).detach()
             })))
-            .map_err(|()| Error::CoreGone(core))
+            .map_err(|_| Error::CoreGone(core))
     }
 }
 

@@ -37,8 +37,10 @@ fn schedule(runnable: Runnable<TaskHome>) {
     });
     if let Some(r) = r {
         let remote = r.metadata().remote.clone();
-        if let Err(()) = remote.send(Message::Runnable(r)) {
-            // The core is gone; the runnable cannot be dropped off its thread, so it is leaked.
+        if let Err(msg) = remote.send(Message::Runnable(r)) {
+            // The core is gone. Dropping the runnable here would drop the task's future off
+            // its thread (async-task panics on that): leak it.
+            std::mem::forget(msg);
             tracing::debug!(core = remote.id, "task woken after its core stopped");
         }
     }
@@ -103,8 +105,9 @@ impl Drop for CurrentTaskGuard {
 /// async-task) per op.
 ///
 /// The entry's waker keeps the task alive until its future is dropped. A detached task that
-/// nothing else can wake any more therefore stays until the core shuts down, which wakes and
-/// drops every task left (async-task alone would free such a task and leak its future).
+/// nothing else can wake any more therefore stays (future and all) until the core shuts down,
+/// which wakes and drops every task left; without this table async-task would drop it as soon
+/// as its last waker went. That is the price of the saved atomics.
 ///
 /// An id is reused after its task ends; a stale id (an op whose future was leaked with
 /// `mem::forget`) can at worst wake an unrelated task spuriously, which futures tolerate.
@@ -222,7 +225,7 @@ where
     };
     target
         .send(Message::Job(Box::new(job)))
-        .map_err(|()| Error::CoreGone(core))?;
+        .map_err(|_| Error::CoreGone(core))?;
     rx.await.map_err(|_| Error::CoreGone(core))
 }
 
@@ -236,7 +239,7 @@ where
     let target = me.peers.get(core).cloned().ok_or(Error::CoreGone(core))?;
     target
         .send(Message::Job(Box::new(move || spawn(f()).detach())))
-        .map_err(|()| Error::CoreGone(core))
+        .map_err(|_| Error::CoreGone(core))
 }
 
 /// Counts one unit of work against the running task's cooperative budget and yields once the
