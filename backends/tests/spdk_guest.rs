@@ -229,6 +229,16 @@ fn zero_copy_and_bounce(spec: String) {
         assert_eq!(s2.bounced_cmds - s1.bounced_cmds, 2, "{s1:?} -> {s2:?}");
         assert_eq!(s2.bounced_bytes - s1.bounced_bytes, 16384);
 
+        // A `bounce` handle on the same controller copies even SPDK memory.
+        let bounced = open_device(&format!("{spec},bounce"))
+            .await
+            .expect("open with bounce");
+        let (r, _) = bounced.read(0, 0, 4096, DmaBuf::with_capacity(4096)).await;
+        r.unwrap();
+        let s3 = transfer_stats();
+        assert_eq!(s3.bounced_cmds - s2.bounced_cmds, 1, "{s2:?} -> {s3:?}");
+        assert_eq!(s3.zero_copy_cmds, s2.zero_copy_cmds);
+
         // Drop in-flight reads into SPDK memory after one poll; the next commands still work
         // and the recycled buffers hold exactly what later reads put there.
         for _ in 0..32 {

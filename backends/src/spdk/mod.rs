@@ -5,8 +5,9 @@
 //! address (`0000:00:04.0`) or an SPDK transport id string (`trtype:PCIe traddr:0000:00:04.0`).
 //! `nsid` defaults to 1; `mem` is the SPDK/DPDK memory size (default 256M); `no_huge` runs
 //! without hugepages (DPDK `--no-huge`, IOVA mode VA: only works with vfio and an IOMMU, not
-//! with uio); `qd` is the I/O queue depth of each core's qpair; `bounce` keeps the runtime's
-//! buffers on the heap and copies through SPDK DMA buffers (to measure what zero copy saves).
+//! with uio); `qd` is the I/O queue depth of each core's qpair; `bounce` copies every transfer
+//! of this device through SPDK DMA buffers and does not install SPDK's allocator in the
+//! runtime (to measure what zero copy saves).
 //!
 //! - The SPDK environment is initialised once per process, by the first `spdk:` open (later
 //!   opens' `no_huge`/`mem` are ignored); each controller is attached once per process
@@ -78,7 +79,8 @@ pub struct SpdkOptions {
     pub mem_size_mb: u32,
     /// I/O queue depth per core.
     pub queue_depth: u32,
-    /// Copy through SPDK DMA buffers instead of installing SPDK's allocator in the runtime.
+    /// Copy every transfer through SPDK DMA buffers, and do not install SPDK's allocator in
+    /// the runtime.
     pub bounce: bool,
 }
 
@@ -272,7 +274,9 @@ impl DmaAllocator for SpdkDmaAllocator {
     fn alloc(&self, bytes: usize) -> Option<NonNull<u8>> {
         // SAFETY: plain allocation call; the environment is initialised before this
         // allocator is installed.
-        NonNull::new(unsafe { ffi::ziob_spdk_dma_alloc(bytes, DMA_MIN_BYTES) }.cast())
+        NonNull::new(
+            unsafe { ffi::ziob_spdk_dma_alloc(bytes, ziob_runtime::DMA_ALIGN_BYTES) }.cast(),
+        )
     }
     unsafe fn free(&self, ptr: NonNull<u8>, _bytes: usize) {
         // SAFETY: the caller guarantees `ptr` came from `alloc` and is not used again;
@@ -632,12 +636,15 @@ async fn run_cmd(
 
 // ---- the device --------------------------------------------------------------------------
 
+#[derive(Clone)]
 struct Inner {
     name: String,
     geometry: Geometry,
     ctl: Arc<Attached>,
     zone_size_blocks: u64,
     max_xfer_bytes: u64,
+    /// The `bounce` option: copy every transfer, even from SPDK memory.
+    bounce: bool,
 }
 
 /// An NVMe ZNS namespace driven by SPDK (see the module docs).
@@ -657,9 +664,6 @@ impl SpdkDevice {
         let o = SpdkOptions::parse(rest).map_err(invalid)?;
         let ctl = attach(&o)
             .map_err(|e| DeviceError::io(format!("{spec}: attach"), std::io::Error::other(e)))?;
-        if !o.bounce {
-            install_allocator_on_every_core().await?;
-        }
         let g = ctl.geo;
         if g.is_zoned == 0 {
             return Err(invalid(format!(
@@ -686,10 +690,11 @@ impl SpdkDevice {
             ctl,
             zone_size_blocks: g.zone_size_blocks,
             max_xfer_bytes: u64::from(g.max_xfer_bytes.max(g.block_size)),
+            bounce: o.bounce,
         };
         // Zone capacity is per zone in ZNS; ZIOB's geometry has one: zone 0's.
         let dev0 = SpdkDevice {
-            inner: Arc::new(Inner { ..dev_clone(&dev) }),
+            inner: Arc::new(dev.clone()),
         };
         let z0 = dev0.report_raw(0, 1).await?;
         let cap = z0
@@ -699,6 +704,10 @@ impl SpdkDevice {
         geometry.max_append_bytes = geometry.max_append_bytes.min(cap) / bs * bs;
         geometry.validate()?;
         dev.geometry = geometry;
+        // Only for a device that opened: a failed open leaves the runtime's memory alone.
+        if !o.bounce {
+            install_allocator_on_every_core().await?;
+        }
         tracing::info!(spec, ?geometry, spdk = %version(), "spdk device open");
         Ok(SpdkDevice {
             inner: Arc::new(dev),
@@ -823,7 +832,8 @@ impl SpdkDevice {
             Ok(c) => c,
             Err(e) => return (Err(e), buf),
         };
-        let (held, data, bounced_from) = if buf.allocated_by(spdk_allocator()) {
+        let (held, data, bounced_from) = if !self.inner.bounce && buf.allocated_by(spdk_allocator())
+        {
             let data: *mut c_void = if op == IoOp::Read {
                 buf.stable_mut_ptr().cast()
             } else {
@@ -970,16 +980,6 @@ fn typed(st: u32, what: &str, map: impl FnOnce(NvmeStatus) -> Option<DeviceError
             }),
         )
     })
-}
-
-fn dev_clone(d: &Inner) -> Inner {
-    Inner {
-        name: d.name.clone(),
-        geometry: d.geometry,
-        ctl: d.ctl.clone(),
-        zone_size_blocks: d.zone_size_blocks,
-        max_xfer_bytes: d.max_xfer_bytes,
-    }
 }
 
 impl ZonedDevice for SpdkDevice {
