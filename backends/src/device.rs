@@ -58,7 +58,10 @@ pub trait ZonedDevice: Clone + Send + Sync + 'static {
     /// How many writes of one zone may be in flight at once when they are issued in
     /// write-pointer order (1 = one at a time, always correct). A device may answer more only
     /// if it accepts each write at the moment it is issued, in issue order, whatever order the
-    /// writes complete in. The ZIOB buffer pipelines its write-back up to this depth.
+    /// writes complete in. "Issued" is the first poll of the future [`ZonedDevice::write`]
+    /// returns: the ZIOB buffer polls each write-back once before issuing the next, and
+    /// pipelines them up to this depth. A wrapper that awaits something before forwarding a
+    /// write must answer 1.
     fn ordered_writes_in_flight(&self) -> u32 {
         1
     }

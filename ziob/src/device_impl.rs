@@ -88,15 +88,10 @@ impl<D: ZonedDevice> ZonedDevice for Ziob<D> {
 
     async fn append(&self, zone: u32, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
         let g = self.geometry();
-        if let Err(e) = check_aligned(g, IoOp::Append, zone, 0, buf.len() as u64) {
-            return (Err(e), buf);
-        }
-        if buf.len() as u64 > g.max_append_bytes {
-            let e = DeviceError::AppendTooLarge {
-                zone,
-                len_bytes: buf.len() as u64,
-                max_append_bytes: g.max_append_bytes,
-            };
+        if let Err(e) = g
+            .check_append(zone, buf.len() as u64)
+            .and_then(|()| g.check_zone(zone))
+        {
             return (Err(e), buf);
         }
         match self.append_returning(zone, buf).await {

@@ -305,13 +305,7 @@ impl<D: ZonedDevice> Ziob<D> {
 
     /// Report Zones as the buffer shows them: `count` zones from `first`.
     pub async fn report(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
-        if first >= self.inner.geometry.zone_count {
-            return Err(ziob_backends::DeviceError::OutOfRange {
-                zone: first,
-                zone_count: self.inner.geometry.zone_count,
-            }
-            .into());
-        }
+        self.inner.geometry.check_zone(first)?;
         let parts = self
             .on_all(move |s| async move { s.report(first, count).await })
             .await?;
@@ -366,8 +360,9 @@ impl<D: ZonedDevice> Ziob<D> {
     }
 }
 
-/// Removes this core's shard of instance `id`: it stops issuing device operations and waits
-/// for those in flight, so nothing of it reaches the device afterwards.
+/// Removes this core's shard of instance `id`: it starts no more write-back and waits for the
+/// write-backs in flight. (A reset, finish or pass-through write a caller still has in flight
+/// completes on its own.)
 async fn remove_shard<D: ZonedDevice>(id: u64) {
     let shard = SHARDS.with(|s| s.borrow_mut().remove(&id));
     if let Some(s) = shard.and_then(|a| a.downcast::<Shard<D>>().ok()) {

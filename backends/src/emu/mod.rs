@@ -298,13 +298,6 @@ impl EmuDevice {
     }
 }
 
-/// Writes of one zone an emu device accepts in flight at once (see
-/// [`ZonedDevice::ordered_writes_in_flight`]). Each write reserves its range when issued, so
-/// any number would keep their order; 16 lets one zone's write-back keep the latency model
-/// and the host disk busy (with 4, 16 KiB appends to one zone through ZIOB reached 1.28× the
-/// pass-through IOPS, with 16 1.68×; `README.md`).
-pub const EMU_ORDERED_WRITES_IN_FLIGHT: u32 = 16;
-
 impl ZonedDevice for EmuDevice {
     fn geometry(&self) -> &Geometry {
         &self.inner.geometry
@@ -318,7 +311,7 @@ impl ZonedDevice for EmuDevice {
     /// modelled delay), so writes issued in write-pointer order are accepted in that order
     /// whatever order their file I/O completes in.
     fn ordered_writes_in_flight(&self) -> u32 {
-        EMU_ORDERED_WRITES_IN_FLIGHT
+        crate::limits::EMU_ORDERED_WRITES_IN_FLIGHT
     }
 
     async fn report_zones(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {

@@ -61,6 +61,20 @@ impl Geometry {
         Ok(())
     }
 
+    /// A typed error unless an append of `len_bytes` is block aligned, not empty and at most
+    /// the zone append size limit.
+    pub fn check_append(&self, zone: u32, len_bytes: u64) -> Result<()> {
+        self.check_aligned(IoOp::Append, zone, 0, len_bytes)?;
+        if len_bytes > self.max_append_bytes {
+            return Err(DeviceError::AppendTooLarge {
+                zone,
+                len_bytes,
+                max_append_bytes: self.max_append_bytes,
+            });
+        }
+        Ok(())
+    }
+
     /// A typed Zone Boundary Error unless a read of `len_bytes` at `offset_bytes` ends inside
     /// the zone (reads may go past the capacity, up to the zone size).
     pub fn check_read_end(&self, zone: u32, offset_bytes: u64, len_bytes: u64) -> Result<()> {

@@ -245,13 +245,10 @@ pub fn check_write_position(
     offset: Option<u64>,
     len_bytes: u64,
 ) -> Result<u64> {
-    geometry.check_aligned(op, zone, offset.unwrap_or(0), len_bytes)?;
-    if op == IoOp::Append && len_bytes > geometry.max_append_bytes {
-        return Err(DeviceError::AppendTooLarge {
-            zone,
-            len_bytes,
-            max_append_bytes: geometry.max_append_bytes,
-        });
+    if op == IoOp::Append {
+        geometry.check_append(zone, len_bytes)?;
+    } else {
+        geometry.check_aligned(op, zone, offset.unwrap_or(0), len_bytes)?;
     }
     let bs = geometry.block_size_bytes;
     let offset_blocks = offset.unwrap_or(0) / bs;
@@ -449,12 +446,7 @@ impl ZoneTable {
     }
 
     fn zone_index(&self, zone: u32) -> Result<usize> {
-        if zone >= self.geometry.zone_count {
-            return Err(DeviceError::OutOfRange {
-                zone,
-                zone_count: self.geometry.zone_count,
-            });
-        }
+        self.geometry.check_zone(zone)?;
         Ok(zone as usize)
     }
 

@@ -540,20 +540,9 @@ impl ZonedDevice for NvmeDevice {
     async fn append(&self, zone: u32, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
         let len_bytes = buf.len() as u64;
         let g = *self.g();
-        let checked = self
-            .g()
+        let checked = g
             .check_zone(zone)
-            .and_then(|()| self.g().check_aligned(IoOp::Append, zone, 0, len_bytes))
-            .and_then(|()| {
-                if len_bytes > g.max_append_bytes {
-                    return Err(DeviceError::AppendTooLarge {
-                        zone,
-                        len_bytes,
-                        max_append_bytes: g.max_append_bytes,
-                    });
-                }
-                Ok(())
-            });
+            .and_then(|()| g.check_append(zone, len_bytes));
         if let Err(e) = checked {
             return (Err(e), buf);
         }

@@ -948,15 +948,7 @@ impl SpdkDevice {
     fn check_append(&self, zone: u32, len: u64) -> Result<()> {
         let g = self.geo();
         g.check_zone(zone)?;
-        g.check_aligned(IoOp::Append, zone, 0, len)?;
-        if len > g.max_append_bytes {
-            return Err(DeviceError::AppendTooLarge {
-                zone,
-                len_bytes: len,
-                max_append_bytes: g.max_append_bytes,
-            });
-        }
-        Ok(())
+        g.check_append(zone, len)
     }
 
     /// A command without data (zone management, flush).

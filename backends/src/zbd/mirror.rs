@@ -112,12 +112,7 @@ impl Mirror {
     }
 
     fn index(&self, zone: u32) -> Result<usize> {
-        if zone >= self.geometry.zone_count {
-            return Err(DeviceError::OutOfRange {
-                zone,
-                zone_count: self.geometry.zone_count,
-            });
-        }
+        self.geometry.check_zone(zone)?;
         Ok(zone as usize)
     }
 

@@ -217,10 +217,12 @@ impl ZbdDevice {
             .collect();
         match report_from_device(self.fd(), g, 0, g.zone_count) {
             Ok(Ok(report)) => {
+                // `guards` is in zone order: a binary search per zone, not a scan.
                 let free: Vec<ZoneInfo> = report
                     .into_iter()
                     .filter(|z| {
-                        Some(z.index) == held || guards.iter().any(|(locked, _)| *locked == z.index)
+                        Some(z.index) == held
+                            || guards.binary_search_by_key(&z.index, |(z, _)| *z).is_ok()
                     })
                     .collect();
                 self.mirror().refresh(&free);
@@ -330,14 +332,8 @@ impl ZbdDevice {
     ) -> (Result<u64>, DmaBuf) {
         let g = &self.inner.geometry;
         let len = buf.len() as u64;
-        if zone >= g.zone_count {
-            return (
-                Err(DeviceError::OutOfRange {
-                    zone,
-                    zone_count: g.zone_count,
-                }),
-                buf,
-            );
+        if let Err(e) = g.check_zone(zone) {
+            return (Err(e), buf);
         }
         let _zone_lock = self.inner.zone_locks[zone as usize].lock().await;
         let plan = match self.mirror().plan_write(op, zone, offset, len) {
@@ -371,12 +367,7 @@ impl ZbdDevice {
     /// One zone management command on one zone, under its lock.
     async fn action_one(&self, action: ZoneAction, zone: u32) -> Result<()> {
         let g = &self.inner.geometry;
-        if zone >= g.zone_count {
-            return Err(DeviceError::OutOfRange {
-                zone,
-                zone_count: g.zone_count,
-            });
-        }
+        g.check_zone(zone)?;
         let _zone_lock = self.inner.zone_locks[zone as usize].lock().await;
         self.mirror().plan_action(action, zone)?;
         let mgmt = match action {
