@@ -55,7 +55,7 @@ pub use model::error::{Boundary, DeviceError, ErrorKind, IoOp, Result};
 pub use model::geometry::Geometry;
 pub use model::spec::{parse_size_bytes, DeviceSpec, LatencyModel};
 pub use model::state::{
-    check_write_position, write_state_refusal, PersistedZone, Reservation, ZoneAction, ZoneInfo,
+    check_write_position, check_write_target, PersistedZone, Reservation, ZoneAction, ZoneInfo,
     ZoneState, ZoneTable, ZoneTarget,
 };
 pub use nil::NilDevice;

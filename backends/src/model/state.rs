@@ -184,7 +184,7 @@ pub struct Reservation {
 /// The refusal a write or append gets from a zone in `state` before any position check:
 /// Zone Is Offline, Zone Is Read Only or Zone Is Full. `offset_blocks` is where the op was
 /// addressed (the zone start for an append).
-pub fn write_state_refusal(
+fn write_state_refusal(
     op: IoOp,
     zone: u32,
     state: ZoneState,
@@ -250,6 +250,20 @@ pub fn check_write_position(
     } else {
         geometry.check_aligned(op, zone, offset.unwrap_or(0), len_bytes)?;
     }
+    check_write_target(geometry, op, zone, state, wp_bytes, offset, len_bytes)
+}
+
+/// The state, write-pointer and capacity part of [`check_write_position`], for a caller that
+/// takes any length (the ZIOB buffer accepts partial blocks). Returns where the data goes.
+pub fn check_write_target(
+    geometry: &Geometry,
+    op: IoOp,
+    zone: u32,
+    state: ZoneState,
+    wp_bytes: u64,
+    offset: Option<u64>,
+    len_bytes: u64,
+) -> Result<u64> {
     let bs = geometry.block_size_bytes;
     let offset_blocks = offset.unwrap_or(0) / bs;
     if let Some(e) = write_state_refusal(

@@ -226,38 +226,23 @@ impl<D: ZonedDevice> Shard<D> {
     ) -> Result<Option<Vec<u64>>> {
         let zones = self.zones.borrow();
         let z = &zones[self.local(zone)];
-        let bs = self.bs();
         let cap = self.geometry.zone_capacity_bytes;
         if let Some(e) = &z.error {
             return Err(e.clone());
         }
-        let at = offset.unwrap_or(z.wp);
-        // Appends are addressed to the zone start, as on the device.
-        let addressed = offset.unwrap_or(0);
-        if let Some(e) = ziob_backends::write_state_refusal(
+        ziob_backends::check_write_target(
+            &self.geometry,
             op,
             zone,
             z.state,
-            blocks(addressed, bs),
-            blocks(cap, bs),
-        ) {
-            return Err(e.into());
-        }
-        if at != z.wp {
-            return Err(DeviceError::InvalidWrite {
-                zone,
-                offset_blocks: blocks(at, bs),
-                wp_blocks: blocks(z.wp, bs),
-            }
-            .into());
-        }
+            z.wp,
+            offset,
+            len,
+        )?;
         if len == 0 {
             return Err(
                 DeviceError::InvalidArgument(format!("{op} of 0 bytes to zone {zone}")).into(),
             );
-        }
-        if at + len > cap {
-            return Err(self.geometry.capacity_error(op, zone, at, len).into());
         }
         if z.tail_busy() {
             return Ok(None); // wait for the write-back holding the tail's memory
