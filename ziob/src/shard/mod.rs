@@ -230,15 +230,7 @@ impl<D: ZonedDevice> Shard<D> {
         if let Some(e) = &z.error {
             return Err(e.clone());
         }
-        ziob_backends::check_write_target(
-            &self.geometry,
-            op,
-            zone,
-            z.state,
-            z.wp,
-            offset,
-            len,
-        )?;
+        ziob_backends::check_write_target(&self.geometry, op, zone, z.state, z.wp, offset, len)?;
         if len == 0 {
             return Err(
                 DeviceError::InvalidArgument(format!("{op} of 0 bytes to zone {zone}")).into(),
