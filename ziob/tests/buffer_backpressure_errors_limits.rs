@@ -13,6 +13,15 @@ fn rt(cores: usize) -> Runtime {
     Runtime::builder().cores(cores).build().unwrap()
 }
 
+/// A `mem` device of geometry `g` (kept for fault injection) with a buffer on top.
+async fn on_mem(name: &str, g: &Geometry, cfg: ZiobConfig) -> (MemDevice, Ziob) {
+    let mem = MemDevice::new(name, g).unwrap();
+    let z = Ziob::with_device(AnyDevice::Mem(mem.clone()), cfg)
+        .await
+        .unwrap();
+    (mem, z)
+}
+
 #[test]
 fn a_writer_far_faster_than_the_device_never_exceeds_the_budget() {
     let dir = tempfile::tempdir().unwrap();
@@ -73,15 +82,11 @@ fn a_writer_far_faster_than_the_device_never_exceeds_the_budget() {
 fn a_failed_write_back_is_reported_kept_and_cleared_by_reset() {
     rt(1)
         .block_on(|| async {
-            let g = Geometry::new(4, 1 << 20);
-            let mem = MemDevice::new("mem:faulty", &g).unwrap();
             let cfg = ZiobConfig {
                 writeback_unit_bytes: Some(16 << 10),
                 ..ZiobConfig::default()
             };
-            let z = Ziob::with_device(AnyDevice::Mem(mem.clone()), cfg)
-                .await
-                .unwrap();
+            let (mem, z) = on_mem("mem:faulty", &Geometry::new(4, 1 << 20), cfg).await;
             // The next device op (the first write-back) fails.
             mem.inject(Fault::FailOp {
                 op_index: mem.op_count(),
@@ -142,16 +147,12 @@ fn a_failed_write_back_is_reported_kept_and_cleared_by_reset() {
 fn a_failed_device_reset_changes_nothing() {
     rt(1)
         .block_on(|| async {
-            let g = Geometry::new(4, 1 << 20);
-            let mem = MemDevice::new("mem:reset-fails", &g).unwrap();
             let cfg = ZiobConfig {
                 writeback_unit_bytes: Some(16 << 10),
                 idle_writeback: None,
                 ..ZiobConfig::default()
             };
-            let z = Ziob::with_device(AnyDevice::Mem(mem.clone()), cfg)
-                .await
-                .unwrap();
+            let (mem, z) = on_mem("mem:reset-fails", &Geometry::new(4, 1 << 20), cfg).await;
             // 16 KiB on the device, 100 bytes only in the buffer.
             z.append(2, DmaBuf::from_slice(&[7; 16 << 10]))
                 .await
@@ -206,15 +207,12 @@ fn tight() -> Geometry {
 fn more_zones_than_the_device_allows_open_are_written_through_the_buffer() {
     rt(1)
         .block_on(|| async {
-            let mem = MemDevice::new("mem:tight", &tight()).unwrap();
             let cfg = ZiobConfig {
                 writeback_unit_bytes: Some(32 << 10),
                 shard_budget_bytes: 4 << 20,
                 ..ZiobConfig::default()
             };
-            let z = Ziob::with_device(AnyDevice::Mem(mem.clone()), cfg)
-                .await
-                .unwrap();
+            let (mem, z) = on_mem("mem:tight", &tight(), cfg).await;
             assert_eq!(
                 z.view_geometry().max_open_zones,
                 None,
@@ -248,16 +246,13 @@ fn more_zones_than_the_device_allows_open_are_written_through_the_buffer() {
 fn the_buffers_own_limit_is_a_clear_error() {
     rt(1)
         .block_on(|| async {
-            let mem = MemDevice::new("mem:tight", &tight()).unwrap();
             let cfg = ZiobConfig {
                 writeback_unit_bytes: Some(32 << 10),
                 shard_budget_bytes: 64 << 10,
                 idle_writeback: None,
                 ..ZiobConfig::default()
             };
-            let z = Ziob::with_device(AnyDevice::Mem(mem.clone()), cfg)
-                .await
-                .unwrap();
+            let (_, z) = on_mem("mem:tight", &tight(), cfg).await;
             // Two zones become active on the device (partly written, flushed).
             for zone in 0..2 {
                 z.append(zone, DmaBuf::from_slice(&[1; 4096]))
@@ -390,15 +385,12 @@ fn a_write_larger_than_the_budget_streams_through_it() {
     rt(1)
         .block_on(|| async {
             let g = Geometry::new(4, 8 << 20);
-            let mem = MemDevice::new("mem:big", &g).unwrap();
             let cfg = ZiobConfig {
                 writeback_unit_bytes: Some(64 << 10),
                 shard_budget_bytes: 256 << 10,
                 ..ZiobConfig::default()
             };
-            let z = Ziob::with_device(AnyDevice::Mem(mem.clone()), cfg)
-                .await
-                .unwrap();
+            let (_, z) = on_mem("mem:big", &g, cfg).await;
             z.append(1, DmaBuf::from_slice(&[9; 100])).await.unwrap();
             // 3 MiB in one append, 12× the budget; a second task appends meanwhile.
             let big: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 253) as u8).collect();
