@@ -15,7 +15,9 @@
 //! A command that changes data or zone state exits 0 only once the change is durable.
 //! Errors go to stderr with the API's wording; the exit code is 1 (2 for usage errors).
 
+mod access;
 mod commands;
+mod input;
 mod output;
 mod stats;
 
@@ -138,6 +140,7 @@ struct DataArgs {
 }
 
 fn main() {
+    ziob::logging::init();
     let cli = Cli::parse();
     let cli = match cli.command {
         Command::Stats(args) => match stats::run(args) {

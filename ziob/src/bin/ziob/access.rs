@@ -1,0 +1,25 @@
+//! What access a command needs to its device, and the one place the CLI opens devices.
+
+use ziob_backends::{open_device, AnyDevice, DeviceError};
+
+/// The access a command needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Only reads data and zone state (`info`, `report`, `read`): read permission suffices,
+    /// and other readers may use the device at the same time.
+    ReadOnly,
+    /// Writes data or changes zone state.
+    ReadWrite,
+}
+
+/// Opens the device named by `spec` for `access`.
+pub async fn open(spec: &str, access: Access) -> Result<AnyDevice, DeviceError> {
+    match access {
+        Access::ReadWrite => open_device(spec).await,
+        // TODO(merge fix-emu): open with the backend's read-only mode here (an `emu` file
+        // opened O_RDONLY under a shared lock), e.g. `open_device_read_only(spec)`. Until
+        // then every backend opens read-write, so a read-only emu file fails with
+        // "Permission denied" (tests/cli_read_only.rs is ignored for that reason).
+        Access::ReadOnly => open_device(spec).await,
+    }
+}
