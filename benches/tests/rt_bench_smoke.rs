@@ -68,3 +68,41 @@ fn rt_bench_prints_json_with_nonzero_iops() {
     }
     assert!(doc["submit_policy"].as_array().is_some());
 }
+
+#[test]
+fn rt_bench_shows_the_runtimes_events_with_rust_log() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("rt-bench-log.dat");
+    let out = Command::new(env!("CARGO_BIN_EXE_rt-bench"))
+        .args([
+            "--file",
+            file.to_str().expect("utf-8 temp path"),
+            "--file-size",
+            "1M",
+            "--duration-secs",
+            "0.01",
+            "--warmup-secs",
+            "0.01",
+            "--qd",
+            "1",
+            "--modes",
+            "buffered",
+            "--workloads",
+            "randread",
+            "--runners",
+            "ziob",
+            "--repeat",
+            "1",
+            "--json",
+        ])
+        .env("RUST_LOG", "ziob_runtime=trace")
+        .output()
+        .expect("rt-bench runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "rt-bench failed");
+    assert!(
+        stderr.contains("TRACE") && stderr.contains("submit"),
+        "RUST_LOG=ziob_runtime=trace shows the runtime's op submissions (stderr: {} bytes)",
+        stderr.len()
+    );
+}

@@ -140,6 +140,7 @@ async fn ziob_reads(dev: &AnyDevice, zones: u32, qd: u32, secs: u64) -> f64 {
 }
 
 fn main() {
+    ziob::logging::init();
     let o = Opts::parse();
     let rt = Runtime::builder().cores(1).build().expect("runtime");
     let spec = format!("zbd:{}", o.dev);

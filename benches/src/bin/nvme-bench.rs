@@ -349,6 +349,7 @@ fn table(rows: &[Row]) -> String {
 }
 
 fn main() {
+    ziob::logging::init();
     let args = Args::parse();
     let dev = args
         .dev

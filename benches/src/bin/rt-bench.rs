@@ -103,6 +103,7 @@ fn run_peer(_spec: &RunSpec, runner: Runner) -> Result<ziob_benches::meter::Samp
 }
 
 fn main() {
+    ziob::logging::init();
     let args = Args::parse();
     if let Err(e) = real_main(args) {
         eprintln!("rt-bench: {e}");
