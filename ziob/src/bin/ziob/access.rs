@@ -16,10 +16,16 @@ pub enum Access {
 pub async fn open(spec: &str, access: Access) -> Result<AnyDevice, DeviceError> {
     match access {
         Access::ReadWrite => open_device(spec).await,
-        // TODO(merge fix-emu): open with the backend's read-only mode here (an `emu` file
-        // opened O_RDONLY under a shared lock), e.g. `open_device_read_only(spec)`. Until
-        // then every backend opens read-write, so a read-only emu file fails with
-        // "Permission denied" (tests/cli_read_only.rs is ignored for that reason).
+        // TODO(merge fix-emu): open emu read-only (O_RDONLY, shared lock) — replace this arm
+        // with
+        //     Access::ReadOnly => match DeviceSpec::parse(spec)? {
+        //         DeviceSpec::Emu { path, latency } => Ok(AnyDevice::Emu(
+        //             EmuDevice::open_read_only(&path, latency).await?,
+        //         )),
+        //         _ => open_device(spec).await,
+        //     },
+        // and remove the `#[ignore]` of tests/cli_read_only.rs. Until then every backend
+        // opens read-write, so a read-only emu file fails with "Permission denied".
         Access::ReadOnly => open_device(spec).await,
     }
 }
