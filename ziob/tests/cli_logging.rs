@@ -65,12 +65,12 @@ fn a_damaged_zone_table_slot_is_reported_on_stderr() {
 #[test]
 fn rust_log_turns_on_more_detail() {
     let d = device(&["--zones", "2", "--zone-size", "1M"]);
-    let plain = run_env(&["info", &d.spec], b"", &[]);
+    let plain = run_env(&["write", &d.spec, "--zone", "0"], &data(4096, 2), &[]);
     assert!(plain.status.success());
     assert!(plain.stderr.is_empty(), "warn is the default level");
     let traced = run_env(
-        &["info", &d.spec],
-        b"",
+        &["write", &d.spec, "--zone", "1"],
+        &data(4096, 3),
         &[("RUST_LOG", "ziob_runtime=trace")],
     );
     assert!(traced.status.success());
