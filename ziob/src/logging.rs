@@ -2,7 +2,7 @@
 //!
 //! The library only emits events (a damaged emu zone table it fell back from, failed
 //! write-backs, a task that panicked, ...); a program decides where they go. The `ziob` CLI
-//! and the benchmark binaries call [`init`] first thing, so those warnings are seen.
+//! and the benchmark binaries call [`init`](crate::logging::init) first thing, so those warnings are seen.
 
 use std::io::IsTerminal;
 
