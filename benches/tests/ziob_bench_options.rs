@@ -74,6 +74,8 @@ fn every_bad_value_fails_before_the_first_run_naming_its_option() {
         (&["--ziob", "maybe", "--ops", "20"], "invalid value 'maybe' for '--ziob <ZIOB>'"),
         (&["--buffer-size", "100K", "--ops", "20"], "--buffer-size / --writeback-unit: "),
         (&["--writeback-unit", "6000", "--ops", "20"], "--buffer-size / --writeback-unit: "),
+        // Checked before the runtime registers --fixed-buffers of that size (4 × 3 TiB).
+        (&["--writeback-unit", "3T", "--fixed-buffers", "4", "--ops", "20"], "--buffer-size / --writeback-unit: invalid ZIOB configuration: write-back unit 3298534883328 bytes"),
         (&["--workload", "write", "--zones", "4", "--qd", "4", "--cores", "2", "--ops", "20"], "--zones 4: the write workload gives every task its own zone, so --zones must be at least --cores × --qd = 8"),
         (&["--timeout", "0", "--ops", "20"], "invalid value '0' for '--timeout <TIMEOUT>'"),
         (&["--runtime", "5", "--timeout", "2"], "--timeout 2.0: must be longer than --runtime 5.0"),

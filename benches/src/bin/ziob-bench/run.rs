@@ -77,38 +77,36 @@ struct Plan {
 pub fn main(opts: Options) -> Result<(), String> {
     let dog = Watchdog::start("ziob-bench").map_err(|e| format!("watchdog thread: {e}"))?;
     let limit = opts.timeout();
-    let rt = {
+    // Everything is checked before the runtime (and its registered buffers) is built.
+    let geometry = {
         let _armed = dog.guard("opening the device", limit);
-        ensure_device(&opts)?;
-        let mut rt = Runtime::builder().cores(opts.cores);
-        if opts.dev.starts_with("nvme:") {
-            rt = rt.sqe128(true);
-        }
-        if opts.fixed_buffers > 0 {
-            let unit = opts
-                .writeback_unit
-                .unwrap_or(ziob::WRITEBACK_UNIT_BYTES_DEFAULT);
-            let unit =
-                usize::try_from(unit).map_err(|_| format!("--writeback-unit {unit}: too large"))?;
-            rt = rt.fixed_buffers(opts.fixed_buffers, unit);
-        }
-        rt.build().map_err(|e| e.to_string())?
+        device_geometry(&opts)?
     };
-    let result = run_all(&rt, &opts, &dog);
+    validate::check(&opts, &geometry)?;
+    let mut rt = ziob::backends::runtime_builder_for(&opts.dev).cores(opts.cores);
+    if opts.fixed_buffers > 0 {
+        let unit = opts
+            .writeback_unit
+            .unwrap_or(ziob::WRITEBACK_UNIT_BYTES_DEFAULT);
+        let unit =
+            usize::try_from(unit).map_err(|_| format!("--writeback-unit {unit}: too large"))?;
+        rt = rt.fixed_buffers(opts.fixed_buffers, unit);
+    }
+    let rt = rt.build().map_err(|e| e.to_string())?;
+    let result = run_all(&rt, &opts, &geometry, &dog);
     let _armed = dog.guard("shutting the runtime down", limit);
     drop(rt);
     result
 }
 
-/// Checks the options against the device, then runs every configuration, each under the
-/// watchdog.
-fn run_all(rt: &Runtime, opts: &Options, dog: &Watchdog) -> Result<(), String> {
+/// Runs every configuration, each under the watchdog.
+fn run_all(
+    rt: &Runtime,
+    opts: &Options,
+    geometry: &Geometry,
+    dog: &Watchdog,
+) -> Result<(), String> {
     let limit = opts.timeout();
-    let geometry = {
-        let _armed = dog.guard("opening the device", limit);
-        device_geometry(rt, &opts.dev)?
-    };
-    validate::check(opts, &geometry)?;
     let mut results = Vec::new();
     for &bs in &opts.bs {
         for &zones in &opts.zones {
@@ -153,23 +151,17 @@ fn run_all(rt: &Runtime, opts: &Options, dog: &Watchdog) -> Result<(), String> {
     Ok(())
 }
 
-/// The device's geometry.
-fn device_geometry(rt: &Runtime, spec: &str) -> Result<Geometry, String> {
-    let spec = spec.to_string();
-    rt.block_on(move || async move {
-        ziob::open_device(&spec)
-            .await
-            .map(|d| *ziob::ZonedDevice::geometry(&d))
-    })
-    .map_err(|e| e.to_string())?
-    .map_err(|e| e.to_string())
-}
-
-/// Creates a missing emu device file with the `--create-*` geometry.
-fn ensure_device(opts: &Options) -> Result<(), String> {
-    let spec = DeviceSpec::parse(&opts.dev).map_err(|e| e.to_string())?;
-    if let DeviceSpec::Emu { path, .. } = spec {
-        if !path.exists() {
+/// The device's geometry, read on a one-core runtime of its own (closed again before the
+/// benchmark's runtime starts). A missing emu file is created first with the `--create-*`
+/// geometry.
+fn device_geometry(opts: &Options) -> Result<Geometry, String> {
+    let rt = ziob::backends::runtime_builder_for(&opts.dev)
+        .cores(1)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let spec = opts.dev.clone();
+    let create = match DeviceSpec::parse(&opts.dev).map_err(|e| e.to_string())? {
+        DeviceSpec::Emu { path, .. } if !path.exists() => {
             let g = Geometry::new(opts.create_zones, opts.create_zone_size);
             eprintln!(
                 "creating {} ({} zones of {} bytes)",
@@ -177,16 +169,20 @@ fn ensure_device(opts: &Options) -> Result<(), String> {
                 g.zone_count,
                 g.zone_size_bytes
             );
-            let rt = Runtime::builder()
-                .cores(1)
-                .build()
-                .map_err(|e| e.to_string())?;
-            rt.block_on(move || async move { EmuDevice::create(&path, &g).await.map(|_| ()) })
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?;
+            Some((path, g))
         }
-    }
-    Ok(())
+        _ => None,
+    };
+    rt.block_on(move || async move {
+        if let Some((path, g)) = create {
+            EmuDevice::create(&path, &g).await?;
+        }
+        ziob::open_device(&spec)
+            .await
+            .map(|d| *ziob::ZonedDevice::geometry(&d))
+    })
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())
 }
 
 fn one_run(
