@@ -127,6 +127,15 @@ fn real_main(args: Args) -> Result<(), String> {
     {
         return Err("--duration-secs must be > 0 and --warmup-secs >= 0".into());
     }
+    // `Duration::from_secs_f64` panics on values it cannot hold (e.g. 1e30).
+    if Duration::try_from_secs_f64(args.duration_secs).is_err()
+        || Duration::try_from_secs_f64(args.warmup_secs).is_err()
+    {
+        return Err("--duration-secs and --warmup-secs are too long".into());
+    }
+    if args.repeat == 0 {
+        return Err("--repeat must be at least 1".into());
+    }
     let runners = args.runners.clone().unwrap_or_else(default_runners);
     let path = args
         .file
