@@ -150,3 +150,85 @@ fn rust_log_shows_the_librarys_events() {
         "RUST_LOG=ziob_runtime=trace shows the runtime's op submissions:\n{err}"
     );
 }
+
+/// The guest benchmarks refuse bad numbers when parsing, before looking for a device.
+#[test]
+fn guest_benchmarks_refuse_bad_numbers_naming_the_option() {
+    let cases: [(&str, &[&str], &str); 7] = [
+        (
+            "nvme-bench",
+            &["--secs", "0"],
+            "for '--secs <SECS>': must be more than 0 seconds",
+        ),
+        (
+            "nvme-bench",
+            &["--secs", "1e30"],
+            "for '--secs <SECS>': 1e30 seconds is too long",
+        ),
+        (
+            "nvme-bench",
+            &["--zones", "0"],
+            "for '--zones <ZONES>': must be at least 1",
+        ),
+        (
+            "nvme-bench",
+            &["--rounds", "0"],
+            "for '--rounds <ROUNDS>': must be at least 1",
+        ),
+        (
+            "nvme-bench",
+            &["--read-qd", "1,0"],
+            "for '--read-qd <READ_QD>': must be at least 1",
+        ),
+        (
+            "guest-bench",
+            &["--dev", "/nonexistent", "--zones", "0"],
+            "for '--zones <ZONES>': must be at least 1",
+        ),
+        (
+            "guest-bench",
+            &["--dev", "/nonexistent", "--secs", "0"],
+            "for '--secs <SECS>': must be at least 1",
+        ),
+    ];
+    for (bin, opts, want) in cases {
+        let exe = match bin {
+            "nvme-bench" => env!("CARGO_BIN_EXE_nvme-bench"),
+            _ => env!("CARGO_BIN_EXE_guest-bench"),
+        };
+        let out = Command::new(exe)
+            .args(opts)
+            .env_remove("ZIOB_ZNS_CHAR")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bin} {opts:?}: {err}");
+        assert!(err.contains(want), "{bin} {opts:?}: want `{want}` in {err}");
+    }
+}
+
+/// A device that cannot be opened is an error message (exit 1), not a panic.
+#[test]
+fn guest_benchmarks_report_a_missing_device_without_panicking() {
+    for (exe, want) in [
+        (
+            env!("CARGO_BIN_EXE_nvme-bench"),
+            "nvme-bench: nvme:/nonexistent/dev: ",
+        ),
+        (
+            env!("CARGO_BIN_EXE_guest-bench"),
+            "guest-bench: zbd:/nonexistent/dev: ",
+        ),
+    ] {
+        let out = Command::new(exe)
+            .args(["--dev", "/nonexistent/dev"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{exe}: {err}");
+        assert!(
+            err.starts_with(want) && !err.contains("panicked"),
+            "{exe}: {err}"
+        );
+    }
+}

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::builder::RangedU64ValueParser;
 use clap::{Parser, ValueEnum};
-use ziob::backends::parse_size_bytes;
+use ziob_benches::args::{positive, positive_seconds, positive_size};
 
 /// What each task does in a loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
@@ -42,41 +42,6 @@ pub const QD_MAX: u64 = 65_536;
 
 /// Added to `--runtime` for the default `--timeout`.
 pub const TIMEOUT_MARGIN: Duration = Duration::from_secs(300);
-
-/// A size in bytes (K/M/G/T suffixes), more than zero.
-fn positive_size(text: &str) -> Result<u64, String> {
-    match parse_size_bytes(text)? {
-        0 => Err("must be more than 0 bytes".into()),
-        n => Ok(n),
-    }
-}
-
-/// A duration in seconds (fractions allowed), more than zero and finite.
-fn positive_seconds(text: &str) -> Result<Duration, String> {
-    let secs: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
-    if secs.is_nan() || secs <= 0.0 {
-        return Err("must be more than 0 seconds".into());
-    }
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("{text} seconds is too long"))
-}
-
-/// A whole number of type `T` of at least 1.
-fn positive<T>(text: &str) -> Result<T, String>
-where
-    T: std::str::FromStr + PartialOrd + From<u8>,
-{
-    let n: T = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{text}` is not a whole number in range"))?;
-    if n < T::from(1) {
-        return Err("must be at least 1".into());
-    }
-    Ok(n)
-}
 
 /// Benchmark ZIOB on a zoned device.
 #[derive(Debug, Parser)]
