@@ -19,6 +19,7 @@
 //! and ratios against a runner of the same run), never asserted.
 #![warn(missing_docs)]
 
+pub mod args;
 pub mod bare_async_task;
 pub mod cpu;
 pub mod fio;

@@ -68,3 +68,88 @@ fn rt_bench_prints_json_with_nonzero_iops() {
     }
     assert!(doc["submit_policy"].as_array().is_some());
 }
+
+#[test]
+fn rt_bench_shows_the_runtimes_events_with_rust_log() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("rt-bench-log.dat");
+    let out = Command::new(env!("CARGO_BIN_EXE_rt-bench"))
+        .args([
+            "--file",
+            file.to_str().expect("utf-8 temp path"),
+            "--file-size",
+            "1M",
+            "--duration-secs",
+            "0.01",
+            "--warmup-secs",
+            "0.01",
+            "--qd",
+            "1",
+            "--modes",
+            "buffered",
+            "--workloads",
+            "randread",
+            "--runners",
+            "ziob",
+            "--repeat",
+            "1",
+            "--json",
+        ])
+        .env("RUST_LOG", "ziob_runtime=trace")
+        .output()
+        .expect("rt-bench runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "rt-bench failed");
+    assert!(
+        stderr.contains("TRACE") && stderr.contains("submit"),
+        "RUST_LOG=ziob_runtime=trace shows the runtime's op submissions (stderr: {} bytes)",
+        stderr.len()
+    );
+}
+
+#[test]
+fn rt_bench_refuses_bad_durations_and_repeats_with_a_message() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("rt-bench-bad.dat");
+    let base = [
+        "--file",
+        file.to_str().expect("utf-8 temp path"),
+        "--runners",
+        "ziob",
+        "--workloads",
+        "nop",
+        "--qd",
+        "1",
+    ];
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--duration-secs", "1e30", "--repeat", "1"],
+            "--duration-secs and --warmup-secs are too long",
+        ),
+        (
+            &[
+                "--duration-secs",
+                "0.01",
+                "--warmup-secs",
+                "1e300",
+                "--repeat",
+                "1",
+            ],
+            "--duration-secs and --warmup-secs are too long",
+        ),
+        (
+            &["--duration-secs", "0.01", "--repeat", "0"],
+            "--repeat must be at least 1",
+        ),
+    ];
+    for (opts, want) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_rt-bench"))
+            .args(base)
+            .args(opts)
+            .output()
+            .expect("rt-bench runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{opts:?}: {stderr}");
+        assert!(stderr.contains(want), "{opts:?}: {stderr}");
+    }
+}

@@ -67,6 +67,8 @@ mod config;
 mod device_impl;
 mod error;
 mod handle;
+/// A `tracing` subscriber to stderr for the binaries (`RUST_LOG`, default `warn`).
+pub mod logging;
 mod logical;
 pub mod placement;
 mod shard;

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use serde_json::Value;
 use ziob::{open_device, AnyDevice, DmaBuf, Runtime, ZoneAction, ZoneTarget, ZonedDevice};
+use ziob_benches::args::positive;
 use ziob_benches::rng::XorShift;
 
 /// Command line of `guest-bench`.
@@ -28,10 +29,10 @@ struct Opts {
     #[arg(long)]
     dev: String,
     /// Zones written by the write workloads and read by the read workloads
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = positive::<u32>)]
     zones: u32,
     /// Seconds per random-read run
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = positive::<u64>)]
     secs: u64,
 }
 
@@ -140,23 +141,33 @@ async fn ziob_reads(dev: &AnyDevice, zones: u32, qd: u32, secs: u64) -> f64 {
 }
 
 fn main() {
+    ziob::logging::init();
     let o = Opts::parse();
     let rt = Runtime::builder().cores(1).build().expect("runtime");
     let spec = format!("zbd:{}", o.dev);
     let opts = o.clone();
     let (ziob_rows, span_bytes) = rt
         .block_on(move || async move {
-            let dev = open_device(&spec).await.expect("open the zbd device");
+            let dev = open_device(&spec).await.map_err(|e| e.to_string())?;
             let g = *dev.geometry();
-            assert!(opts.zones <= g.zone_count, "--zones exceeds the device");
+            if opts.zones > g.zone_count {
+                return Err(format!(
+                    "--zones {}: the device has {} zones",
+                    opts.zones, g.zone_count
+                ));
+            }
             eprintln!("guest-bench: {spec}: {g:?}");
             let w = ziob_writes(&dev, opts.zones).await;
             let r1 = ziob_reads(&dev, opts.zones, 1, opts.secs).await;
             let r32 = ziob_reads(&dev, opts.zones, 32, opts.secs).await;
             reset_all(&dev).await;
-            ([w, r1, r32], u64::from(opts.zones) * g.zone_size_bytes)
+            Ok(([w, r1, r32], u64::from(opts.zones) * g.zone_size_bytes))
         })
-        .expect("the benchmark panicked");
+        .expect("the benchmark panicked")
+        .unwrap_or_else(|e: String| {
+            eprintln!("guest-bench: {e}");
+            std::process::exit(1)
+        });
     let common = fio_common(&o, span_bytes);
     let with = |extra: &[String]| {
         let mut a = common.clone();

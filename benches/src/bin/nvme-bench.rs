@@ -29,6 +29,7 @@ use ziob::backends::{
     open_device, runtime_builder_for, AnyDevice, ZoneAction, ZoneTarget, ZonedDevice,
 };
 use ziob::DmaBuf;
+use ziob_benches::args::{positive, positive_seconds_f64};
 
 /// Bytes per sequential write or append.
 const SEQ_IO_BYTES: u64 = 64 * 1024;
@@ -42,17 +43,17 @@ struct Args {
     #[arg(long)]
     dev: Option<String>,
     /// Zones written by the write and append workloads (and read by the random reads).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = positive::<u32>)]
     zones: u32,
     /// Seconds per random-read measurement.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value = "3", value_parser = positive_seconds_f64)]
     secs: f64,
     /// Queue depths of the random-read workload.
-    #[arg(long, value_delimiter = ',', default_value = "1,32")]
+    #[arg(long, value_delimiter = ',', default_value = "1,32", value_parser = positive::<u32>)]
     read_qd: Vec<u32>,
     /// Rounds: every workload runs ZIOB then fio this many times; the table shows medians
     /// (TCG throughput varies a lot between runs).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = positive::<u32>)]
     rounds: u32,
     /// Skip fio.
     #[arg(long)]
@@ -349,6 +350,7 @@ fn table(rows: &[Row]) -> String {
 }
 
 fn main() {
+    ziob::logging::init();
     let args = Args::parse();
     let dev = args
         .dev
@@ -365,18 +367,17 @@ fn main() {
         .expect("runtime");
     let (zones, secs, no_fio) = (args.zones, args.secs, args.no_fio);
     let read_qds = args.read_qd.clone();
-    let rounds = args.rounds.max(1);
+    let rounds = args.rounds;
     let rows = rt
         .block_on(move || async move {
-            let d = open_device(&spec)
-                .await
-                .unwrap_or_else(|e| panic!("{spec}: {e}"));
+            let d = open_device(&spec).await.map_err(|e| e.to_string())?;
             let g = *d.geometry();
-            assert!(
-                zones <= g.zone_count,
-                "--zones {zones} > {} zones",
-                g.zone_count
-            );
+            if zones > g.zone_count {
+                return Err(format!(
+                    "--zones {zones}: the device has {} zones",
+                    g.zone_count
+                ));
+            }
             eprintln!("nvme-bench: {spec}: {g:?}");
             let mut rows = Vec::new();
             let fio_run = |workload: &str, qd: u32, bytes: u64, extra: Vec<String>, dir: &str| {
@@ -430,11 +431,15 @@ fn main() {
                 }
             }
             reset_all(&d).await;
-            rows
+            Ok(rows)
         })
-        .expect("benchmark panicked");
+        .expect("benchmark panicked")
+        .unwrap_or_else(|e| {
+            eprintln!("nvme-bench: {e}");
+            std::process::exit(1)
+        });
     let med = medians(&rows);
-    eprintln!("medians of {} round(s):", args.rounds.max(1));
+    eprintln!("medians of {} round(s):", args.rounds);
     eprint!("{}", table(&med));
     if args.json {
         let all = serde_json::json!({ "rounds": rows, "medians": med });

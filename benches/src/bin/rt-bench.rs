@@ -103,6 +103,7 @@ fn run_peer(_spec: &RunSpec, runner: Runner) -> Result<ziob_benches::meter::Samp
 }
 
 fn main() {
+    ziob::logging::init();
     let args = Args::parse();
     if let Err(e) = real_main(args) {
         eprintln!("rt-bench: {e}");
@@ -125,6 +126,15 @@ fn real_main(args: Args) -> Result<(), String> {
         || args.warmup_secs < 0.0
     {
         return Err("--duration-secs must be > 0 and --warmup-secs >= 0".into());
+    }
+    // `Duration::from_secs_f64` panics on values it cannot hold (e.g. 1e30).
+    if Duration::try_from_secs_f64(args.duration_secs).is_err()
+        || Duration::try_from_secs_f64(args.warmup_secs).is_err()
+    {
+        return Err("--duration-secs and --warmup-secs are too long".into());
+    }
+    if args.repeat == 0 {
+        return Err("--repeat must be at least 1".into());
     }
     let runners = args.runners.clone().unwrap_or_else(default_runners);
     let path = args

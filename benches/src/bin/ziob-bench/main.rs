@@ -11,11 +11,14 @@
 
 mod options;
 mod run;
+mod validate;
+mod watchdog;
 
 use clap::Parser;
 use options::Options;
 
 fn main() {
+    ziob::logging::init();
     let opts = Options::parse();
     if let Err(e) = run::main(opts) {
         eprintln!("ziob-bench: {e}");

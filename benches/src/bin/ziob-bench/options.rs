@@ -1,6 +1,11 @@
-//! Command-line options of `ziob-bench`.
+//! Command-line options of `ziob-bench`. Every value is checked when it is parsed (ranges,
+//! sizes, durations); [`crate::validate`] checks them against the device before any run.
 
+use std::time::Duration;
+
+use clap::builder::RangedU64ValueParser;
 use clap::{Parser, ValueEnum};
+use ziob_benches::args::{positive, positive_seconds, positive_size};
 
 /// What each task does in a loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
@@ -15,6 +20,28 @@ pub enum Workload {
     /// Append `--bs` bytes, then read them back; latency is the read's.
     Readafterwrite,
 }
+
+/// Whether a run goes through the buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// Through the ZIOB buffer.
+    On,
+    /// Pass-through: every operation goes to the device.
+    Off,
+}
+
+impl Mode {
+    /// Whether the run is buffered.
+    pub fn buffered(self) -> bool {
+        self == Mode::On
+    }
+}
+
+/// Most tasks per core (`--qd`): each holds a `--bs` payload.
+pub const QD_MAX: u64 = 65_536;
+
+/// Added to `--runtime` for the default `--timeout`.
+pub const TIMEOUT_MARGIN: Duration = Duration::from_secs(300);
 
 /// Benchmark ZIOB on a zoned device.
 #[derive(Debug, Parser)]
@@ -31,46 +58,59 @@ pub struct Options {
     #[arg(long, value_enum, default_value = "append")]
     pub workload: Workload,
     /// Bytes per operation (K/M suffixes); a comma list runs each.
-    #[arg(long, default_value = "4K", value_delimiter = ',')]
-    pub bs: Vec<String>,
-    /// Operations in flight per core (tasks per core).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value = "4K", value_delimiter = ',', value_parser = positive_size)]
+    pub bs: Vec<u64>,
+    /// Operations in flight per core (tasks per core), 1 to 65536.
+    #[arg(long, default_value_t = 8, value_parser = RangedU64ValueParser::<usize>::new().range(1..=QD_MAX))]
     pub qd: usize,
     /// Zones used (0..N); a comma list runs each.
-    #[arg(long, default_value = "8", value_delimiter = ',')]
+    #[arg(long, default_value = "8", value_delimiter = ',', value_parser = positive::<u32>)]
     pub zones: Vec<u32>,
     /// Runtime cores.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = positive::<usize>)]
     pub cores: usize,
     /// Stop after this many operations in total (instead of `--runtime`).
-    #[arg(long)]
+    #[arg(long, value_parser = positive::<u64>)]
     pub ops: Option<u64>,
-    /// Seconds per run.
-    #[arg(long, default_value_t = 3.0)]
-    pub runtime: f64,
+    /// Seconds per run (fractions allowed).
+    #[arg(long, default_value = "3", value_parser = positive_seconds)]
+    pub runtime: Duration,
+    /// Give up (exit status 3, with a message) when one run — setup, timed part, final sync
+    /// and close — or opening the device takes longer than this many seconds, instead of
+    /// hanging. Default: `--runtime` plus 300.
+    #[arg(long, value_parser = positive_seconds)]
+    pub timeout: Option<Duration>,
     /// `on` (buffer), `off` (pass-through), or `on,off` for both in the same run.
-    #[arg(long, default_value = "on,off", value_delimiter = ',')]
-    pub ziob: Vec<String>,
+    #[arg(long, default_value = "on,off", value_delimiter = ',', value_enum)]
+    pub ziob: Vec<Mode>,
     /// Buffer memory per core (default: ZIOB's default, 64M).
-    #[arg(long)]
-    pub buffer_size: Option<String>,
+    #[arg(long, value_parser = positive_size)]
+    pub buffer_size: Option<u64>,
     /// Write-back unit (default: ZIOB's default, 512K).
-    #[arg(long)]
-    pub writeback_unit: Option<String>,
+    #[arg(long, value_parser = positive_size)]
+    pub writeback_unit: Option<u64>,
     /// Registered (fixed) buffers per core, each one write-back unit large: ZIOB's chunks
     /// come from them and write-back uses WRITE_FIXED (0 = none).
     #[arg(long, default_value_t = 0)]
     pub fixed_buffers: u32,
     /// Zones of a newly created emu device.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = positive::<u32>)]
     pub create_zones: u32,
     /// Zone size of a newly created emu device.
-    #[arg(long, default_value = "64M")]
-    pub create_zone_size: String,
+    #[arg(long, default_value = "64M", value_parser = positive_size)]
+    pub create_zone_size: u64,
     /// Repeat each configuration and report the median run.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = positive::<usize>)]
     pub repeat: usize,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+impl Options {
+    /// The watchdog limit of one run: `--timeout`, or `--runtime` plus [`TIMEOUT_MARGIN`].
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+            .unwrap_or_else(|| self.runtime.saturating_add(TIMEOUT_MARGIN))
+    }
 }

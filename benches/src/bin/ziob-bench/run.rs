@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use ziob::backends::{parse_size_bytes, DeviceSpec, EmuDevice};
+use ziob::backends::{DeviceSpec, EmuDevice};
 use ziob::runtime::{core_id, spawn};
-use ziob::{
-    DmaBuf, Geometry, Runtime, ShardStats, Ziob, ZiobConfig, ZiobError, ZoneAction, ZoneTarget,
-};
+use ziob::{DmaBuf, Geometry, Runtime, ShardStats, Ziob, ZiobError, ZoneAction, ZoneTarget};
 
 use crate::options::{Options, Workload};
+use crate::validate;
+use crate::watchdog::Watchdog;
 
 /// One configuration's result.
 #[derive(Debug, Clone, Serialize)]
@@ -46,10 +46,6 @@ struct Latency {
     max: u64,
 }
 
-fn size(s: &str) -> Result<u64, String> {
-    parse_size_bytes(s)
-}
-
 /// What one core measured.
 #[derive(Default)]
 struct CoreResult {
@@ -79,42 +75,62 @@ struct Plan {
 }
 
 pub fn main(opts: Options) -> Result<(), String> {
-    ensure_device(&opts)?;
-    let mut rt = Runtime::builder().cores(opts.cores);
-    if opts.dev.starts_with("nvme:") {
-        rt = rt.sqe128(true);
-    }
+    let dog = Watchdog::start("ziob-bench").map_err(|e| format!("watchdog thread: {e}"))?;
+    let limit = opts.timeout();
+    // Everything is checked before the runtime (and its registered buffers) is built.
+    let geometry = {
+        let _armed = dog.guard("opening the device", limit);
+        device_geometry(&opts)?
+    };
+    validate::check(&opts, &geometry)?;
+    let mut rt = ziob::backends::runtime_builder_for(&opts.dev).cores(opts.cores);
     if opts.fixed_buffers > 0 {
-        let unit = match &opts.writeback_unit {
-            Some(u) => size(u)? as usize,
-            None => ziob::WRITEBACK_UNIT_BYTES_DEFAULT as usize,
-        };
+        let unit = opts
+            .writeback_unit
+            .unwrap_or(ziob::WRITEBACK_UNIT_BYTES_DEFAULT);
+        let unit =
+            usize::try_from(unit).map_err(|_| format!("--writeback-unit {unit}: too large"))?;
         rt = rt.fixed_buffers(opts.fixed_buffers, unit);
     }
     let rt = rt.build().map_err(|e| e.to_string())?;
+    let result = run_all(&rt, &opts, &geometry, &dog);
+    let _armed = dog.guard("shutting the runtime down", limit);
+    drop(rt);
+    result
+}
+
+/// Runs every configuration, each under the watchdog.
+fn run_all(
+    rt: &Runtime,
+    opts: &Options,
+    geometry: &Geometry,
+    dog: &Watchdog,
+) -> Result<(), String> {
+    let limit = opts.timeout();
     let mut results = Vec::new();
-    for bs in &opts.bs {
-        let bs = size(bs)?;
+    for &bs in &opts.bs {
         for &zones in &opts.zones {
-            for mode in &opts.ziob {
-                let buffered = match mode.as_str() {
-                    "on" => true,
-                    "off" => false,
-                    other => return Err(format!("--ziob takes on or off, not `{other}`")),
-                };
+            for &mode in &opts.ziob {
+                let buffered = mode.buffered();
                 if !buffered && opts.workload != Workload::Randread {
-                    if let Some(limit) = device_active_limit(&rt, &opts.dev)? {
-                        if zones > limit {
+                    if let Some(active) = geometry.max_active_zones {
+                        if zones > active {
                             eprintln!(
-                                "skipped: pass-through cannot write {zones} zones at once, the device allows {limit} active zones (the buffer lifts that limit)"
+                                "skipped: pass-through cannot write {zones} zones at once, the device allows {active} active zones (the buffer lifts that limit)"
                             );
                             continue;
                         }
                     }
                 }
                 let mut runs = Vec::new();
-                for _ in 0..opts.repeat.max(1) {
-                    runs.push(one_run(&rt, &opts, bs, zones, buffered)?);
+                for _ in 0..opts.repeat {
+                    let what = format!(
+                        "the run --workload {} --bs {bs} --zones {zones} --ziob {}",
+                        format!("{:?}", opts.workload).to_lowercase(),
+                        if buffered { "on" } else { "off" }
+                    );
+                    let _armed = dog.guard(what, limit);
+                    runs.push(one_run(rt, opts, bs, zones, buffered)?);
                 }
                 runs.sort_by(|a, b| a.iops.total_cmp(&b.iops));
                 let median = runs[runs.len() / 2].clone();
@@ -135,40 +151,38 @@ pub fn main(opts: Options) -> Result<(), String> {
     Ok(())
 }
 
-/// The device's Max Active Resources (`None` = no limit).
-fn device_active_limit(rt: &Runtime, spec: &str) -> Result<Option<u32>, String> {
-    let spec = spec.to_string();
-    rt.block_on(move || async move {
-        ziob::open_device(&spec)
-            .await
-            .map(|d| ziob::ZonedDevice::geometry(&d).max_active_zones)
-    })
-    .map_err(|e| e.to_string())?
-    .map_err(|e| e.to_string())
-}
-
-/// Creates a missing emu device file with the `--create-*` geometry.
-fn ensure_device(opts: &Options) -> Result<(), String> {
-    let spec = DeviceSpec::parse(&opts.dev).map_err(|e| e.to_string())?;
-    if let DeviceSpec::Emu { path, .. } = spec {
-        if !path.exists() {
-            let g = Geometry::new(opts.create_zones, size(&opts.create_zone_size)?);
+/// The device's geometry, read on a one-core runtime of its own (closed again before the
+/// benchmark's runtime starts). A missing emu file is created first with the `--create-*`
+/// geometry.
+fn device_geometry(opts: &Options) -> Result<Geometry, String> {
+    let rt = ziob::backends::runtime_builder_for(&opts.dev)
+        .cores(1)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let spec = opts.dev.clone();
+    let create = match DeviceSpec::parse(&opts.dev).map_err(|e| e.to_string())? {
+        DeviceSpec::Emu { path, .. } if !path.exists() => {
+            let g = Geometry::new(opts.create_zones, opts.create_zone_size);
             eprintln!(
                 "creating {} ({} zones of {} bytes)",
                 path.display(),
                 g.zone_count,
                 g.zone_size_bytes
             );
-            let rt = Runtime::builder()
-                .cores(1)
-                .build()
-                .map_err(|e| e.to_string())?;
-            rt.block_on(move || async move { EmuDevice::create(&path, &g).await.map(|_| ()) })
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?;
+            Some((path, g))
         }
-    }
-    Ok(())
+        _ => None,
+    };
+    rt.block_on(move || async move {
+        if let Some((path, g)) = create {
+            EmuDevice::create(&path, &g).await?;
+        }
+        ziob::open_device(&spec)
+            .await
+            .map(|d| *ziob::ZonedDevice::geometry(&d))
+    })
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())
 }
 
 fn one_run(
@@ -178,17 +192,7 @@ fn one_run(
     zones: u32,
     buffered: bool,
 ) -> Result<RunResult, String> {
-    let mut config = if buffered {
-        ZiobConfig::default()
-    } else {
-        ZiobConfig::pass_through()
-    };
-    if let Some(b) = &opts.buffer_size {
-        config.shard_budget_bytes = size(b)?;
-    }
-    if let Some(u) = &opts.writeback_unit {
-        config.writeback_unit_bytes = Some(size(u)?);
-    }
+    let config = validate::config(opts, buffered);
     let spec = opts.dev.clone();
     let z = rt
         .block_on(move || async move {
@@ -199,31 +203,12 @@ fn one_run(
         })
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
-    let g = *z.geometry();
-    if zones == 0 || zones > g.zone_count {
-        return Err(format!(
-            "--zones {zones}: the device has {} zones",
-            g.zone_count
-        ));
-    }
-    if bs == 0 || (!buffered && bs % g.block_size_bytes != 0) || bs > g.zone_capacity_bytes {
-        return Err(format!(
-            "--bs {bs}: must be a positive multiple of the {}-byte block (pass-through) and at most the zone capacity",
-            g.block_size_bytes
-        ));
-    }
     let cores = opts.cores;
-    if opts.workload == Workload::Write && (zones as usize) < cores * opts.qd {
-        return Err(format!(
-            "the write workload gives every task its own zone: --zones must be at least cores × qd = {}",
-            cores * opts.qd
-        ));
-    }
     if opts.workload == Workload::Randread {
         prefill(rt, &z, zones, bs)?;
     }
     let ops_per_core = opts.ops.map(|n| n.div_ceil(cores as u64));
-    let deadline = Duration::from_secs_f64(opts.runtime);
+    let deadline = opts.runtime;
     let (workload, qd) = (opts.workload, opts.qd);
     let before = stats(rt, &z)?;
     let start = Instant::now();

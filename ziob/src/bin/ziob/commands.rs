@@ -1,16 +1,18 @@
 //! The commands, run inside a one-core runtime.
 //!
-//! The CLI is the only task of its runtime, so writing to stdout with blocking calls from the
-//! core is fine here (a library must never do that).
+//! The CLI is the only task of its runtime, so reading stdin and writing stdout with
+//! blocking calls from the core is fine here (a library must never do that).
 
-use std::io::{Read, Write};
+use std::io::Write;
 
 use ziob_backends::{
-    create_device, open_device, DeviceError, Geometry, IoOp, ZoneAction, ZoneState, ZoneTarget,
-    ZonedDevice,
+    check_write_target, create_device, DeviceError, Geometry, IoOp, ZoneAction, ZoneState,
+    ZoneTarget, ZonedDevice,
 };
 use ziob_runtime::DmaBuf;
 
+use crate::access::{open, Access};
+use crate::input::{read_stdin_within, InputError, Room};
 use crate::{output, Command};
 
 /// Bytes moved per device op by `write` and `read`.
@@ -24,8 +26,11 @@ pub enum CliError {
     Device(#[from] DeviceError),
     /// Bad input from the user (not a device error).
     #[error("{0}")]
-    Input(String),
-    /// stdin or stdout failed.
+    Usage(String),
+    /// stdin held more than the zone takes, or could not be read.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// stdout failed.
     #[error("{0}: {1}")]
     Stdio(&'static str, std::io::Error),
     /// The runtime could not start or stopped.
@@ -33,7 +38,7 @@ pub enum CliError {
     Runtime(String),
 }
 
-/// A command with its stdin already read (stdin is read on the main thread).
+/// A command to run; `write` and `append` read stdin once they know how much fits.
 #[derive(Debug)]
 pub enum Request {
     Create {
@@ -56,7 +61,6 @@ pub enum Request {
     Write {
         spec: String,
         zone: u32,
-        data: Vec<u8>,
         pad: bool,
         append: bool,
     },
@@ -80,10 +84,22 @@ impl Request {
             | Request::Read { spec, .. } => spec,
         }
     }
+
+    /// The access the request needs to its device.
+    pub fn access(&self) -> Access {
+        match self {
+            Request::Info { .. } | Request::Report { .. } | Request::Read { .. } => {
+                Access::ReadOnly
+            }
+            Request::Create { .. } | Request::Action { .. } | Request::Write { .. } => {
+                Access::ReadWrite
+            }
+        }
+    }
 }
 
 impl Request {
-    /// Turns parsed arguments into a request, reading stdin for `write` and `append`.
+    /// Turns parsed arguments into a request.
     pub fn from_command(cmd: Command) -> Result<Request, CliError> {
         let action = cmd.action();
         Ok(match cmd {
@@ -122,20 +138,12 @@ impl Request {
                     },
                 }
             }
-            Command::Write(ref a) | Command::Append(ref a) => {
-                let mut data = Vec::new();
-                std::io::stdin()
-                    .lock()
-                    .read_to_end(&mut data)
-                    .map_err(|e| CliError::Stdio("reading stdin", e))?;
-                Request::Write {
-                    spec: a.dev.clone(),
-                    zone: a.zone,
-                    data,
-                    pad: a.pad,
-                    append: matches!(cmd, Command::Append(_)),
-                }
-            }
+            Command::Write(ref a) | Command::Append(ref a) => Request::Write {
+                spec: a.dev.clone(),
+                zone: a.zone,
+                pad: a.pad,
+                append: matches!(cmd, Command::Append(_)),
+            },
             Command::Stats(_) => unreachable!("main handles `stats` itself"),
             Command::Read {
                 dev,
@@ -161,6 +169,7 @@ fn stdout_write(bytes: &[u8]) -> Result<(), CliError> {
 
 /// Runs a request on the current core.
 pub async fn run(request: Request) -> Result<(), CliError> {
+    let access = request.access();
     match request {
         Request::Create { spec, geometry } => {
             let dev = create_device(&spec, &geometry).await?;
@@ -168,12 +177,12 @@ pub async fn run(request: Request) -> Result<(), CliError> {
             stdout_write(output::created(&dev).as_bytes())
         }
         Request::Info { spec } => {
-            let dev = open_device(&spec).await?;
+            let dev = open(&spec, access).await?;
             let zones = dev.report_all().await?;
             stdout_write(output::info(&dev, &zones).as_bytes())
         }
         Request::Report { spec, zone, json } => {
-            let dev = open_device(&spec).await?;
+            let dev = open(&spec, access).await?;
             let zones = match zone {
                 Some(z) => dev.report_zones(z, 1).await?,
                 None => dev.report_all().await?,
@@ -190,7 +199,7 @@ pub async fn run(request: Request) -> Result<(), CliError> {
             action,
             target,
         } => {
-            let dev = open_device(&spec).await?;
+            let dev = open(&spec, access).await?;
             dev.zone_action(action, target).await?;
             dev.flush().await?;
             Ok(())
@@ -198,11 +207,11 @@ pub async fn run(request: Request) -> Result<(), CliError> {
         Request::Write {
             spec,
             zone,
-            data,
             pad,
             append,
         } => {
-            let dev = open_device(&spec).await?;
+            let dev = open(&spec, access).await?;
+            let data = read_input(&dev, zone, append).await?;
             let data = whole_blocks(data, dev.geometry().block_size_bytes, pad)?;
             if append {
                 let (res, _) = dev.append(zone, DmaBuf::from_slice(&data)).await;
@@ -220,7 +229,7 @@ pub async fn run(request: Request) -> Result<(), CliError> {
             offset,
             length,
         } => {
-            let dev = open_device(&spec).await?;
+            let dev = open(&spec, access).await?;
             check_read_range(&dev, zone, offset, length).await?;
             let mut done = 0u64;
             while done < length {
@@ -235,6 +244,22 @@ pub async fn run(request: Request) -> Result<(), CliError> {
             Ok(())
         }
     }
+}
+
+/// Reads stdin for a write (or an append) to `zone`: at most what fits, so input that is
+/// too large is refused before it is all read. A zone that takes no write at all (Full,
+/// Read Only, Offline) is refused first, with the device's wording.
+async fn read_input<D: ZonedDevice>(dev: &D, zone: u32, append: bool) -> Result<Vec<u8>, CliError> {
+    let g = *dev.geometry();
+    let info = dev.report_zones(zone, 1).await?[0];
+    let wp = info.write_pointer_bytes;
+    let (op, at) = if append {
+        (IoOp::Append, None)
+    } else {
+        (IoOp::Write, Some(wp))
+    };
+    check_write_target(&g, op, zone, info.state, wp, at, 0)?;
+    Ok(read_stdin_within(&Room::of(&g, &info, append))?)
 }
 
 /// Refuses a read range whole (before anything is printed), with the device's wording.
@@ -255,11 +280,11 @@ async fn check_read_range<D: ZonedDevice>(
 fn whole_blocks(mut data: Vec<u8>, bs: u64, pad: bool) -> Result<Vec<u8>, CliError> {
     let rem = data.len() as u64 % bs;
     if data.is_empty() {
-        return Err(CliError::Input("no data on stdin".into()));
+        return Err(CliError::Usage("no data on stdin".into()));
     }
     if rem != 0 {
         if !pad {
-            return Err(CliError::Input(format!(
+            return Err(CliError::Usage(format!(
                 "input of {} bytes is not a multiple of the {bs}-byte block size (use --pad to fill the last block with zeros)",
                 data.len()
             )));

@@ -13,9 +13,15 @@
 //! `DEV` is a device spec (`emu:/path/dev.zns`, `mem:zones=8,zone_size=1M`, …). Zones are
 //! numbered from 0; offsets and lengths are bytes within the zone; sizes take K/M/G suffixes.
 //! A command that changes data or zone state exits 0 only once the change is durable.
+//! `write` and `append` read stdin only up to what the zone takes (its remaining capacity,
+//! for `append` also the zone append size limit): larger input is refused before anything is
+//! written. `info`, `report` and `read` ask only for read access (`access.rs`).
 //! Errors go to stderr with the API's wording; the exit code is 1 (2 for usage errors).
+//! The library's `tracing` events go to stderr too, filtered by `RUST_LOG` (default `warn`).
 
+mod access;
 mod commands;
+mod input;
 mod output;
 mod stats;
 
@@ -138,6 +144,7 @@ struct DataArgs {
 }
 
 fn main() {
+    ziob::logging::init();
     let cli = Cli::parse();
     let cli = match cli.command {
         Command::Stats(args) => match stats::run(args) {

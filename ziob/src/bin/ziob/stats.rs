@@ -2,11 +2,13 @@
 //!
 //! Each CLI command is a separate process, so a buffer's statistics only exist while a
 //! process uses it: `stats` appends stdin to a zone through the buffer in `--bs` pieces,
-//! flushes it, reads it back once and prints what every core's shard did.
-
-use std::io::Read;
+//! flushes it, reads it back once and prints what every core's shard did. stdin is read up
+//! to what fits in the zone (see [`crate::input`]).
 
 use ziob::{DmaBuf, ShardStats, Ziob, ZiobConfig};
+
+use crate::access::{open, Access};
+use crate::input::{read_stdin_within, Room};
 
 /// Arguments of `ziob stats`.
 #[derive(Debug, clap::Args)]
@@ -29,11 +31,6 @@ pub struct StatsArgs {
 
 /// Runs `ziob stats`; returns the message of a failure.
 pub fn run(args: StatsArgs) -> Result<(), String> {
-    let mut data = Vec::new();
-    std::io::stdin()
-        .lock()
-        .read_to_end(&mut data)
-        .map_err(|e| format!("reading stdin: {e}"))?;
     if args.bs == 0 {
         return Err("--bs must be positive".into());
     }
@@ -44,8 +41,18 @@ pub fn run(args: StatsArgs) -> Result<(), String> {
     let (dev, zone, bs) = (args.dev.clone(), args.zone, args.bs as usize);
     let shards = rt
         .block_on(move || async move {
-            let z = Ziob::open(&dev, ZiobConfig::default()).await?;
-            let start = z.report(zone, 1).await?[0].write_pointer_bytes;
+            let device = open(&dev, Access::ReadWrite).await?;
+            let z = Ziob::with_device(device, ZiobConfig::default()).await?;
+            let info = z.report(zone, 1).await?[0];
+            let start = info.write_pointer_bytes;
+            // The buffer splits appends into pieces: only the capacity bounds the input.
+            let data = match read_stdin_within(&Room::of(z.geometry(), &info, false)) {
+                Ok(data) => data,
+                Err(e) => {
+                    z.close().await?;
+                    return Ok(Err(e.to_string()));
+                }
+            };
             for piece in data.chunks(bs) {
                 z.append(zone, DmaBuf::from_slice(piece)).await?;
             }
@@ -55,10 +62,10 @@ pub fn run(args: StatsArgs) -> Result<(), String> {
             }
             let stats = z.stats().await?;
             z.close().await?;
-            Ok::<_, ziob::ZiobError>(stats)
+            Ok::<_, ziob::ZiobError>(Ok(stats))
         })
         .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())??;
     let total = ShardStats::total(&shards);
     if args.json {
         let v = serde_json::json!({ "total": total, "shards": shards });
