@@ -445,7 +445,8 @@ impl Core {
             WAKE_USER_DATA => self.wake_armed.set(false),
             IGNORE_USER_DATA => {}
             key => {
-                let waiter = self.ops.borrow_mut().complete(key as usize, completion);
+                let key = crate::op::table::OpKey::from_user_data(key);
+                let waiter = self.ops.borrow_mut().complete(key, completion);
                 match waiter {
                     Waiter::Task(id) => self.tasks.borrow().wake(id),
                     Waiter::Waker(w) => w.wake(),
