@@ -47,9 +47,12 @@ mod core;
 mod error;
 pub mod fs;
 pub mod op;
+mod registry;
 mod ring;
 mod runtime;
 mod task;
+#[doc(hidden)]
+pub mod testing;
 
 pub use buf::{
     dma_allocator_name, set_dma_allocator, DmaAllocator, DmaBuf, IoBuf, IoBufMut, PoolStats,

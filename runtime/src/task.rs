@@ -216,20 +216,42 @@ where
         return Ok(f().await);
     }
     let target = me.peers.get(core).cloned().ok_or(Error::CoreGone(core))?;
+    drop(me);
     let (tx, rx) = futures::channel::oneshot::channel();
     let job = move || {
         spawn(async move {
-            let _ = tx.send(f().await);
+            use futures::FutureExt;
+            let out = std::panic::AssertUnwindSafe(async move { f().await })
+                .catch_unwind()
+                .await;
+            let _ = tx.send(out);
         })
         .detach();
     };
     target
         .send(Message::Job(Box::new(job)))
-        .map_err(|_| Error::CoreGone(core))?;
-    rx.await.map_err(|_| Error::CoreGone(core))
+        .map_err(|_| target.gone_error())?;
+    match rx.await.map_err(|_| target.gone_error())? {
+        Ok(v) => Ok(v),
+        // As if `f` had run inline: its panic continues in the caller.
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
 }
 
-/// Sends `f` to core `core` to run there without waiting for an answer.
+/// Sends a job to `target` that spawns `f()` as a detached task.
+pub(crate) fn send_spawn<F, Fut>(target: &CoreRemote, f: F) -> Result<()>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    target
+        .send(Message::Job(Box::new(move || spawn(f()).detach())))
+        .map_err(|_| target.gone_error())
+}
+
+/// Sends `f` to core `core` to run there without waiting for an answer (see
+/// [`Handle::spawn_on`](crate::Handle::spawn_on): panics are contained, a dead core is an
+/// error).
 pub fn spawn_on<F, Fut>(core: usize, f: F) -> Result<()>
 where
     F: FnOnce() -> Fut + Send + 'static,
@@ -237,9 +259,8 @@ where
 {
     let me = current("spawn_on");
     let target = me.peers.get(core).cloned().ok_or(Error::CoreGone(core))?;
-    target
-        .send(Message::Job(Box::new(move || spawn(f()).detach())))
-        .map_err(|_| Error::CoreGone(core))
+    drop(me);
+    send_spawn(&target, f)
 }
 
 /// Counts one unit of work against the running task's cooperative budget and yields once the
@@ -289,7 +310,7 @@ impl Future for YieldNow {
 /// unregisters the function.
 pub struct PollerGuard {
     id: usize,
-    core: usize,
+    ring: crate::registry::RingId,
 }
 
 /// Registers `f` to be called every loop turn of the current core; it returns how many
@@ -298,13 +319,17 @@ pub struct PollerGuard {
 pub fn register_poller(f: impl FnMut() -> usize + 'static) -> PollerGuard {
     let core = current("register_poller");
     let id = core.add_poller(Box::new(f));
-    PollerGuard { id, core: core.id }
+    PollerGuard {
+        id,
+        ring: core.remote.ring_id,
+    }
 }
 
 impl Drop for PollerGuard {
     fn drop(&mut self) {
+        // Only on the core that registered it (not core N of another runtime).
         with_core(|c| {
-            if c.id == self.core {
+            if c.remote.ring_id == self.ring {
                 c.remove_poller(self.id);
             }
         });
@@ -322,6 +347,12 @@ pub struct CoreStats {
     pub ops_in_flight: usize,
     /// Tasks that panicked (the core logs and survives them).
     pub task_panics: u64,
+    /// Jobs, pollers and wakers run by the core that panicked (logged and survived; a
+    /// poller that panicked is removed).
+    pub callback_panics: u64,
+    /// `io_uring_enter` calls that failed (EINTR aside). Transient ones (EAGAIN, EBUSY) are
+    /// retried; any other stops the core ([`Error::CoreDead`]).
+    pub enter_errors: u64,
 }
 
 /// Counters of the current core (zeros off-core).
@@ -333,6 +364,8 @@ pub fn core_stats() -> CoreStats {
             ops_abandoned: ops.abandoned_total,
             ops_in_flight: ops.len(),
             task_panics: c.task_panics.get(),
+            callback_panics: c.callback_panics.get(),
+            enter_errors: c.enter_errors.get(),
         }
     })
     .unwrap_or_default()

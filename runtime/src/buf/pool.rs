@@ -9,6 +9,7 @@ use super::dma::{layout, Origin, DMA_ALIGN_BYTES};
 use crate::config::FixedBufferConfig;
 use crate::core::{CoreRemote, Message};
 use crate::error::{Error, Result};
+use crate::registry::RingId;
 use crate::ring::Ring;
 
 /// Smallest size class: 4 KiB.
@@ -41,7 +42,7 @@ pub(crate) struct FixedArena {
     ptr: NonNull<u8>,
     slot_bytes: usize,
     count: usize,
-    core: usize,
+    ring: RingId,
     remote: Weak<CoreRemote>,
 }
 
@@ -59,7 +60,7 @@ impl Drop for FixedArena {
 
 /// One core's pool.
 pub(crate) struct BufPool {
-    core: usize,
+    ring: RingId,
     /// Where new buffers come from; every cached pointer is from here.
     pub(crate) mem: Mem,
     classes: Vec<Vec<NonNull<u8>>>,
@@ -94,9 +95,9 @@ fn memlock_limit_bytes() -> u64 {
 }
 
 impl BufPool {
-    pub(crate) fn new(core: usize, ring: &Ring, fixed: FixedBufferConfig) -> Result<BufPool> {
+    pub(crate) fn new(ring_id: RingId, ring: &Ring, fixed: FixedBufferConfig) -> Result<BufPool> {
         let mut pool = BufPool {
-            core,
+            ring: ring_id,
             mem: Mem::Heap,
             classes: (CLASS_MIN_SHIFT..=CLASS_MAX_SHIFT)
                 .map(|_| Vec::new())
@@ -112,7 +113,7 @@ impl BufPool {
                 ptr,
                 slot_bytes: fixed.size_bytes,
                 count: fixed.count as usize,
-                core,
+                ring: ring_id,
                 remote: Weak::new(),
             });
             let iovecs: Vec<libc::iovec> = (0..fixed.count as usize)
@@ -161,14 +162,14 @@ impl BufPool {
             };
             return (p, Origin::Direct(mem));
         };
-        let core = self.core;
+        let ring = self.ring;
         if let Some(p) = self.classes[class].pop() {
             self.stats.reuses += 1;
             self.stats.cached_bytes -= class_bytes(class);
             return (
                 p,
                 Origin::Pooled {
-                    core,
+                    ring,
                     mem: self.mem.clone(),
                 },
             );
@@ -178,7 +179,7 @@ impl BufPool {
             Some(p) => (
                 p,
                 Origin::Pooled {
-                    core,
+                    ring,
                     mem: self.mem.clone(),
                 },
             ),
@@ -271,11 +272,11 @@ pub(crate) fn take_fixed(cap: usize) -> Option<(NonNull<u8>, usize, Origin)> {
         // SAFETY: slot < count, so the offset lies inside the arena.
         let ptr = unsafe { arena.ptr.as_ptr().add(slot as usize * arena.slot_bytes) };
         let slot_bytes = arena.slot_bytes;
-        let core = arena.core;
+        let ring = arena.ring;
         Some((
             NonNull::new(ptr).expect("arena pointer is non-null"),
             slot_bytes,
-            Origin::Fixed { core, slot, arena },
+            Origin::Fixed { ring, slot, arena },
         ))
     })
     .flatten()
@@ -288,9 +289,9 @@ pub(crate) fn give_back(ptr: NonNull<u8>, cap: usize, origin: Origin) {
             // SAFETY: direct buffers were allocated from `mem` with exactly `cap` bytes.
             unsafe { mem.free(ptr, cap) }
         }
-        Origin::Pooled { core, mem } => {
+        Origin::Pooled { ring, mem } => {
             let returned = crate::core::with_core(|c| {
-                if c.id == core {
+                if c.remote.ring_id == ring {
                     if let Ok(mut pool) = c.pool.try_borrow_mut() {
                         pool.put(ptr, cap, &mem);
                         return true;
@@ -305,9 +306,9 @@ pub(crate) fn give_back(ptr: NonNull<u8>, cap: usize, origin: Origin) {
                 unsafe { mem.free(ptr, bytes) }
             }
         }
-        Origin::Fixed { core, slot, arena } => {
+        Origin::Fixed { ring, slot, arena } => {
             let returned = crate::core::with_core(|c| {
-                if c.id == core {
+                if c.remote.ring_id == ring {
                     if let Ok(mut pool) = c.pool.try_borrow_mut() {
                         if pool.fixed.as_ref().is_some_and(|a| Arc::ptr_eq(a, &arena)) {
                             pool.return_fixed(slot);
