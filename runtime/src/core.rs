@@ -235,7 +235,12 @@ impl Core {
         peers: Arc<Vec<Arc<CoreRemote>>>,
     ) -> Result<Rc<Core>> {
         let (ring, ring_info) = Ring::new(config)?;
-        let mut pool = BufPool::new(remote.ring_id, &ring, config.fixed_buffers)?;
+        let mut pool = BufPool::new(
+            remote.ring_id,
+            &ring,
+            config.fixed_buffers,
+            config.buffer_cache_bytes,
+        )?;
         pool.set_remote(&remote);
         let files_ok = match ring.register_files_sparse(crate::fs::FIXED_FILE_SLOTS) {
             Ok(()) => true,

@@ -59,8 +59,8 @@ pub use buf::{
     DMA_ALIGN_BYTES, WINDOW_ALIGN_BYTES,
 };
 pub use config::{
-    Builder, Config, FixedBufferConfig, RingFlags, SubmitPolicy, FIXED_BUFFERS_MAX,
-    RING_ENTRIES_DEFAULT, RING_ENTRIES_MAX, RING_ENTRIES_MIN,
+    Builder, Config, FixedBufferConfig, RingFlags, SubmitPolicy, BUFFER_CACHE_BYTES_DEFAULT,
+    FIXED_BUFFERS_MAX, RING_ENTRIES_DEFAULT, RING_ENTRIES_MAX, RING_ENTRIES_MIN,
 };
 pub use error::{Error, Result};
 pub use fs::{File, OpenOptions};

@@ -16,8 +16,6 @@ use crate::ring::Ring;
 const CLASS_MIN_SHIFT: u32 = 12;
 /// Largest size class: 8 MiB; bigger buffers are allocated directly.
 const CLASS_MAX_SHIFT: u32 = 23;
-/// Bytes a core keeps cached per size class at most.
-const CACHED_BYTES_PER_CLASS_MAX: usize = 64 << 20;
 
 /// Counters of one core's pool.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -30,8 +28,11 @@ pub struct PoolStats {
     pub fixed_taken: u64,
     /// Requests for a fixed buffer served by a plain one (arena full or buffer too large).
     pub fixed_fallbacks: u64,
-    /// Bytes cached right now.
+    /// Bytes cached right now (at most the runtime's
+    /// [`buffer_cache_bytes`](crate::Config::buffer_cache_bytes)).
     pub cached_bytes: usize,
+    /// Buffers freed to their allocator because the cache was full.
+    pub cache_overflows: u64,
     /// Buffers taken from the heap because the installed
     /// [`DmaAllocator`](super::DmaAllocator) was out of memory.
     pub external_fallbacks: u64,
@@ -66,6 +67,8 @@ pub(crate) struct BufPool {
     classes: Vec<Vec<NonNull<u8>>>,
     fixed: Option<Arc<FixedArena>>,
     fixed_free: Vec<u16>,
+    /// Most bytes `classes` may hold.
+    cache_bytes_max: usize,
     stats: PoolStats,
 }
 
@@ -95,7 +98,12 @@ fn memlock_limit_bytes() -> u64 {
 }
 
 impl BufPool {
-    pub(crate) fn new(ring_id: RingId, ring: &Ring, fixed: FixedBufferConfig) -> Result<BufPool> {
+    pub(crate) fn new(
+        ring_id: RingId,
+        ring: &Ring,
+        fixed: FixedBufferConfig,
+        cache_bytes_max: usize,
+    ) -> Result<BufPool> {
         let mut pool = BufPool {
             ring: ring_id,
             mem: Mem::Heap,
@@ -104,6 +112,7 @@ impl BufPool {
                 .collect(),
             fixed: None,
             fixed_free: Vec::new(),
+            cache_bytes_max,
             stats: PoolStats::default(),
         };
         if fixed.count > 0 {
@@ -202,15 +211,19 @@ impl BufPool {
         heap_alloc(bytes)
     }
 
-    /// Caches a class buffer from `mem`, or frees it when the cache is full or the pool now
-    /// takes memory from elsewhere.
+    /// Caches a class buffer from `mem`, or frees it when the cache would exceed its bytes or
+    /// the pool now takes memory from elsewhere.
     fn put(&mut self, ptr: NonNull<u8>, cap: usize, mem: &Mem) {
         let class = class_of(cap).expect("pooled buffers have a class");
         let bytes = class_bytes(class);
-        if mem.same(&self.mem) && self.classes[class].len() * bytes < CACHED_BYTES_PER_CLASS_MAX {
+        let fits = self.stats.cached_bytes + bytes <= self.cache_bytes_max;
+        if mem.same(&self.mem) && fits {
             self.classes[class].push(ptr);
             self.stats.cached_bytes += bytes;
         } else {
+            if !fits {
+                self.stats.cache_overflows += 1;
+            }
             // SAFETY: pooled memory was allocated from `mem` with the class size.
             unsafe { mem.free(ptr, bytes) };
         }
@@ -334,3 +347,69 @@ pub fn pool_stats() -> PoolStats {
 }
 
 const _: () = assert!(DMA_ALIGN_BYTES == 1 << CLASS_MIN_SHIFT);
+
+#[cfg(test)]
+mod tests {
+    use super::pool_stats;
+    use crate::{DmaBuf, Runtime, BUFFER_CACHE_BYTES_DEFAULT};
+
+    /// Seeded random takes and drops of every size class (and larger): the free memory the
+    /// pool keeps never exceeds the configured cap, and the cache is still used.
+    fn cache_stays_under(cap: Option<usize>) {
+        let mut b = Runtime::builder().cores(1);
+        if let Some(cap) = cap {
+            b = b.buffer_cache_bytes(cap);
+        }
+        let limit = cap.unwrap_or(BUFFER_CACHE_BYTES_DEFAULT);
+        let rt = b.build().unwrap();
+        rt.block_on(move || async move {
+            let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ limit as u64;
+            let mut held: Vec<DmaBuf> = Vec::new();
+            let mut held_bytes = 0usize;
+            for step in 0..4000 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                // Hold up to 96 MiB, then release a random share of it.
+                if held_bytes < (96 << 20) && rng % 3 != 0 {
+                    let shift = 12 + (rng >> 8) % 13; // 4 KiB ..= 16 MiB
+                    let b = DmaBuf::with_capacity(1 << shift);
+                    held_bytes += b.capacity();
+                    held.push(b);
+                } else {
+                    let n = (rng >> 16) as usize % (held.len() + 1);
+                    for b in held.drain(..n) {
+                        held_bytes -= b.capacity();
+                    }
+                }
+                let s = pool_stats();
+                assert!(
+                    s.cached_bytes <= limit,
+                    "step {step}: {} bytes cached, cap {limit}",
+                    s.cached_bytes
+                );
+            }
+            drop(held);
+            let s = pool_stats();
+            assert!(s.cached_bytes <= limit);
+            if limit > 0 {
+                assert!(s.reuses > 0, "the cache was never used");
+            } else {
+                assert_eq!(s.reuses, 0);
+            }
+            assert!(s.cache_overflows > 0, "the test never filled the cache");
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn the_pool_keeps_at_most_the_default_cache_bytes() {
+        cache_stays_under(None);
+    }
+
+    #[test]
+    fn the_pool_keeps_at_most_the_configured_cache_bytes() {
+        cache_stays_under(Some(5 << 20));
+        cache_stays_under(Some(0));
+    }
+}
