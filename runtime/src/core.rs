@@ -104,7 +104,8 @@ impl CoreRemote {
         }
     }
 
-    fn kick(&self) {
+    /// Wakes the core if it blocks in `io_uring_enter` (a write to its eventfd).
+    pub(crate) fn kick(&self) {
         use std::os::fd::AsRawFd;
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a live u64 to an eventfd this struct owns.
@@ -169,6 +170,9 @@ pub(crate) struct Core {
     /// An errno the next `io_uring_enter` returns instead of entering (tests only, see
     /// [`crate::testing::inject_enter_error`]).
     pub(crate) injected_enter_error: Cell<Option<i32>>,
+    /// Panic at the top of the next loop turn (tests only, see
+    /// [`crate::testing::panic_in_core_loop`]).
+    pub(crate) injected_loop_panic: Cell<bool>,
     /// Statistics: io_uring_enter calls made.
     pub(crate) enters: Cell<u64>,
     /// Statistics: io_uring_enter calls that failed (other than EINTR).
@@ -277,6 +281,7 @@ impl Core {
             dead: Cell::new(false),
             fatal: RefCell::new(None),
             injected_enter_error: Cell::new(None),
+            injected_loop_panic: Cell::new(false),
             enters: Cell::new(0),
             enter_errors: Cell::new(0),
             task_panics: Cell::new(0),
@@ -598,6 +603,10 @@ impl Core {
                 self.die(reason);
                 return;
             }
+            assert!(
+                !self.injected_loop_panic.take(),
+                "injected panic in the core loop"
+            );
             self.run_tasks();
             let polled = if self.pollers.borrow().is_empty() {
                 0

@@ -8,3 +8,13 @@ pub fn inject_enter_error(errno: i32) {
         .injected_enter_error
         .set(Some(errno));
 }
+
+/// Makes the current core's loop panic at its next turn, outside any task (as a bug in the
+/// loop would): the core must stop as dead ([`Error::CoreDead`](crate::Error::CoreDead)).
+/// Panics off-core.
+pub fn panic_in_core_loop() {
+    let core = crate::core::current("panic_in_core_loop");
+    core.injected_loop_panic.set(true);
+    // Wake the loop in case it is about to sleep.
+    core.remote.kick();
+}

@@ -6,7 +6,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use ziob_runtime::testing::inject_enter_error;
+use ziob_runtime::testing::{inject_enter_error, panic_in_core_loop};
 use ziob_runtime::{core_stats, DmaBuf, Error, File, Runtime};
 
 fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -27,14 +27,18 @@ fn pipe() -> (File, OwnedFd) {
     (File::from_fd(r), w)
 }
 
-fn assert_dead(e: &Error, core: usize) {
+fn assert_dead_because(e: &Error, core: usize, why: &str) {
     match e {
         Error::CoreDead { core: c, reason } => {
             assert_eq!(*c, core);
-            assert!(reason.contains("io_uring_enter"), "{reason}");
+            assert!(reason.contains(why), "{reason}");
         }
         other => panic!("expected CoreDead, got {other}"),
     }
+}
+
+fn assert_dead(e: &Error, core: usize) {
+    assert_dead_because(e, core, "io_uring_enter");
 }
 
 #[test]
@@ -114,5 +118,36 @@ fn a_panic_in_a_call_on_closure_reaches_the_caller_as_a_panic() {
             .unwrap();
         assert!(caught, "the panic did not reach the caller");
         assert_eq!(rt.run_on(1, || async { 3 }).unwrap(), 3);
+    });
+}
+
+#[test]
+fn a_panic_in_the_core_loop_marks_the_core_dead() {
+    bounded(|| {
+        let rt = Runtime::builder().cores(2).build().unwrap();
+        let (reader, _writer) = pipe();
+        let (tx, rx) = mpsc::channel();
+        rt.handle()
+            .spawn_on(0, move || async move {
+                let r = ziob_runtime::call_on(1, move || async move {
+                    let (res, _) = reader.read_at(DmaBuf::with_capacity(64), 0).await;
+                    res.map(|_| ())
+                })
+                .await;
+                let _ = tx.send(r.map(|_| ()));
+            })
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        rt.handle()
+            .spawn_on(1, || async { panic_in_core_loop() })
+            .unwrap();
+        let got = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the caller waiting on the dead core hangs");
+        let why = "panic in the core loop";
+        assert_dead_because(&got.unwrap_err(), 1, why);
+        assert_dead_because(&rt.run_on(1, || async {}).unwrap_err(), 1, why);
+        assert_dead_because(&rt.handle().spawn_on(1, || async {}).unwrap_err(), 1, why);
+        assert_eq!(rt.run_on(0, || async { 5 }).unwrap(), 5);
     });
 }

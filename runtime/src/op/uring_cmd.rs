@@ -22,8 +22,8 @@ pub struct UringCmdOutput {
 /// The op keeps `file` open until the completion (it holds a reference to the descriptor,
 /// like every op on a [`File`]): dropping every `File` handle, or the future, while the
 /// command is queued can never let it reach a closed or reused descriptor number. The
-/// returned future does not borrow `file`. On the core that registered the file
-/// ([`File::register`]) the command uses the fixed file slot.
+/// returned future does not borrow `file`. When it is first polled on the core that
+/// registered the file ([`File::register`]), the command uses the fixed file slot.
 ///
 /// `buf` is a data buffer the command's payload pointer refers to; the op owns it until the
 /// completion so the device never writes into freed memory. A negative result is returned as
@@ -38,7 +38,7 @@ pub unsafe fn uring_cmd<B: IoBufMut>(
     cmd: [u8; 80],
     buf: Option<B>,
 ) -> impl Future<Output = (Result<UringCmdOutput>, Option<B>)> + 'static {
-    let file = file.op_ref();
+    let file = file.clone();
     // SAFETY: forwarded from the caller's contract.
     unsafe { submit(file, cmd_op, cmd, buf) }
 }
@@ -46,11 +46,14 @@ pub unsafe fn uring_cmd<B: IoBufMut>(
 /// # Safety
 /// As [`uring_cmd`].
 async unsafe fn submit<B: IoBufMut>(
-    file: FileRef,
+    file: File,
     cmd_op: u32,
     cmd: [u8; 80],
     buf: Option<B>,
 ) -> (Result<UringCmdOutput>, Option<B>) {
+    // Resolved where the entry is pushed: the future may have moved to another core since it
+    // was made, and a fixed slot is valid only on its own ring.
+    let file: FileRef = file.op_ref();
     let sqe = match file.fixed_slot() {
         Some(slot) => io_uring::opcode::UringCmd80::new(io_uring::types::Fixed(slot), cmd_op),
         None => io_uring::opcode::UringCmd80::new(io_uring::types::Fd(file.raw()), cmd_op),
