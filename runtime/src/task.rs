@@ -158,8 +158,10 @@ impl<F: Future> Future for Tracked<F> {
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        // SAFETY: `future` is structurally pinned: it is never moved out of `self`, and
-        // `Tracked` has no `Unpin` impl that would let it move.
+        // SAFETY: `future` is structurally pinned: it is never moved out of `self` (not by
+        // this poll, not by `Drop`, which only reads `id`), and `Tracked` is `Unpin` only when
+        // `F` is (the auto impl; there is no manual one), so a pinned `!Unpin` future never
+        // moves.
         let this = unsafe { self.get_unchecked_mut() };
         if !this.registered {
             // async-task polls a task always with the same waker: keep one clone.
