@@ -14,8 +14,7 @@ use crate::config::{Config, SubmitPolicy};
 use crate::error::{Error, Result};
 use crate::op::table::OpTable;
 use crate::op::table::Waiter;
-use crate::registry::RingId;
-use crate::ring::{Completion, Ring, RingInfo, Sqe};
+use crate::ring::{Completion, Ring, RingId, RingInfo, Sqe};
 use crate::task::{TaskHome, TaskWakers};
 
 /// A message from another thread to a core.
@@ -466,6 +465,18 @@ impl Core {
         self.wake_armed.set(true);
     }
 
+    /// Empties fixed file slot `slot` of this core's ring and makes it free (see
+    /// `registry::FixedFile`).
+    pub(crate) fn release_file_slot(&self, slot: u32) {
+        if let Err(e) = self.ring.borrow().unregister_file_at(slot) {
+            // The slot keeps a reference to the file; better to lose the slot than to let the
+            // next registration find it in use.
+            tracing::warn!(core = self.id, slot, error = %e, "could not empty a fixed file slot");
+            return;
+        }
+        self.file_slots.borrow_mut().push(slot);
+    }
+
     /// Drains the mailbox if the mail flag says it may hold messages. Relaxed: a flag set a
     /// moment ago and not seen yet only delays its messages to a later drain, at the latest the
     /// one before the core sleeps ([`Core::drain_inbox_before_sleep`]).
@@ -502,7 +513,7 @@ impl Core {
                     let _ = self.catch("job sent to the core", job);
                 }
                 Message::ReturnFixed(slot) => self.pool.borrow_mut().return_fixed(slot),
-                Message::ReleaseFileSlot(slot) => crate::registry::release_file_slot(self, slot),
+                Message::ReleaseFileSlot(slot) => self.release_file_slot(slot),
                 Message::Shutdown => self.shutting_down.set(true),
             }
         }

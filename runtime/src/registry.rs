@@ -6,32 +6,15 @@
 //! An op on another ring uses the plain descriptor or an unregistered buffer instead, and a
 //! registration dropped elsewhere is sent back to its own core to be undone there.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use crate::core::{with_core, Core, CoreRemote, Message};
+use crate::core::{with_core, CoreRemote, Message};
 use crate::error::{Error, Result};
+pub(crate) use crate::ring::RingId;
 
-/// A process-unique identity of one core's ring (never reused while the process runs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct RingId(u64);
-
-impl RingId {
-    /// A fresh identity.
-    pub(crate) fn new() -> RingId {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        RingId(NEXT.fetch_add(1, Ordering::Relaxed))
-    }
-
-    /// The ring of the current thread's core, if it is one.
-    pub(crate) fn current() -> Option<RingId> {
-        with_core(|c| c.remote.ring_id)
-    }
-
-    /// Whether the current thread is the core that owns this ring.
-    pub(crate) fn is_current(self) -> bool {
-        RingId::current() == Some(self)
-    }
+/// Whether `ring` is the ring of the current thread's core.
+pub(crate) fn is_current(ring: RingId) -> bool {
+    with_core(|c| c.remote.ring_id == ring).unwrap_or(false)
 }
 
 /// A file descriptor in slot `slot` of one ring's fixed file table. Dropping it empties the
@@ -45,7 +28,7 @@ pub(crate) struct FixedFile {
 impl FixedFile {
     /// The slot, if the current thread is the core whose ring holds it.
     pub(crate) fn slot_here(&self) -> Option<u32> {
-        self.ring.is_current().then_some(self.slot)
+        is_current(self.ring).then_some(self.slot)
     }
 }
 
@@ -72,22 +55,11 @@ pub(crate) fn register_file(fd: std::os::fd::RawFd) -> Result<Option<FixedFile>>
     .unwrap_or(Err(Error::NotOnCore("File::register")))
 }
 
-/// Empties file slot `slot` of `core`'s ring and makes it free (on that core's thread).
-pub(crate) fn release_file_slot(core: &Core, slot: u32) {
-    if let Err(e) = core.ring.borrow().unregister_file_at(slot) {
-        // The slot keeps a reference to the file; better to lose the slot than to let the
-        // next registration find it in use.
-        tracing::warn!(core = core.id, slot, error = %e, "could not empty a fixed file slot");
-        return;
-    }
-    core.file_slots.borrow_mut().push(slot);
-}
-
 impl Drop for FixedFile {
     fn drop(&mut self) {
         let here = with_core(|c| {
             if c.remote.ring_id == self.ring {
-                release_file_slot(c, self.slot);
+                c.release_file_slot(self.slot);
                 true
             } else {
                 false

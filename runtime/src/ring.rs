@@ -8,6 +8,20 @@ use io_uring::{cqueue, squeue, IoUring};
 use crate::config::{Config, RingFlags};
 use crate::error::{Error, Result};
 
+/// A process-unique identity of one core's ring (never reused while the process runs):
+/// registrations (fixed files and buffers, pollers) are matched by it, not by core index,
+/// since every runtime in a process has a core 0. See `registry.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct RingId(u64);
+
+impl RingId {
+    /// A fresh identity.
+    pub(crate) fn new() -> RingId {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        RingId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
 /// What a core's ring ended up with after setup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RingInfo {

@@ -312,7 +312,7 @@ impl Future for YieldNow {
 /// unregisters the function.
 pub struct PollerGuard {
     id: usize,
-    ring: crate::registry::RingId,
+    ring: crate::ring::RingId,
 }
 
 /// Registers `f` to be called every loop turn of the current core; it returns how many

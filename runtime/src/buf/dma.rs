@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::alloc::{DmaAllocator, Mem};
 use super::pool::{self, FixedArena};
 use super::{IoBuf, IoBufMut};
-use crate::registry::RingId;
+use crate::ring::RingId;
 
 /// Alignment of every [`DmaBuf`] in bytes: enough for O_DIRECT on 4Kn devices and for NVMe
 /// PRPs.
@@ -268,7 +268,7 @@ unsafe impl IoBuf for DmaBuf {
     fn fixed_index(&self) -> Option<u16> {
         match &self.origin {
             // Only on the ring it is registered with (not core 0 of another runtime).
-            Origin::Fixed { ring, slot, .. } if ring.is_current() => Some(*slot),
+            Origin::Fixed { ring, slot, .. } if crate::registry::is_current(*ring) => Some(*slot),
             _ => None,
         }
     }

@@ -9,8 +9,8 @@ use super::dma::{layout, Origin, DMA_ALIGN_BYTES};
 use crate::config::FixedBufferConfig;
 use crate::core::{CoreRemote, Message};
 use crate::error::{Error, Result};
-use crate::registry::RingId;
 use crate::ring::Ring;
+use crate::ring::RingId;
 
 /// Smallest size class: 4 KiB.
 const CLASS_MIN_SHIFT: u32 = 12;
