@@ -583,8 +583,10 @@ impl Core {
             IGNORE_USER_DATA => {}
             key => {
                 let key = crate::op::table::OpKey::from_user_data(key);
-                let waiter = self.ops.borrow_mut().complete(key, completion);
-                match waiter {
+                let retired = self.ops.borrow_mut().complete(key, completion);
+                // The memory of an abandoned op: its drop may run any code.
+                drop(retired.memory);
+                match retired.waiter {
                     Waiter::Task(id) => self.tasks.borrow().wake(id),
                     // Another executor's waker runs its code here.
                     Waiter::Waker(w) => {

@@ -128,10 +128,15 @@ impl<T: 'static + Unpin> Future for Op<T> {
 impl<T: 'static> Drop for Op<T> {
     fn drop(&mut self) {
         if let Some(data) = self.data.take() {
-            let still_in_kernel = self.core.ops.borrow_mut().abandon(self.key, Box::new(data));
-            if still_in_kernel {
-                tracing::trace!(key = ?self.key, "cancel");
-                table::push_cancel(&self.core, self.key);
+            let abandoned = self.core.ops.borrow_mut().abandon(self.key, Box::new(data));
+            match abandoned {
+                table::Abandon::Parked => {
+                    tracing::trace!(key = ?self.key, "cancel");
+                    table::push_cancel(&self.core, self.key);
+                }
+                // Dropped here, outside the table's borrow.
+                table::Abandon::Free(memory) => drop(memory),
+                table::Abandon::Leaked => {}
             }
         }
     }

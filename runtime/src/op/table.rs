@@ -85,6 +85,18 @@ pub(crate) struct OpTable {
     inflight: usize,
     /// Ops abandoned by dropped futures (statistics).
     pub(crate) abandoned_total: u64,
+    /// The slots were leaked ([`OpTable::leak_all`]): the memory of an op that is dropped
+    /// later is leaked too, since the kernel may still use it.
+    leaked: bool,
+}
+
+/// What the caller of [`OpTable::complete`] does once it released the table.
+pub(crate) struct Retired {
+    /// Who to wake.
+    pub(crate) waiter: Waiter,
+    /// The memory of an abandoned op, to drop outside the table's borrow (its drop may run
+    /// any code, including code that submits ops).
+    pub(crate) memory: Option<Box<dyn Any>>,
 }
 
 impl OpTable {
@@ -116,30 +128,39 @@ impl OpTable {
         self.inflight
     }
 
-    /// Records a completion and returns who waits for it; frees the memory of an abandoned
-    /// op. The caller wakes the waiter after releasing the table (waking may run code that
-    /// touches the table).
+    /// Records a completion and returns who waits for it, and the memory of an abandoned op
+    /// (now free to go). The caller wakes the waiter and drops the memory after releasing the
+    /// table (both may run code that touches the table).
     #[inline]
-    pub(crate) fn complete(&mut self, key: OpKey, completion: Completion) -> Waiter {
+    pub(crate) fn complete(&mut self, key: OpKey, completion: Completion) -> Retired {
+        let nothing = Retired {
+            waiter: Waiter::None,
+            memory: None,
+        };
         let Some(slot) = self.slot_mut(key) else {
             tracing::error!(?key, "completion for an unknown op");
-            return Waiter::None;
+            return nothing;
         };
         match std::mem::replace(slot, Slot::Completed(completion)) {
             Slot::Waiting(waiter) => {
                 self.inflight -= 1;
-                waiter
+                Retired {
+                    waiter,
+                    memory: None,
+                }
             }
             Slot::Abandoned(memory) => {
                 self.inflight -= 1;
                 self.slots.remove(key.index());
-                drop(memory);
-                Waiter::None
+                Retired {
+                    waiter: Waiter::None,
+                    memory: Some(memory),
+                }
             }
             Slot::Completed(_) => {
                 // Multishot ops are not used; a second completion means a bug elsewhere.
                 tracing::error!(?key, "second completion for an op");
-                Waiter::None
+                nothing
             }
         }
     }
@@ -175,19 +196,27 @@ impl OpTable {
     }
 
     /// The future of op `key` is gone. If the kernel still owns its memory, keep `memory`
-    /// alive until the completion and return true (the caller requests a cancel).
-    pub(crate) fn abandon(&mut self, key: OpKey, memory: Box<dyn Any>) -> bool {
+    /// alive until the completion and return `Abandon::Parked` (the caller requests a
+    /// cancel); else hand it back for the caller to drop after releasing the table.
+    pub(crate) fn abandon(&mut self, key: OpKey, memory: Box<dyn Any>) -> Abandon {
+        let leaked = self.leaked;
         match self.slot_mut(key) {
             Some(slot @ Slot::Waiting(_)) => {
                 *slot = Slot::Abandoned(memory);
                 self.abandoned_total += 1;
-                true
+                Abandon::Parked
             }
             Some(Slot::Completed(_)) => {
                 self.slots.remove(key.index());
-                false
+                Abandon::Free(memory)
             }
-            _ => false,
+            Some(Slot::Abandoned(_)) => unreachable!("an op is abandoned once, by its drop"),
+            None if leaked => {
+                // The table gave up on its ops: this one may still be in the kernel.
+                std::mem::forget(memory);
+                Abandon::Leaked
+            }
+            None => Abandon::Free(memory),
         }
     }
 
@@ -211,7 +240,18 @@ impl OpTable {
         }
         std::mem::forget(std::mem::take(&mut self.slots));
         self.inflight = 0;
+        self.leaked = true;
     }
+}
+
+/// What [`OpTable::abandon`] did with an op's memory.
+pub(crate) enum Abandon {
+    /// Kept until the completion: cancel the op.
+    Parked,
+    /// The op is done: drop the memory (outside the table's borrow).
+    Free(Box<dyn Any>),
+    /// Leaked: the table gave up on its ops, and this one may still be in the kernel.
+    Leaked,
 }
 
 /// Queues an `ASYNC_CANCEL` for op `key`; its own completion is ignored.
@@ -251,17 +291,35 @@ mod tests {
                 continue;
             }
             let k = live.swap_remove((rng >> 8) as usize % live.len());
-            let _ = t.complete(k, completion(1));
+            assert!(t.complete(k, completion(1)).memory.is_none());
             assert!(t.poll(k, &waker, || None).is_some());
             retired.push(k);
             // Every retired key is stale: completing or abandoning it touches nothing.
             let s = retired[(rng >> 20) as usize % retired.len()];
-            assert!(matches!(t.complete(s, completion(2)), Waiter::None));
-            assert!(!t.abandon(s, Box::new(())));
+            let r = t.complete(s, completion(2));
+            assert!(matches!(r.waiter, Waiter::None) && r.memory.is_none());
+            assert!(matches!(t.abandon(s, Box::new(())), Abandon::Free(_)));
             for &l in &live {
                 assert_ne!(l, s);
                 assert!(matches!(t.slot_mut(l), Some(Slot::Waiting(_))));
             }
         }
+    }
+
+    #[test]
+    fn memory_of_an_op_dropped_after_the_table_gave_up_is_leaked() {
+        struct Flag(std::rc::Rc<std::cell::Cell<bool>>);
+        impl Drop for Flag {
+            fn drop(&mut self) {
+                self.0.set(true);
+            }
+        }
+        let mut t = OpTable::default();
+        let k = t.insert();
+        t.leak_all();
+        let dropped = std::rc::Rc::new(std::cell::Cell::new(false));
+        let r = t.abandon(k, Box::new(Flag(dropped.clone())));
+        assert!(matches!(r, Abandon::Leaked));
+        assert!(!dropped.get(), "freed memory the kernel may still use");
     }
 }
