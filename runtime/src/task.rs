@@ -310,9 +310,13 @@ impl Future for YieldNow {
 
 /// A poll function registered with the current core (see [`register_poller`]); dropping it
 /// unregisters the function.
+///
+/// Dropped on another thread (another core, another runtime's core, a plain thread), it sends
+/// the removal to the core that registered the function.
 pub struct PollerGuard {
     id: usize,
     ring: crate::ring::RingId,
+    owner: std::sync::Weak<CoreRemote>,
 }
 
 /// Registers `f` to be called every loop turn of the current core; it returns how many
@@ -324,17 +328,36 @@ pub fn register_poller(f: impl FnMut() -> usize + 'static) -> PollerGuard {
     PollerGuard {
         id,
         ring: core.remote.ring_id,
+        owner: Arc::downgrade(&core.remote),
     }
 }
 
 impl Drop for PollerGuard {
     fn drop(&mut self) {
         // Only on the core that registered it (not core N of another runtime).
-        with_core(|c| {
+        let here = with_core(|c| {
             if c.remote.ring_id == self.ring {
                 c.remove_poller(self.id);
+                true
+            } else {
+                false
             }
-        });
+        })
+        .unwrap_or(false);
+        if !here {
+            if let Some(owner) = self.owner.upgrade() {
+                let (id, ring) = (self.id, self.ring);
+                let remove = move || {
+                    with_core(|c| {
+                        if c.remote.ring_id == ring {
+                            c.remove_poller(id);
+                        }
+                    });
+                };
+                // A core that is gone took its pollers with it.
+                let _ = owner.send(Message::Job(Box::new(remove)));
+            }
+        }
     }
 }
 

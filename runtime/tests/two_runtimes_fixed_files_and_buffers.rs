@@ -208,3 +208,53 @@ fn a_fixed_buffer_of_another_runtime_is_used_as_a_plain_buffer() {
         }
     });
 }
+
+/// A poller guard dropped on another runtime's core 0 leaves that core's pollers alone and
+/// removes its own poller on its own core.
+#[test]
+fn a_poller_guard_dropped_elsewhere_removes_only_its_own_poller() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    bounded(|| {
+        let a = Runtime::builder().cores(1).build().unwrap();
+        let b = Runtime::builder().cores(1).build().unwrap();
+        let calls_a = Arc::new(AtomicU64::new(0));
+        let calls_b = Arc::new(AtomicU64::new(0));
+        let (ca, cb) = (calls_a.clone(), calls_b.clone());
+        let guard_a = a
+            .block_on(move || async move {
+                ziob_runtime::register_poller(move || {
+                    ca.fetch_add(1, Ordering::Relaxed);
+                    0
+                })
+            })
+            .unwrap();
+        let guard_b = b
+            .block_on(move || async move {
+                ziob_runtime::register_poller(move || {
+                    cb.fetch_add(1, Ordering::Relaxed);
+                    0
+                })
+            })
+            .unwrap();
+        // Drop A's guard on B's core 0.
+        b.block_on(move || async move { drop(guard_a) }).unwrap();
+        // A's removal reaches A (FIFO mailbox: before this job).
+        a.block_on(|| async {}).unwrap();
+        a.block_on(|| async { ziob_runtime::yield_now().await })
+            .unwrap();
+        let after_a = calls_a.load(Ordering::Relaxed);
+        let before_b = calls_b.load(Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            calls_b.load(Ordering::Relaxed) > before_b,
+            "B's poller was removed by A's guard"
+        );
+        assert_eq!(
+            calls_a.load(Ordering::Relaxed),
+            after_a,
+            "A's poller still runs after its guard was dropped"
+        );
+        drop(guard_b);
+    });
+}
