@@ -179,7 +179,8 @@ impl Runtime {
     }
 
     /// Runs the future made by `f` on core `core` and blocks the calling thread until it
-    /// finishes. Call it from outside the runtime (e.g. `main`).
+    /// finishes. Call it from outside the runtime (e.g. `main`). A panic in the future is
+    /// re-raised here; a core that stopped after a fatal error gives [`Error::CoreDead`].
     pub fn run_on<F, Fut, T>(&self, core: usize, f: F) -> Result<T>
     where
         F: FnOnce() -> Fut + Send + 'static,

@@ -207,6 +207,10 @@ pub fn on_core() -> bool {
 /// Runs `f` on core `core` and returns its output. Runs inline if `core` is the current core.
 /// Cores talk only through their mailboxes: the closure travels to the target, which spawns
 /// the future; the answer comes back through a oneshot channel.
+///
+/// A panic in `f` or its future continues in the caller (as it would inline). Fails with
+/// [`Error::CoreDead`] if the target core stopped after a fatal error (also while this call
+/// waits), and with [`Error::CoreGone`] if it was shut down.
 pub async fn call_on<F, Fut, T>(core: usize, f: F) -> Result<T>
 where
     F: FnOnce() -> Fut + Send + 'static,
