@@ -56,12 +56,15 @@ impl CoreRemote {
     ///
     /// A message that races with the core's death is either refused here or dropped by the
     /// dying core (which drains its mailbox after it marks itself dead): the dead flag is
-    /// checked again after the send, both sides SeqCst.
+    /// checked again after the send, and a SeqCst fence on each side (here between the send
+    /// and the check, in [`Core::die`] between the flag and the drain) makes the dying core's
+    /// drain see every message whose sender saw the flag still clear.
     pub(crate) fn send(&self, msg: Message) -> std::result::Result<(), Option<Message>> {
         if self.is_dead() {
             return Err(Some(msg));
         }
         self.sender.send(msg).map_err(|e| Some(e.0))?;
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self.is_dead() {
             return Err(None);
         }
@@ -744,7 +747,9 @@ impl Core {
             self.drop_queued();
         });
         // Messages that arrived before senders could see the flag: a job is dropped (its
-        // caller gets an error); a task woken from elsewhere is leaked like at shutdown.
+        // caller gets an error); a task woken from elsewhere is leaked like at shutdown. The
+        // fence pairs with the one in `CoreRemote::send`.
+        std::sync::atomic::fence(Ordering::SeqCst);
         while let Ok(msg) = self.inbox.try_recv() {
             match msg {
                 Message::Runnable(r) => std::mem::forget(r),
