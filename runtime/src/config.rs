@@ -11,6 +11,9 @@ pub const RING_ENTRIES_MAX: u32 = 32768;
 pub const RING_ENTRIES_DEFAULT: u32 = 256;
 /// Largest number of registered (fixed) buffers per core; the kernel's limit is 16384.
 pub const FIXED_BUFFERS_MAX: u32 = 16384;
+/// Default of [`Config::buffer_cache_bytes`]: free [`DmaBuf`](crate::DmaBuf) memory each
+/// core's pool keeps for reuse, 32 MiB (e.g. 512 buffers of 64 KiB).
+pub const BUFFER_CACHE_BYTES_DEFAULT: usize = 32 << 20;
 
 /// When the reactor hands queued submissions to the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +61,8 @@ pub struct FixedBufferConfig {
 pub struct Config {
     /// Number of cores (threads, rings).
     pub cores: usize,
-    /// Pin core `i` to CPU `i % nproc`.
+    /// Pin core `i` to the `i`-th CPU of the affinity mask of the thread that builds the
+    /// runtime (wrapping around when there are more cores than CPUs).
     pub pin_cores: bool,
     /// Submission queue entries per ring.
     pub ring_entries: u32,
@@ -75,6 +79,10 @@ pub struct Config {
     /// Ring flags to treat as unsupported, as if the kernel lacked them (for tests of the
     /// degradation path).
     pub simulate_unsupported: RingFlags,
+    /// Bytes of free buffer memory each core's pool keeps for reuse at most; buffers freed
+    /// beyond it go back to their allocator. Buffers in use are not counted (they are the
+    /// application's: ZIOB's own budget bounds those), nor the registered arena.
+    pub buffer_cache_bytes: usize,
 }
 
 impl Default for Config {
@@ -93,6 +101,7 @@ impl Default for Config {
             busy_poll: false,
             task_budget: 128,
             simulate_unsupported: RingFlags::default(),
+            buffer_cache_bytes: BUFFER_CACHE_BYTES_DEFAULT,
         }
     }
 }
@@ -151,7 +160,8 @@ impl Builder {
         self.config.cores = n;
         self
     }
-    /// Pin core `i` to CPU `i % nproc`.
+    /// Pin core `i` to the `i`-th CPU of the calling thread's affinity mask (so a restricted
+    /// cpuset or `taskset` is respected), wrapping around when there are more cores than CPUs.
     pub fn pin_cores(mut self, pin: bool) -> Self {
         self.config.pin_cores = pin;
         self
@@ -195,6 +205,12 @@ impl Builder {
     /// [`DmaBuf`](crate::DmaBuf) taken from this arena uses `READ_FIXED`/`WRITE_FIXED`.
     pub fn fixed_buffers(mut self, count: u32, size_bytes: usize) -> Self {
         self.config.fixed_buffers = FixedBufferConfig { count, size_bytes };
+        self
+    }
+    /// Free buffer memory each core's pool may keep for reuse, in bytes (default
+    /// [`BUFFER_CACHE_BYTES_DEFAULT`]; 0 keeps none). See [`Config::buffer_cache_bytes`].
+    pub fn buffer_cache_bytes(mut self, bytes: usize) -> Self {
+        self.config.buffer_cache_bytes = bytes;
         self
     }
     /// Spin instead of blocking in the kernel when idle (costs a full CPU per core).

@@ -5,16 +5,16 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_task::Runnable;
 
 use crate::buf::pool::BufPool;
 use crate::config::{Config, SubmitPolicy};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::op::table::OpTable;
 use crate::op::table::Waiter;
-use crate::ring::{Completion, Ring, RingInfo, Sqe};
+use crate::ring::{Completion, Ring, RingId, RingInfo, Sqe};
 use crate::task::{TaskHome, TaskWakers};
 
 /// A message from another thread to a core.
@@ -25,6 +25,8 @@ pub(crate) enum Message {
     Job(Box<dyn FnOnce() + Send>),
     /// A fixed buffer slot freed on another thread.
     ReturnFixed(u16),
+    /// A fixed file slot whose file was dropped on another thread: empty it and free it.
+    ReleaseFileSlot(u32),
     /// Stop the loop: cancel in-flight ops, wait for their completions, exit.
     Shutdown,
 }
@@ -32,6 +34,13 @@ pub(crate) enum Message {
 /// The part of a core other threads may touch: its mailbox and wake-up eventfd.
 pub(crate) struct CoreRemote {
     pub(crate) id: usize,
+    /// The process-unique identity of this core's ring (registrations are matched by it).
+    pub(crate) ring_id: RingId,
+    /// Set once the core stopped after a fatal error (see [`Core::die`]): every later message
+    /// is refused. SeqCst, see [`CoreRemote::send`].
+    dead: AtomicBool,
+    /// Why the core died.
+    dead_reason: OnceLock<String>,
     sender: mpsc::Sender<Message>,
     /// Set by every sender after its message is in the channel, cleared by the core before it
     /// drains the channel: the core's loop reads this flag instead of calling `try_recv` on
@@ -42,10 +51,23 @@ pub(crate) struct CoreRemote {
 }
 
 impl CoreRemote {
-    /// Delivers `msg` and wakes the core if it is blocked in the kernel; hands `msg` back if
-    /// the core is gone.
-    pub(crate) fn send(&self, msg: Message) -> std::result::Result<(), Message> {
-        self.sender.send(msg).map_err(|e| e.0)?;
+    /// Delivers `msg` and wakes the core if it is blocked in the kernel. Fails if the core
+    /// is gone or dead, handing `msg` back when it was not delivered.
+    ///
+    /// A message that races with the core's death is either refused here or dropped by the
+    /// dying core (which drains its mailbox after it marks itself dead): the dead flag is
+    /// checked again after the send, and a SeqCst fence on each side (here between the send
+    /// and the check, in [`Core::die`] between the flag and the drain) makes the dying core's
+    /// drain see every message whose sender saw the flag still clear.
+    pub(crate) fn send(&self, msg: Message) -> std::result::Result<(), Option<Message>> {
+        if self.is_dead() {
+            return Err(Some(msg));
+        }
+        self.sender.send(msg).map_err(|e| Some(e.0))?;
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.is_dead() {
+            return Err(None);
+        }
         // A read-modify-write, not a store: every sender's update of the flag then belongs to
         // the release sequence the core's clearing swap reads from, so that swap makes the
         // messages of all of them visible, not only the last one's. SeqCst: see `Core::run`.
@@ -56,7 +78,36 @@ impl CoreRemote {
         Ok(())
     }
 
-    fn kick(&self) {
+    /// Whether the core stopped after a fatal error.
+    pub(crate) fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::SeqCst)
+    }
+
+    /// Marks the core dead (first reason wins).
+    pub(crate) fn mark_dead(&self, reason: String) {
+        let _ = self.dead_reason.set(reason);
+        self.dead.store(true, Ordering::SeqCst);
+    }
+
+    /// The error for a call this core can no longer answer: [`Error::CoreDead`] if it died,
+    /// else [`Error::CoreGone`] (shut down).
+    pub(crate) fn gone_error(&self) -> Error {
+        if self.is_dead() {
+            Error::CoreDead {
+                core: self.id,
+                reason: self
+                    .dead_reason
+                    .get()
+                    .cloned()
+                    .unwrap_or_else(|| "unknown".into()),
+            }
+        } else {
+            Error::CoreGone(self.id)
+        }
+    }
+
+    /// Wakes the core if it blocks in `io_uring_enter` (a write to its eventfd).
+    pub(crate) fn kick(&self) {
         use std::os::fd::AsRawFd;
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a live u64 to an eventfd this struct owns.
@@ -113,10 +164,25 @@ pub(crate) struct Core {
     removed_pollers: RefCell<Vec<usize>>,
     next_poller: Cell<usize>,
     shutting_down: Cell<bool>,
+    /// The core is dying or dead: entries are no longer pushed (see [`Core::die`]).
+    dead: Cell<bool>,
+    /// A fatal error seen where the core could not stop at once (inside a task's poll): the
+    /// loop stops the core at its next turn.
+    fatal: RefCell<Option<String>>,
+    /// An errno the next `io_uring_enter` returns instead of entering (tests only, see
+    /// [`crate::testing::inject_enter_error`]).
+    pub(crate) injected_enter_error: Cell<Option<i32>>,
+    /// Panic at the top of the next loop turn (tests only, see
+    /// [`crate::testing::panic_in_core_loop`]).
+    pub(crate) injected_loop_panic: Cell<bool>,
     /// Statistics: io_uring_enter calls made.
     pub(crate) enters: Cell<u64>,
+    /// Statistics: io_uring_enter calls that failed (other than EINTR).
+    pub(crate) enter_errors: Cell<u64>,
     /// Statistics: tasks that panicked.
     pub(crate) task_panics: Cell<u64>,
+    /// Statistics: panics in jobs, pollers and wakers the core ran.
+    pub(crate) callback_panics: Cell<u64>,
     /// What the running task may still do before [`crate::consume_budget`] makes it yield.
     pub(crate) coop_budget: Cell<u32>,
     /// The live tasks of this core, by id (see [`crate::task::TaskWakers`]): lets an op wake
@@ -154,6 +220,9 @@ pub(crate) fn remote(id: usize) -> std::io::Result<(Arc<CoreRemote>, mpsc::Recei
     Ok((
         Arc::new(CoreRemote {
             id,
+            ring_id: RingId::new(),
+            dead: AtomicBool::new(false),
+            dead_reason: OnceLock::new(),
             sender,
             mail: AtomicBool::new(false),
             sleeping: AtomicBool::new(false),
@@ -172,7 +241,12 @@ impl Core {
         peers: Arc<Vec<Arc<CoreRemote>>>,
     ) -> Result<Rc<Core>> {
         let (ring, ring_info) = Ring::new(config)?;
-        let mut pool = BufPool::new(remote.id, &ring, config.fixed_buffers)?;
+        let mut pool = BufPool::new(
+            remote.ring_id,
+            &ring,
+            config.fixed_buffers,
+            config.buffer_cache_bytes,
+        )?;
         pool.set_remote(&remote);
         let files_ok = match ring.register_files_sparse(crate::fs::FIXED_FILE_SLOTS) {
             Ok(()) => true,
@@ -206,8 +280,14 @@ impl Core {
             removed_pollers: RefCell::new(Vec::new()),
             next_poller: Cell::new(0),
             shutting_down: Cell::new(false),
+            dead: Cell::new(false),
+            fatal: RefCell::new(None),
+            injected_enter_error: Cell::new(None),
+            injected_loop_panic: Cell::new(false),
             enters: Cell::new(0),
+            enter_errors: Cell::new(0),
             task_panics: Cell::new(0),
+            callback_panics: Cell::new(0),
             coop_budget: Cell::new(COOP_BUDGET),
             tasks: RefCell::new(TaskWakers::default()),
         });
@@ -232,6 +312,11 @@ impl Core {
     /// Everything the entry points to must live until its completion is reaped.
     #[inline(always)]
     pub(crate) unsafe fn push_sqe(&self, sqe: Sqe) {
+        if self.dead.get() {
+            // A dead core's ring is never entered again: the entry's memory is leaked with
+            // the op table (see `Core::die`).
+            return;
+        }
         // SAFETY: forwarded from the caller's contract.
         let pushed = unsafe { self.ring.borrow_mut().push(sqe) };
         if let Err(back) = pushed {
@@ -239,8 +324,7 @@ impl Core {
             unsafe { self.push_sqe_full(back) };
         }
         if self.policy == SubmitPolicy::Eager {
-            self.enters.set(self.enters.get() + 1);
-            let _ = self.ring.borrow_mut().enter(false, false);
+            self.enter(false, false);
         }
     }
 
@@ -253,9 +337,11 @@ impl Core {
     unsafe fn push_sqe_full(&self, sqe: Sqe) {
         let mut sqe = sqe;
         loop {
-            self.enters.set(self.enters.get() + 1);
-            if let Err(e) = self.ring.borrow_mut().enter(false, false) {
-                tracing::error!(error = %e, "io_uring_enter failed while the SQ was full");
+            self.enter(false, false);
+            if self.fatal.borrow().is_some() {
+                // The ring is broken: the core stops at its next turn, and the entry's memory
+                // stays with its op (and is leaked with it, see `Core::die`).
+                return;
             }
             // Make room in the CQ too, in case the kernel stalls on overflow.
             self.reap();
@@ -278,8 +364,45 @@ impl Core {
         // SAFETY: forwarded from the caller's contract.
         unsafe { self.push_sqe(sqe) };
         if self.policy == SubmitPolicy::Adaptive && self.device_needs_submit() {
-            self.enters.set(self.enters.get() + 1);
-            let _ = self.ring.borrow_mut().enter(false, false);
+            self.enter(false, false);
+        }
+    }
+
+    /// `io_uring_enter` (see [`Ring::enter`]), counted. An error other than EINTR is counted
+    /// too; a transient one (EAGAIN, EBUSY: the kernel is short of memory or the CQ is full)
+    /// is retried by the next turn after the loop reaped, any other (e.g. EBADR: completions
+    /// were dropped) is fatal for the core: it is recorded and the loop stops the core at its
+    /// next turn instead of spinning on a broken ring while a task waits for a lost
+    /// completion.
+    pub(crate) fn enter(&self, wait: bool, getevents: bool) {
+        self.enters.set(self.enters.get() + 1);
+        let res = match self.injected_enter_error.take() {
+            Some(errno) => Err(std::io::Error::from_raw_os_error(errno)),
+            None => self.ring.borrow_mut().enter(wait, getevents),
+        };
+        let Err(e) = res else { return };
+        self.enter_errors.set(self.enter_errors.get() + 1);
+        if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EBUSY)) {
+            tracing::debug!(core = self.id, error = %e, "io_uring_enter: transient error");
+            return;
+        }
+        tracing::error!(core = self.id, error = %e, "io_uring_enter failed: stopping the core");
+        self.fatal
+            .borrow_mut()
+            .get_or_insert_with(|| format!("io_uring_enter failed: {e}"));
+    }
+
+    /// Runs `f`, a callback the core runs for someone else (a job, a poller, a waker): a panic
+    /// is logged and counted, and the core goes on. `None` if it panicked.
+    fn catch<R>(&self, what: &'static str, f: impl FnOnce() -> R) -> Option<R> {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            Ok(r) => Some(r),
+            Err(panic) => {
+                let msg = panic_message(&*panic);
+                tracing::error!(core = self.id, panic = %msg, "a {what} panicked");
+                self.callback_panics.set(self.callback_panics.get() + 1);
+                None
+            }
         }
     }
 
@@ -345,6 +468,18 @@ impl Core {
         self.wake_armed.set(true);
     }
 
+    /// Empties fixed file slot `slot` of this core's ring and makes it free (see
+    /// `registry::FixedFile`).
+    pub(crate) fn release_file_slot(&self, slot: u32) {
+        if let Err(e) = self.ring.borrow().unregister_file_at(slot) {
+            // The slot keeps a reference to the file; better to lose the slot than to let the
+            // next registration find it in use.
+            tracing::warn!(core = self.id, slot, error = %e, "could not empty a fixed file slot");
+            return;
+        }
+        self.file_slots.borrow_mut().push(slot);
+    }
+
     /// Drains the mailbox if the mail flag says it may hold messages. Relaxed: a flag set a
     /// moment ago and not seen yet only delays its messages to a later drain, at the latest the
     /// one before the core sleeps ([`Core::drain_inbox_before_sleep`]).
@@ -377,8 +512,11 @@ impl Core {
             got = true;
             match msg {
                 Message::Runnable(r) => self.run_queue.borrow_mut().push_back(r),
-                Message::Job(job) => job(),
+                Message::Job(job) => {
+                    let _ = self.catch("job sent to the core", job);
+                }
                 Message::ReturnFixed(slot) => self.pool.borrow_mut().return_fixed(slot),
+                Message::ReleaseFileSlot(slot) => self.release_file_slot(slot),
                 Message::Shutdown => self.shutting_down.set(true),
             }
         }
@@ -396,11 +534,7 @@ impl Core {
                     if let Err(panic) =
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r.run()))
                     {
-                        let msg = panic
-                            .downcast_ref::<&str>()
-                            .map(|s| s.to_string())
-                            .or_else(|| panic.downcast_ref::<String>().cloned())
-                            .unwrap_or_else(|| "non-string panic".into());
+                        let msg = panic_message(&*panic);
                         tracing::error!(core = self.id, panic = %msg, "a task panicked");
                         self.task_panics.set(self.task_panics.get() + 1);
                     }
@@ -414,10 +548,16 @@ impl Core {
         // The pollers run outside the borrow (a poller may add or remove pollers).
         let mut pollers = std::mem::take(&mut *self.pollers.borrow_mut());
         let mut found = 0;
-        for (_, p) in pollers.iter_mut() {
-            found += p();
+        let mut panicked = Vec::new();
+        for (id, p) in pollers.iter_mut() {
+            match self.catch("poller", p) {
+                Some(n) => found += n,
+                // A poller that panicked is in an unknown state: it is not called again.
+                None => panicked.push(*id),
+            }
         }
-        let removed = std::mem::take(&mut *self.removed_pollers.borrow_mut());
+        let mut removed = std::mem::take(&mut *self.removed_pollers.borrow_mut());
+        removed.extend(panicked);
         pollers.retain(|(id, _)| !removed.contains(id));
         let mut slot = self.pollers.borrow_mut();
         pollers.append(&mut slot); // added while running
@@ -445,10 +585,16 @@ impl Core {
             WAKE_USER_DATA => self.wake_armed.set(false),
             IGNORE_USER_DATA => {}
             key => {
-                let waiter = self.ops.borrow_mut().complete(key as usize, completion);
-                match waiter {
+                let key = crate::op::table::OpKey::from_user_data(key);
+                let retired = self.ops.borrow_mut().complete(key, completion);
+                // The memory of an abandoned op: its drop may run any code.
+                drop(retired.memory);
+                match retired.waiter {
                     Waiter::Task(id) => self.tasks.borrow().wake(id),
-                    Waiter::Waker(w) => w.wake(),
+                    // Another executor's waker runs its code here.
+                    Waiter::Waker(w) => {
+                        let _ = self.catch("waker", || w.wake());
+                    }
                     Waiter::None => {}
                 }
             }
@@ -468,6 +614,15 @@ impl Core {
             if self.shutting_down.get() {
                 break;
             }
+            let fatal = self.fatal.borrow_mut().take();
+            if let Some(reason) = fatal {
+                self.die(reason);
+                return;
+            }
+            assert!(
+                !self.injected_loop_panic.take(),
+                "injected panic in the core loop"
+            );
             self.run_tasks();
             let polled = if self.pollers.borrow().is_empty() {
                 0
@@ -483,11 +638,7 @@ impl Core {
                 let pending = self.ring.borrow_mut().sq_pending();
                 let inflight = self.ops.borrow().len() > 0;
                 if pending > 0 || (need_getevents && inflight) {
-                    self.enters.set(self.enters.get() + 1);
-                    let res = self.ring.borrow_mut().enter(false, need_getevents);
-                    if let Err(e) = res {
-                        tracing::error!(error = %e, "io_uring_enter failed");
-                    }
+                    self.enter(false, need_getevents);
                 }
                 self.reap();
                 continue;
@@ -503,14 +654,10 @@ impl Core {
                 self.remote.sleeping.store(false, Ordering::SeqCst);
                 continue;
             }
-            self.enters.set(self.enters.get() + 1);
-            let res = self.ring.borrow_mut().enter(true, false);
+            self.enter(true, false);
             // Relaxed is enough: a stale `true` only costs a sender a needless kick, and the
             // next sleep stores `true` with SeqCst again.
             self.remote.sleeping.store(false, Ordering::Relaxed);
-            if let Err(e) = res {
-                tracing::error!(error = %e, "io_uring_enter (wait) failed");
-            }
             self.reap();
             // The inbox was empty when the core went to sleep, and every message sent while
             // it slept kicked the eventfd, whose read then completed (clearing `wake_armed`).
@@ -550,8 +697,14 @@ impl Core {
             for key in keys {
                 crate::op::table::push_cancel(self, key);
             }
-            self.enters.set(self.enters.get() + 1);
-            let _ = self.ring.borrow_mut().enter(true, false);
+            self.enter(true, false);
+            let fatal = self.fatal.borrow_mut().take();
+            if let Some(reason) = fatal {
+                tracing::error!(core = self.id, %reason, "leaking the buffers of in-flight ops");
+                self.ops.borrow_mut().leak_all();
+                std::mem::forget(Rc::clone(self)); // the eventfd read may still target wake_buf
+                break;
+            }
             self.reap();
             // Tasks woken by cancelled completions are dropped, not run.
             self.drop_queued();
@@ -570,6 +723,55 @@ impl Core {
         }
         CURRENT.with(|c| *c.borrow_mut() = None);
     }
+}
+
+impl Core {
+    /// Stops the core after a fatal error (a failed `io_uring_enter`, a panic in the loop):
+    /// marks it dead so that every later call to it fails with [`Error::CoreDead`], drops its
+    /// tasks (callers waiting for them get that error instead of hanging), and leaks what the
+    /// kernel may still write to: the memory of in-flight ops and the core itself (its ring,
+    /// the eventfd read's buffer). The ring is never entered again.
+    pub(crate) fn die(self: &Rc<Self>, reason: String) {
+        tracing::error!(core = self.id, %reason, "core stopped after a fatal error");
+        self.remote.mark_dead(reason);
+        self.dead.set(true);
+        // Kept alive for good: the kernel may still write into memory the core owns.
+        std::mem::forget(Rc::clone(self));
+        let _ = self.catch("task dropped by a dead core", || {
+            if let Ok(mut p) = self.pollers.try_borrow_mut() {
+                p.clear();
+            }
+            // Every task's future is dropped: its ops are parked in the table, and whoever
+            // awaits its output (call_on, run_on) gets an error.
+            self.tasks.borrow().wake_all();
+            self.drop_queued();
+        });
+        // Messages that arrived before senders could see the flag: a job is dropped (its
+        // caller gets an error); a task woken from elsewhere is leaked like at shutdown. The
+        // fence pairs with the one in `CoreRemote::send`.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        while let Ok(msg) = self.inbox.try_recv() {
+            match msg {
+                Message::Runnable(r) => std::mem::forget(r),
+                other => {
+                    let _ = self.catch("message dropped by a dead core", || drop(other));
+                }
+            }
+        }
+        if let Ok(mut ops) = self.ops.try_borrow_mut() {
+            ops.leak_all();
+        }
+        CURRENT.with(|c| *c.borrow_mut() = None);
+    }
+}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic".into())
 }
 
 #[cfg(test)]

@@ -61,6 +61,23 @@ pub enum Error {
     /// A core was shut down before it answered.
     #[error("core {0} is not running")]
     CoreGone(usize),
+    /// A core stopped after a fatal error (a failed `io_uring_enter`, a panic in its loop);
+    /// it takes no more work, and what it was running was dropped.
+    #[error("core {core} stopped after a fatal error: {reason}")]
+    CoreDead {
+        /// The core index.
+        core: usize,
+        /// What killed it.
+        reason: String,
+    },
+    /// The ring lacks a kernel feature ZIOB relies on.
+    #[error("io_uring lacks {feature}: {why}. ZIOB needs Linux 5.19 or newer")]
+    MissingRingFeature {
+        /// The feature flag, e.g. `IORING_FEAT_NODROP`.
+        feature: &'static str,
+        /// What ZIOB needs it for.
+        why: &'static str,
+    },
     /// The operation needs a ring created with SQE128/CQE32.
     #[error("{op} needs a ring with 128-byte SQEs; build the runtime with Builder::sqe128(true)")]
     NeedsBigRing {

@@ -4,12 +4,12 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::buf::{IoBuf, IoBufMut};
 use crate::error::{Error, Result};
 use crate::op;
+use crate::registry::{self, FixedFile};
 
 /// Registered file slots per core.
 pub const FIXED_FILE_SLOTS: u32 = 1024;
@@ -102,36 +102,10 @@ impl OpenOptions {
     }
 }
 
-/// The ring slot a file is registered in, encoded as `core << 32 | slot` (or [`NOT_FIXED`]).
-struct FixedSlot(AtomicU64);
-
-const NOT_FIXED: u64 = u64::MAX;
-
-impl FixedSlot {
-    fn get(&self) -> Option<(usize, u32)> {
-        match self.0.load(Ordering::Acquire) {
-            NOT_FIXED => None,
-            v => Some(((v >> 32) as usize, v as u32)),
-        }
-    }
-}
-
-impl Drop for FixedSlot {
-    fn drop(&mut self) {
-        if let Some((core, slot)) = self.get() {
-            crate::core::with_core(|c| {
-                if c.id == core {
-                    let _ = c.ring.borrow().unregister_file_at(slot);
-                    c.file_slots.borrow_mut().push(slot);
-                }
-            });
-        }
-    }
-}
-
 struct FileInner {
+    /// The registration, if any; declared before `fd` so that it is undone first.
+    fixed: OnceLock<FixedFile>,
     fd: OwnedFd,
-    fixed: FixedSlot,
     /// Opened with O_DIRECT: its I/O waits on the device (see `SubmitPolicy::Adaptive`).
     direct: bool,
 }
@@ -187,7 +161,7 @@ impl File {
             inner: Arc::new(FileInner {
                 direct,
                 fd,
-                fixed: FixedSlot(AtomicU64::new(NOT_FIXED)),
+                fixed: OnceLock::new(),
             }),
         }
     }
@@ -197,11 +171,9 @@ impl File {
         File::from_fd(f.into())
     }
 
-    fn op_ref(&self) -> FileRef {
-        let slot = match self.inner.fixed.get() {
-            Some((core, slot)) if crate::core::with_core(|c| c.id) == Some(core) => Some(slot),
-            _ => None,
-        };
+    pub(crate) fn op_ref(&self) -> FileRef {
+        // Only on the ring that holds the registration; elsewhere the plain descriptor.
+        let slot = self.inner.fixed.get().and_then(FixedFile::slot_here);
         FileRef {
             inner: self.inner.clone(),
             slot,
@@ -209,29 +181,20 @@ impl File {
     }
 
     /// Registers the descriptor with the current core's ring, so ops on this core skip the
-    /// kernel's per-op file lookup. Returns false when no slot is free (ops still work).
+    /// kernel's per-op file lookup. Returns false when the file is registered already (with
+    /// this or another core's ring) or no slot is free; ops work either way. The
+    /// registration is used only on the core that made it (other cores, and other runtimes'
+    /// cores, use the descriptor) and is undone when the last handle is dropped, on any
+    /// thread.
     pub fn register(&self) -> Result<bool> {
-        crate::core::with_core(|c| {
-            if self.inner.fixed.get().is_some() {
-                return Ok(false);
-            }
-            let Some(slot) = c.file_slots.borrow_mut().pop() else {
-                return Ok(false);
-            };
-            c.ring
-                .borrow()
-                .register_file_at(slot, self.as_raw_fd())
-                .map_err(|source| Error::Io {
-                    op: "register_files_update",
-                    source,
-                })?;
-            self.inner
-                .fixed
-                .0
-                .store(((c.id as u64) << 32) | slot as u64, Ordering::Release);
-            Ok(true)
-        })
-        .unwrap_or(Err(Error::NotOnCore("File::register")))
+        if self.inner.fixed.get().is_some() {
+            return Ok(false);
+        }
+        let Some(fixed) = registry::register_file(self.as_raw_fd())? else {
+            return Ok(false);
+        };
+        // Another core may have registered it meanwhile: then `fixed` is undone on drop.
+        Ok(self.inner.fixed.set(fixed).is_ok())
     }
 
     /// Reads into `buf` (up to its capacity) at `offset`; returns the bytes read and the buffer.
@@ -303,7 +266,7 @@ impl File {
     pub async fn close(self) -> Result<()> {
         match Arc::try_unwrap(self.inner) {
             Ok(FileInner { fd, fixed, .. }) => {
-                drop(fixed); // unregisters the slot before the descriptor goes away
+                drop(fixed); // empties the slot before the descriptor goes away
                 op::fs::close(fd).await
             }
             Err(_) => Ok(()),

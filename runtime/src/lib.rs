@@ -47,17 +47,20 @@ mod core;
 mod error;
 pub mod fs;
 pub mod op;
+mod registry;
 mod ring;
 mod runtime;
 mod task;
+#[doc(hidden)]
+pub mod testing;
 
 pub use buf::{
     dma_allocator_name, set_dma_allocator, DmaAllocator, DmaBuf, IoBuf, IoBufMut, PoolStats,
     DMA_ALIGN_BYTES, WINDOW_ALIGN_BYTES,
 };
 pub use config::{
-    Builder, Config, FixedBufferConfig, RingFlags, SubmitPolicy, FIXED_BUFFERS_MAX,
-    RING_ENTRIES_DEFAULT, RING_ENTRIES_MAX, RING_ENTRIES_MIN,
+    Builder, Config, FixedBufferConfig, RingFlags, SubmitPolicy, BUFFER_CACHE_BYTES_DEFAULT,
+    FIXED_BUFFERS_MAX, RING_ENTRIES_DEFAULT, RING_ENTRIES_MAX, RING_ENTRIES_MIN,
 };
 pub use error::{Error, Result};
 pub use fs::{File, OpenOptions};

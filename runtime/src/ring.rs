@@ -8,6 +8,20 @@ use io_uring::{cqueue, squeue, IoUring};
 use crate::config::{Config, RingFlags};
 use crate::error::{Error, Result};
 
+/// A process-unique identity of one core's ring (never reused while the process runs):
+/// registrations (fixed files and buffers, pollers) are matched by it, not by core index,
+/// since every runtime in a process has a core 0. See `registry.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct RingId(u64);
+
+impl RingId {
+    /// A fresh identity.
+    pub(crate) fn new() -> RingId {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        RingId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
 /// What a core's ring ended up with after setup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RingInfo {
@@ -60,6 +74,19 @@ fn simulated_refusal(requested: &RingFlags, simulate: &RingFlags) -> bool {
         || (requested.sqpoll_idle_ms.is_some() && simulate.sqpoll_idle_ms.is_some())
 }
 
+/// Without `IORING_FEAT_NODROP` (Linux < 5.5) the kernel drops completions when the CQ is
+/// full, and the task waiting for a dropped one would hang: refuse such a ring.
+fn check_nodrop(has_nodrop: bool) -> Result<()> {
+    if has_nodrop {
+        Ok(())
+    } else {
+        Err(Error::MissingRingFeature {
+            feature: "IORING_FEAT_NODROP",
+            why: "without it the kernel drops completions when the completion queue is full",
+        })
+    }
+}
+
 impl Ring {
     /// Creates a ring for `config`, dropping optional flags the kernel refuses. SQE128 and
     /// SQPOLL are required when asked for: refusing them is an error that says what to change.
@@ -73,6 +100,7 @@ impl Ring {
                 &config.simulate_unsupported,
             ) {
                 Ok(ring) => {
+                    check_nodrop(ring.has_nodrop())?;
                     let degraded = RingFlags {
                         sqpoll_idle_ms: None,
                         big_entries: false,
@@ -155,6 +183,14 @@ impl Ring {
         }
     }
 
+    /// Whether the kernel keeps completions that do not fit the CQ (`IORING_FEAT_NODROP`).
+    fn has_nodrop(&self) -> bool {
+        match self {
+            Ring::Normal(r) => r.params().is_feature_nodrop(),
+            Ring::Big(r) => r.params().is_feature_nodrop(),
+        }
+    }
+
     fn sq_entries(&self) -> u32 {
         match self {
             Ring::Normal(r) => r.params().sq_entries(),
@@ -226,9 +262,10 @@ impl Ring {
         } else {
             submitter.submit()
         };
+        // EINTR: a signal; ETIME: a wait's timeout. Every other error goes to the caller
+        // (`Core::enter` decides whether it is transient).
         match res {
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(0),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Ok(0),
             Err(e) if e.raw_os_error() == Some(libc::ETIME) => Ok(0),
             other => other,
         }
@@ -294,5 +331,19 @@ impl Ring {
     /// Empties fixed file slot `slot`.
     pub(crate) fn unregister_file_at(&self, slot: u32) -> io::Result<()> {
         self.register_file_at(slot, -1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_without_nodrop_is_refused_with_a_clear_error() {
+        check_nodrop(true).unwrap();
+        let msg = check_nodrop(false).unwrap_err().to_string();
+        assert!(msg.contains("IORING_FEAT_NODROP"), "{msg}");
+        // This kernel has it: a ring builds.
+        Ring::new(&Config::default()).unwrap();
     }
 }

@@ -26,16 +26,50 @@ async fn catch_panic<T>(fut: impl Future<Output = T>) -> std::thread::Result<T> 
     std::panic::AssertUnwindSafe(fut).catch_unwind().await
 }
 
-fn pin_to_cpu(core: usize) {
-    let n = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it; sched_setaffinity reads it.
+/// The CPUs of the calling thread's affinity mask, in increasing order (empty if unknown).
+fn affinity_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data (all-zero is an empty set); sched_getaffinity writes at
+    // most `size_of::<cpu_set_t>()` bytes into it; CPU_ISSET reads inside it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(core % n, &mut set);
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            tracing::warn!(error = %std::io::Error::last_os_error(), "sched_getaffinity failed");
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// The CPU core `core` is pinned to: the `core`-th CPU of `allowed` (the builder's affinity
+/// mask), wrapping around when there are more cores than CPUs.
+fn cpu_for_core(core: usize, allowed: &[usize]) -> Option<usize> {
+    (!allowed.is_empty()).then(|| allowed[core % allowed.len()])
+}
+
+fn pin_to_cpu(core: usize, cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it (cpu < CPU_SETSIZE, it came
+    // from sched_getaffinity); sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            tracing::warn!(core, error = %std::io::Error::last_os_error(), "pinning failed");
+            tracing::warn!(core, cpu, error = %std::io::Error::last_os_error(), "pinning failed");
+        }
+    }
+}
+
+/// Runs core `core`'s loop; if the loop itself panics, the core is stopped as dead
+/// ([`Core::die`]) so that callers get [`Error::CoreDead`] instead of waiting forever.
+fn run_core(core: &std::rc::Rc<Core>) {
+    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| core.run()));
+    if let Err(panic) = res {
+        let reason = format!("panic in the core loop: {}", core::panic_message(&*panic));
+        core.remote.mark_dead(reason.clone());
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| core.die(reason))).is_err() {
+            // Cleaning up failed too: keep everything (the kernel may still use it).
+            std::mem::forget(core.clone());
         }
     }
 }
@@ -56,6 +90,11 @@ impl Runtime {
             inboxes.push(inbox);
         }
         let remotes = Arc::new(remotes);
+        let allowed_cpus = if config.pin_cores {
+            affinity_cpus()
+        } else {
+            Vec::new()
+        };
         let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<RingInfo>)>();
         let mut threads = Vec::with_capacity(config.cores);
         for (id, inbox) in inboxes.into_iter().enumerate() {
@@ -63,18 +102,23 @@ impl Runtime {
             let remote = remotes[id].clone();
             let peers = remotes.clone();
             let ready = ready_tx.clone();
+            let cpu = if core_config.pin_cores {
+                cpu_for_core(id, &allowed_cpus)
+            } else {
+                None
+            };
             let spawned = std::thread::Builder::new()
                 .name(format!("ziob-core-{id}"))
                 .spawn(move || {
-                    if core_config.pin_cores {
-                        pin_to_cpu(id);
+                    if let Some(cpu) = cpu {
+                        pin_to_cpu(id, cpu);
                     }
                     match Core::new(&core_config, remote, inbox, peers) {
                         Ok(core) => {
                             core.enter_thread();
                             let _ = ready.send((id, Ok(core.ring_info)));
                             drop(ready);
-                            core.run();
+                            run_core(&core);
                         }
                         Err(e) => {
                             let _ = ready.send((id, Err(e)));
@@ -135,7 +179,8 @@ impl Runtime {
     }
 
     /// Runs the future made by `f` on core `core` and blocks the calling thread until it
-    /// finishes. Call it from outside the runtime (e.g. `main`).
+    /// finishes. Call it from outside the runtime (e.g. `main`). A panic in the future is
+    /// re-raised here; a core that stopped after a fatal error gives [`Error::CoreDead`].
     pub fn run_on<F, Fut, T>(&self, core: usize, f: F) -> Result<T>
     where
         F: FnOnce() -> Fut + Send + 'static,
@@ -156,8 +201,8 @@ impl Runtime {
         };
         target
             .send(Message::Job(Box::new(job)))
-            .map_err(|_| Error::CoreGone(core))?;
-        match futures::executor::block_on(rx).map_err(|_| Error::CoreGone(core))? {
+            .map_err(|_| target.gone_error())?;
+        match futures::executor::block_on(rx).map_err(|_| target.gone_error())? {
             Ok(v) => Ok(v),
             Err(panic) => std::panic::resume_unwind(panic),
         }
@@ -193,12 +238,12 @@ impl Runtime {
             };
             target
                 .send(Message::Job(Box::new(job)))
-                .map_err(|_| Error::CoreGone(core))?;
+                .map_err(|_| target.gone_error())?;
             rxs.push(rx);
         }
         let mut out = Vec::with_capacity(rxs.len());
-        for (core, rx) in rxs.into_iter().enumerate() {
-            match futures::executor::block_on(rx).map_err(|_| Error::CoreGone(core))? {
+        for (rx, target) in rxs.into_iter().zip(self.remotes.iter()) {
+            match futures::executor::block_on(rx).map_err(|_| target.gone_error())? {
                 Ok(v) => out.push(v),
                 Err(panic) => std::panic::resume_unwind(panic),
             }
@@ -236,17 +281,17 @@ impl Handle {
     }
 
     /// Runs the future made by `f` on core `core` as a detached task; returns without waiting.
+    ///
+    /// A panic in `f` or in its future is logged and counted on that core, which goes on.
+    /// Fails with [`Error::CoreDead`] if the core stopped after a fatal error, and with
+    /// [`Error::CoreGone`] if it was shut down.
     pub fn spawn_on<F, Fut>(&self, core: usize, f: F) -> Result<()>
     where
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = ()> + 'static,
     {
         let target = self.remotes.get(core).ok_or(Error::CoreGone(core))?;
-        target
-            .send(Message::Job(Box::new(move || {
-                crate::task::spawn(f()).detach()
-            })))
-            .map_err(|_| Error::CoreGone(core))
+        crate::task::send_spawn(target, f)
     }
 }
 

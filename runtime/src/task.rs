@@ -158,8 +158,10 @@ impl<F: Future> Future for Tracked<F> {
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        // SAFETY: `future` is structurally pinned: it is never moved out of `self`, and
-        // `Tracked` has no `Unpin` impl that would let it move.
+        // SAFETY: `future` is structurally pinned: it is never moved out of `self` (not by
+        // this poll, not by `Drop`, which only reads `id`), and `Tracked` is `Unpin` only when
+        // `F` is (the auto impl; there is no manual one), so a pinned `!Unpin` future never
+        // moves.
         let this = unsafe { self.get_unchecked_mut() };
         if !this.registered {
             // async-task polls a task always with the same waker: keep one clone.
@@ -205,6 +207,10 @@ pub fn on_core() -> bool {
 /// Runs `f` on core `core` and returns its output. Runs inline if `core` is the current core.
 /// Cores talk only through their mailboxes: the closure travels to the target, which spawns
 /// the future; the answer comes back through a oneshot channel.
+///
+/// A panic in `f` or its future continues in the caller (as it would inline). Fails with
+/// [`Error::CoreDead`] if the target core stopped after a fatal error (also while this call
+/// waits), and with [`Error::CoreGone`] if it was shut down.
 pub async fn call_on<F, Fut, T>(core: usize, f: F) -> Result<T>
 where
     F: FnOnce() -> Fut + Send + 'static,
@@ -216,20 +222,42 @@ where
         return Ok(f().await);
     }
     let target = me.peers.get(core).cloned().ok_or(Error::CoreGone(core))?;
+    drop(me);
     let (tx, rx) = futures::channel::oneshot::channel();
     let job = move || {
         spawn(async move {
-            let _ = tx.send(f().await);
+            use futures::FutureExt;
+            let out = std::panic::AssertUnwindSafe(async move { f().await })
+                .catch_unwind()
+                .await;
+            let _ = tx.send(out);
         })
         .detach();
     };
     target
         .send(Message::Job(Box::new(job)))
-        .map_err(|_| Error::CoreGone(core))?;
-    rx.await.map_err(|_| Error::CoreGone(core))
+        .map_err(|_| target.gone_error())?;
+    match rx.await.map_err(|_| target.gone_error())? {
+        Ok(v) => Ok(v),
+        // As if `f` had run inline: its panic continues in the caller.
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
 }
 
-/// Sends `f` to core `core` to run there without waiting for an answer.
+/// Sends a job to `target` that spawns `f()` as a detached task.
+pub(crate) fn send_spawn<F, Fut>(target: &CoreRemote, f: F) -> Result<()>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    target
+        .send(Message::Job(Box::new(move || spawn(f()).detach())))
+        .map_err(|_| target.gone_error())
+}
+
+/// Sends `f` to core `core` to run there without waiting for an answer (see
+/// [`Handle::spawn_on`](crate::Handle::spawn_on): panics are contained, a dead core is an
+/// error).
 pub fn spawn_on<F, Fut>(core: usize, f: F) -> Result<()>
 where
     F: FnOnce() -> Fut + Send + 'static,
@@ -237,9 +265,8 @@ where
 {
     let me = current("spawn_on");
     let target = me.peers.get(core).cloned().ok_or(Error::CoreGone(core))?;
-    target
-        .send(Message::Job(Box::new(move || spawn(f()).detach())))
-        .map_err(|_| Error::CoreGone(core))
+    drop(me);
+    send_spawn(&target, f)
 }
 
 /// Counts one unit of work against the running task's cooperative budget and yields once the
@@ -287,9 +314,13 @@ impl Future for YieldNow {
 
 /// A poll function registered with the current core (see [`register_poller`]); dropping it
 /// unregisters the function.
+///
+/// Dropped on another thread (another core, another runtime's core, a plain thread), it sends
+/// the removal to the core that registered the function.
 pub struct PollerGuard {
     id: usize,
-    core: usize,
+    ring: crate::ring::RingId,
+    owner: std::sync::Weak<CoreRemote>,
 }
 
 /// Registers `f` to be called every loop turn of the current core; it returns how many
@@ -298,16 +329,39 @@ pub struct PollerGuard {
 pub fn register_poller(f: impl FnMut() -> usize + 'static) -> PollerGuard {
     let core = current("register_poller");
     let id = core.add_poller(Box::new(f));
-    PollerGuard { id, core: core.id }
+    PollerGuard {
+        id,
+        ring: core.remote.ring_id,
+        owner: Arc::downgrade(&core.remote),
+    }
 }
 
 impl Drop for PollerGuard {
     fn drop(&mut self) {
-        with_core(|c| {
-            if c.id == self.core {
+        // Only on the core that registered it (not core N of another runtime).
+        let here = with_core(|c| {
+            if c.remote.ring_id == self.ring {
                 c.remove_poller(self.id);
+                true
+            } else {
+                false
             }
-        });
+        })
+        .unwrap_or(false);
+        if !here {
+            if let Some(owner) = self.owner.upgrade() {
+                let (id, ring) = (self.id, self.ring);
+                let remove = move || {
+                    with_core(|c| {
+                        if c.remote.ring_id == ring {
+                            c.remove_poller(id);
+                        }
+                    });
+                };
+                // A core that is gone took its pollers with it.
+                let _ = owner.send(Message::Job(Box::new(remove)));
+            }
+        }
     }
 }
 
@@ -322,6 +376,12 @@ pub struct CoreStats {
     pub ops_in_flight: usize,
     /// Tasks that panicked (the core logs and survives them).
     pub task_panics: u64,
+    /// Jobs, pollers and wakers run by the core that panicked (logged and survived; a
+    /// poller that panicked is removed).
+    pub callback_panics: u64,
+    /// `io_uring_enter` calls that failed (EINTR aside). Transient ones (EAGAIN, EBUSY) are
+    /// retried; any other stops the core ([`Error::CoreDead`]).
+    pub enter_errors: u64,
 }
 
 /// Counters of the current core (zeros off-core).
@@ -333,6 +393,8 @@ pub fn core_stats() -> CoreStats {
             ops_abandoned: ops.abandoned_total,
             ops_in_flight: ops.len(),
             task_panics: c.task_panics.get(),
+            callback_panics: c.callback_panics.get(),
+            enter_errors: c.enter_errors.get(),
         }
     })
     .unwrap_or_default()

@@ -139,8 +139,9 @@ fn uring_cmd_on_a_plain_ring_names_the_fix() {
     let rt = Runtime::builder().cores(1).build().unwrap();
     let err = rt
         .block_on(|| async {
+            let f = ziob_runtime::File::from_std(std::fs::File::open("/proc/self/status").unwrap());
             // SAFETY: the command carries no addresses.
-            let (res, _) = unsafe { uring_cmd::<Vec<u8>>(0, 0, [0; 80], None) }.await;
+            let (res, _) = unsafe { uring_cmd::<Vec<u8>>(&f, 0, [0; 80], None) }.await;
             res.unwrap_err()
         })
         .unwrap();
@@ -157,10 +158,9 @@ fn uring_cmd_reaches_the_kernel_on_a_big_ring() {
     let rt = Runtime::builder().cores(1).sqe128(true).build().unwrap();
     let err = rt
         .block_on(|| async {
-            let f = std::fs::File::open("/proc/self/status").unwrap();
-            use std::os::fd::AsRawFd;
+            let f = ziob_runtime::File::from_std(std::fs::File::open("/proc/self/status").unwrap());
             // SAFETY: the command carries no addresses.
-            let (res, _) = unsafe { uring_cmd::<Vec<u8>>(f.as_raw_fd(), 0, [0; 80], None) }.await;
+            let (res, _) = unsafe { uring_cmd::<Vec<u8>>(&f, 0, [0; 80], None) }.await;
             res.unwrap_err()
         })
         .unwrap();

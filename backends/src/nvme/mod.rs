@@ -29,8 +29,7 @@ pub mod identify;
 pub mod status;
 pub mod zone;
 
-use std::fs::File;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -58,9 +57,9 @@ pub fn runtime_builder_for(spec: &str) -> ziob_runtime::Builder {
 
 struct NvmeInner {
     name: String,
-    /// Keeps the fd open.
-    _file: File,
-    fd: RawFd,
+    /// The generic char device; every command holds a reference to it until its completion,
+    /// so a command still queued when the device is dropped never reaches a closed fd.
+    file: ziob_runtime::File,
     nsid: u32,
     geometry: Geometry,
     zone_size_blocks: u64,
@@ -175,8 +174,7 @@ impl NvmeDevice {
         let mut dev = NvmeDevice {
             inner: Arc::new(NvmeInner {
                 name,
-                _file: file,
-                fd,
+                file: ziob_runtime::File::from_std(file),
                 nsid,
                 geometry: Geometry {
                     block_size_bytes: bs,
@@ -243,9 +241,15 @@ impl NvmeDevice {
         buf: Option<DmaBuf>,
     ) -> (std::result::Result<u64, Failure>, Option<DmaBuf>) {
         // SAFETY: every builder sets `addr`/`data_len` to a range inside `buf` (or to nothing
-        // when `buf` is None); the op owns `buf` until the completion.
+        // when `buf` is None); the op owns `buf` and a reference to the device file until the
+        // completion.
         let (res, buf) = unsafe {
-            ziob_runtime::uring_cmd(self.inner.fd, cmd::NVME_URING_CMD_IO, c.to_sqe_cmd(), buf)
+            ziob_runtime::uring_cmd(
+                &self.inner.file,
+                cmd::NVME_URING_CMD_IO,
+                c.to_sqe_cmd(),
+                buf,
+            )
         }
         .await;
         let out = match res {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::alloc::{DmaAllocator, Mem};
 use super::pool::{self, FixedArena};
 use super::{IoBuf, IoBufMut};
+use crate::ring::RingId;
 
 /// Alignment of every [`DmaBuf`] in bytes: enough for O_DIRECT on 4Kn devices and for NVMe
 /// PRPs.
@@ -23,11 +24,11 @@ pub(crate) enum Origin {
     /// A direct allocation of exactly the buffer's capacity (larger than the pool's biggest
     /// class, taken off-core, or a heap fallback when the core's allocator ran out).
     Direct(Mem),
-    /// A pool size class of core `core`, from `mem`.
-    Pooled { core: usize, mem: Mem },
-    /// Slot `slot` of core `core`'s registered arena.
+    /// A pool size class of the core that owns ring `ring`, from `mem`.
+    Pooled { ring: RingId, mem: Mem },
+    /// Slot `slot` of the registered arena of ring `ring`.
     Fixed {
-        core: usize,
+        ring: RingId,
         slot: u16,
         arena: Arc<FixedArena>,
     },
@@ -266,9 +267,8 @@ unsafe impl IoBuf for DmaBuf {
     }
     fn fixed_index(&self) -> Option<u16> {
         match &self.origin {
-            Origin::Fixed { core, slot, .. } if crate::core::with_core(|c| c.id) == Some(*core) => {
-                Some(*slot)
-            }
+            // Only on the ring it is registered with (not core 0 of another runtime).
+            Origin::Fixed { ring, slot, .. } if crate::registry::is_current(*ring) => Some(*slot),
             _ => None,
         }
     }

@@ -10,13 +10,12 @@ use crate::config::FixedBufferConfig;
 use crate::core::{CoreRemote, Message};
 use crate::error::{Error, Result};
 use crate::ring::Ring;
+use crate::ring::RingId;
 
 /// Smallest size class: 4 KiB.
 const CLASS_MIN_SHIFT: u32 = 12;
 /// Largest size class: 8 MiB; bigger buffers are allocated directly.
 const CLASS_MAX_SHIFT: u32 = 23;
-/// Bytes a core keeps cached per size class at most.
-const CACHED_BYTES_PER_CLASS_MAX: usize = 64 << 20;
 
 /// Counters of one core's pool.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,8 +28,11 @@ pub struct PoolStats {
     pub fixed_taken: u64,
     /// Requests for a fixed buffer served by a plain one (arena full or buffer too large).
     pub fixed_fallbacks: u64,
-    /// Bytes cached right now.
+    /// Bytes cached right now (at most the runtime's
+    /// [`buffer_cache_bytes`](crate::Config::buffer_cache_bytes)).
     pub cached_bytes: usize,
+    /// Buffers freed to their allocator because the cache was full.
+    pub cache_overflows: u64,
     /// Buffers taken from the heap because the installed
     /// [`DmaAllocator`](super::DmaAllocator) was out of memory.
     pub external_fallbacks: u64,
@@ -41,7 +43,7 @@ pub(crate) struct FixedArena {
     ptr: NonNull<u8>,
     slot_bytes: usize,
     count: usize,
-    core: usize,
+    ring: RingId,
     remote: Weak<CoreRemote>,
 }
 
@@ -59,12 +61,14 @@ impl Drop for FixedArena {
 
 /// One core's pool.
 pub(crate) struct BufPool {
-    core: usize,
+    ring: RingId,
     /// Where new buffers come from; every cached pointer is from here.
     pub(crate) mem: Mem,
     classes: Vec<Vec<NonNull<u8>>>,
     fixed: Option<Arc<FixedArena>>,
     fixed_free: Vec<u16>,
+    /// Most bytes `classes` may hold.
+    cache_bytes_max: usize,
     stats: PoolStats,
 }
 
@@ -94,15 +98,21 @@ fn memlock_limit_bytes() -> u64 {
 }
 
 impl BufPool {
-    pub(crate) fn new(core: usize, ring: &Ring, fixed: FixedBufferConfig) -> Result<BufPool> {
+    pub(crate) fn new(
+        ring_id: RingId,
+        ring: &Ring,
+        fixed: FixedBufferConfig,
+        cache_bytes_max: usize,
+    ) -> Result<BufPool> {
         let mut pool = BufPool {
-            core,
+            ring: ring_id,
             mem: Mem::Heap,
             classes: (CLASS_MIN_SHIFT..=CLASS_MAX_SHIFT)
                 .map(|_| Vec::new())
                 .collect(),
             fixed: None,
             fixed_free: Vec::new(),
+            cache_bytes_max,
             stats: PoolStats::default(),
         };
         if fixed.count > 0 {
@@ -112,7 +122,7 @@ impl BufPool {
                 ptr,
                 slot_bytes: fixed.size_bytes,
                 count: fixed.count as usize,
-                core,
+                ring: ring_id,
                 remote: Weak::new(),
             });
             let iovecs: Vec<libc::iovec> = (0..fixed.count as usize)
@@ -161,14 +171,14 @@ impl BufPool {
             };
             return (p, Origin::Direct(mem));
         };
-        let core = self.core;
+        let ring = self.ring;
         if let Some(p) = self.classes[class].pop() {
             self.stats.reuses += 1;
             self.stats.cached_bytes -= class_bytes(class);
             return (
                 p,
                 Origin::Pooled {
-                    core,
+                    ring,
                     mem: self.mem.clone(),
                 },
             );
@@ -178,7 +188,7 @@ impl BufPool {
             Some(p) => (
                 p,
                 Origin::Pooled {
-                    core,
+                    ring,
                     mem: self.mem.clone(),
                 },
             ),
@@ -201,15 +211,19 @@ impl BufPool {
         heap_alloc(bytes)
     }
 
-    /// Caches a class buffer from `mem`, or frees it when the cache is full or the pool now
-    /// takes memory from elsewhere.
+    /// Caches a class buffer from `mem`, or frees it when the cache would exceed its bytes or
+    /// the pool now takes memory from elsewhere.
     fn put(&mut self, ptr: NonNull<u8>, cap: usize, mem: &Mem) {
         let class = class_of(cap).expect("pooled buffers have a class");
         let bytes = class_bytes(class);
-        if mem.same(&self.mem) && self.classes[class].len() * bytes < CACHED_BYTES_PER_CLASS_MAX {
+        let fits = self.stats.cached_bytes + bytes <= self.cache_bytes_max;
+        if mem.same(&self.mem) && fits {
             self.classes[class].push(ptr);
             self.stats.cached_bytes += bytes;
         } else {
+            if !fits {
+                self.stats.cache_overflows += 1;
+            }
             // SAFETY: pooled memory was allocated from `mem` with the class size.
             unsafe { mem.free(ptr, bytes) };
         }
@@ -271,11 +285,11 @@ pub(crate) fn take_fixed(cap: usize) -> Option<(NonNull<u8>, usize, Origin)> {
         // SAFETY: slot < count, so the offset lies inside the arena.
         let ptr = unsafe { arena.ptr.as_ptr().add(slot as usize * arena.slot_bytes) };
         let slot_bytes = arena.slot_bytes;
-        let core = arena.core;
+        let ring = arena.ring;
         Some((
             NonNull::new(ptr).expect("arena pointer is non-null"),
             slot_bytes,
-            Origin::Fixed { core, slot, arena },
+            Origin::Fixed { ring, slot, arena },
         ))
     })
     .flatten()
@@ -288,9 +302,9 @@ pub(crate) fn give_back(ptr: NonNull<u8>, cap: usize, origin: Origin) {
             // SAFETY: direct buffers were allocated from `mem` with exactly `cap` bytes.
             unsafe { mem.free(ptr, cap) }
         }
-        Origin::Pooled { core, mem } => {
+        Origin::Pooled { ring, mem } => {
             let returned = crate::core::with_core(|c| {
-                if c.id == core {
+                if c.remote.ring_id == ring {
                     if let Ok(mut pool) = c.pool.try_borrow_mut() {
                         pool.put(ptr, cap, &mem);
                         return true;
@@ -305,9 +319,9 @@ pub(crate) fn give_back(ptr: NonNull<u8>, cap: usize, origin: Origin) {
                 unsafe { mem.free(ptr, bytes) }
             }
         }
-        Origin::Fixed { core, slot, arena } => {
+        Origin::Fixed { ring, slot, arena } => {
             let returned = crate::core::with_core(|c| {
-                if c.id == core {
+                if c.remote.ring_id == ring {
                     if let Ok(mut pool) = c.pool.try_borrow_mut() {
                         if pool.fixed.as_ref().is_some_and(|a| Arc::ptr_eq(a, &arena)) {
                             pool.return_fixed(slot);
@@ -333,3 +347,69 @@ pub fn pool_stats() -> PoolStats {
 }
 
 const _: () = assert!(DMA_ALIGN_BYTES == 1 << CLASS_MIN_SHIFT);
+
+#[cfg(test)]
+mod tests {
+    use super::pool_stats;
+    use crate::{DmaBuf, Runtime, BUFFER_CACHE_BYTES_DEFAULT};
+
+    /// Seeded random takes and drops of every size class (and larger): the free memory the
+    /// pool keeps never exceeds the configured cap, and the cache is still used.
+    fn cache_stays_under(cap: Option<usize>) {
+        let mut b = Runtime::builder().cores(1);
+        if let Some(cap) = cap {
+            b = b.buffer_cache_bytes(cap);
+        }
+        let limit = cap.unwrap_or(BUFFER_CACHE_BYTES_DEFAULT);
+        let rt = b.build().unwrap();
+        rt.block_on(move || async move {
+            let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ limit as u64;
+            let mut held: Vec<DmaBuf> = Vec::new();
+            let mut held_bytes = 0usize;
+            for step in 0..4000 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                // Hold up to 96 MiB, then release a random share of it.
+                if held_bytes < (96 << 20) && rng % 3 != 0 {
+                    let shift = 12 + (rng >> 8) % 13; // 4 KiB ..= 16 MiB
+                    let b = DmaBuf::with_capacity(1 << shift);
+                    held_bytes += b.capacity();
+                    held.push(b);
+                } else {
+                    let n = (rng >> 16) as usize % (held.len() + 1);
+                    for b in held.drain(..n) {
+                        held_bytes -= b.capacity();
+                    }
+                }
+                let s = pool_stats();
+                assert!(
+                    s.cached_bytes <= limit,
+                    "step {step}: {} bytes cached, cap {limit}",
+                    s.cached_bytes
+                );
+            }
+            drop(held);
+            let s = pool_stats();
+            assert!(s.cached_bytes <= limit);
+            if limit > 0 {
+                assert!(s.reuses > 0, "the cache was never used");
+            } else {
+                assert_eq!(s.reuses, 0);
+            }
+            assert!(s.cache_overflows > 0, "the test never filled the cache");
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn the_pool_keeps_at_most_the_default_cache_bytes() {
+        cache_stays_under(None);
+    }
+
+    #[test]
+    fn the_pool_keeps_at_most_the_configured_cache_bytes() {
+        cache_stays_under(Some(5 << 20));
+        cache_stays_under(Some(0));
+    }
+}

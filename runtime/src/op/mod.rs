@@ -25,7 +25,7 @@ pub use uring_cmd::{uring_cmd, UringCmdOutput};
 
 /// A submitted op: resolves to its completion and the memory it owned.
 pub(crate) struct Op<T: 'static> {
-    key: usize,
+    key: table::OpKey,
     data: Option<T>,
     core: Rc<Core>,
 }
@@ -76,10 +76,10 @@ impl<T: 'static> Op<T> {
         }
         let key = core.ops.borrow_mut().insert();
         let sqe = match sqe {
-            Sqe::Normal(e) => Sqe::Normal(e.user_data(key as u64)),
-            Sqe::Big(e) => Sqe::Big(Box::new(e.user_data(key as u64))),
+            Sqe::Normal(e) => Sqe::Normal(e.user_data(key.user_data())),
+            Sqe::Big(e) => Sqe::Big(Box::new(e.user_data(key.user_data()))),
         };
-        tracing::trace!(op, key, core = core.id, "submit");
+        tracing::trace!(op, ?key, core = core.id, "submit");
         // SAFETY: forwarded from the caller's contract; `data` stays alive in this Op or in
         // the op table until the completion for `key` is reaped.
         unsafe {
@@ -102,6 +102,11 @@ impl<T: 'static + Unpin> Future for Op<T> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
+        // Its slot was retired with the completion: never look the key up again.
+        assert!(
+            this.data.is_some(),
+            "an io_uring op future was polled after it completed"
+        );
         let waker = cx.waker();
         let core = &this.core;
         // Polled by its task with the task's own waker: record the task id, not a waker clone.
@@ -111,8 +116,8 @@ impl<T: 'static + Unpin> Future for Op<T> {
         let polled = core.ops.borrow_mut().poll(this.key, waker, task);
         match polled {
             Some(c) => {
-                let data = this.data.take().expect("op polled after completion");
-                tracing::trace!(key = this.key, result = c.result, "complete");
+                let data = this.data.take().expect("checked above");
+                tracing::trace!(key = ?this.key, result = c.result, "complete");
                 Poll::Ready((c, data))
             }
             None => Poll::Pending,
@@ -123,10 +128,15 @@ impl<T: 'static + Unpin> Future for Op<T> {
 impl<T: 'static> Drop for Op<T> {
     fn drop(&mut self) {
         if let Some(data) = self.data.take() {
-            let still_in_kernel = self.core.ops.borrow_mut().abandon(self.key, Box::new(data));
-            if still_in_kernel {
-                tracing::trace!(key = self.key, "cancel");
-                table::push_cancel(&self.core, self.key);
+            let abandoned = self.core.ops.borrow_mut().abandon(self.key, Box::new(data));
+            match abandoned {
+                table::Abandon::Parked => {
+                    tracing::trace!(key = ?self.key, "cancel");
+                    table::push_cancel(&self.core, self.key);
+                }
+                // Dropped here, outside the table's borrow.
+                table::Abandon::Free(memory) => drop(memory),
+                table::Abandon::Leaked => {}
             }
         }
     }
