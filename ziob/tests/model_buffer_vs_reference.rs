@@ -3,7 +3,12 @@
 //! device with tight open/active limits and a small memory budget, checked against a plain
 //! reference model. After a simulated crash (the process loses the buffer, the device loses
 //! unflushed writes) every flushed byte must be there and nothing else may be corrupted.
+//! Two ops add concurrency: appends racing a flush of the same zone (the padding must fall
+//! only at the block boundary after data, never inside or after a record), and appends
+//! dropped part-way (they must happen whole or not at all).
 //! proptest prints the failing case and its seed.
+
+mod shard_support;
 
 use proptest::prelude::*;
 use std::path::PathBuf;
@@ -49,6 +54,21 @@ enum Op {
         zone: u32,
     },
     Crash,
+    /// Two appends and a flush of the same zone, concurrently (from this core and the
+    /// zone's owner).
+    AppendsRacingFlush {
+        zone: u32,
+        lens: (usize, usize),
+        seed: u8,
+    },
+    /// An append to a zone of this core dropped after `polls` pending polls (if it has not
+    /// completed by then).
+    DroppedAppend {
+        zone: u32,
+        len: usize,
+        seed: u8,
+        polls: u32,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -63,6 +83,10 @@ fn op() -> impl Strategy<Value = Op> {
         1 => zone.clone().prop_map(|zone| Op::Reset { zone }),
         1 => zone.clone().prop_map(|zone| Op::Finish { zone }),
         1 => Just(Op::Crash),
+        2 => (zone.clone(), (1usize..5_000, 1usize..5_000), any::<u8>())
+            .prop_map(|(zone, lens, seed)| Op::AppendsRacingFlush { zone, lens, seed }),
+        2 => (zone.clone(), 1usize..12_000, any::<u8>(), 0u32..3)
+            .prop_map(|(zone, len, seed, polls)| Op::DroppedAppend { zone: zone & !1, len, seed, polls }),
     ]
 }
 
@@ -287,6 +311,82 @@ async fn run_case(target: Target, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     reconcile_padding(&z, &mut model, zone).await;
                 }
             },
+            Op::AppendsRacingFlush { zone, lens, seed } => {
+                let m = &mut model[zone as usize];
+                if m.full || m.content.len() + lens.0 + lens.1 + 2 * BS as usize > CAP as usize {
+                    continue;
+                }
+                let (d1, d2) = (data(lens.0, seed), data(lens.1, seed ^ 0x55));
+                let (r1, rf, r2) = futures::join!(
+                    z.append(zone, DmaBuf::from_slice(&d1)),
+                    z.flush(zone),
+                    z.append(zone, DmaBuf::from_slice(&d2)),
+                );
+                let wp = z.report(zone, 1).await.unwrap()[0].write_pointer_bytes as usize;
+                let old_padded = m.content.len().div_ceil(BS as usize) * BS as usize;
+                let mut placed: Vec<(usize, &[u8])> = Vec::new();
+                for (r, d) in [(r1, &d1), (r2, &d2)] {
+                    match r {
+                        Ok(off) => placed.push((off as usize, &d[..])),
+                        Err(e) => prop_assert!(
+                            matches!(e, ZiobError::BufferFull { .. }),
+                            "unexpected error {e}"
+                        ),
+                    }
+                }
+                placed.sort_by_key(|p| p.0);
+                for (off, d) in placed {
+                    let at = m.content.len();
+                    prop_assert!(
+                        off == at || off == at.div_ceil(BS as usize) * BS as usize,
+                        "zone {zone}: a record at {off} after data ending at {at}: padding landed elsewhere than the block boundary"
+                    );
+                    m.content.resize(off, 0);
+                    m.content.extend_from_slice(d);
+                }
+                let end = m.content.len();
+                prop_assert!(
+                    wp == end || wp == end.div_ceil(BS as usize) * BS as usize,
+                    "zone {zone}: write pointer {wp} after data ending at {end}"
+                );
+                m.content.resize(wp, 0);
+                if m.content.len() as u64 == CAP {
+                    m.full = true;
+                }
+                match rf {
+                    // The flush covered at least what the zone held before it started.
+                    Ok(()) => m.durable = m.durable.max(old_padded.min(m.content.len())),
+                    Err(e) => prop_assert_eq!(e.kind(), Some(ErrorKind::TooManyActive), "{}", e),
+                }
+            }
+            Op::DroppedAppend {
+                zone,
+                len,
+                seed,
+                polls,
+            } => {
+                let m = &mut model[zone as usize];
+                let d = data(len, seed);
+                let before = m.content.len();
+                let res =
+                    shard_support::PollBudget::new(z.append(zone, DmaBuf::from_slice(&d)), polls)
+                        .await;
+                let wp = z.report(zone, 1).await.unwrap()[0].write_pointer_bytes as usize;
+                match res {
+                    Some(Ok(off)) => prop_assert_eq!(off as usize, before),
+                    Some(Err(_)) => prop_assert_eq!(wp, before, "a failed append moved the write pointer"),
+                    None => prop_assert!(
+                        wp == before || wp == before + len,
+                        "zone {zone}: a dropped append of {len} bytes moved the write pointer from {before} to {wp}"
+                    ),
+                }
+                if wp == before + len {
+                    m.content.extend_from_slice(&d);
+                    if m.content.len() as u64 == CAP {
+                        m.full = true;
+                    }
+                }
+            }
             Op::Crash => {
                 z.abandon().await.unwrap();
                 drop(mem);
