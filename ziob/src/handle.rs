@@ -488,19 +488,20 @@ impl<D: ZonedDevice> Zone<D> {
     pub async fn flush(&self) -> Result<()> {
         self.ziob.flush(self.index).await
     }
-    /// Resets the zone (discards its data).
+    /// Resets the zone (discards its data). Cancel safety as [`Ziob::zone_action`].
     pub async fn reset(&self) -> Result<()> {
         self.ziob
             .zone_action(ZoneAction::Reset, ZoneTarget::One(self.index))
             .await
     }
-    /// Finishes the zone (writes back its data, then makes it Full).
+    /// Finishes the zone (writes back its data, then makes it Full). Cancel safety as
+    /// [`Ziob::zone_action`].
     pub async fn finish(&self) -> Result<()> {
         self.ziob
             .zone_action(ZoneAction::Finish, ZoneTarget::One(self.index))
             .await
     }
-    /// The zone's report entry.
+    /// The zone's report entry. Dropping it is always safe.
     pub async fn report(&self) -> Result<ZoneInfo> {
         let mut v = self.ziob.report(self.index, 1).await?;
         v.pop().ok_or(ZiobError::Closed)

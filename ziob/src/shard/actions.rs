@@ -186,6 +186,7 @@ impl<D: ZonedDevice> Shard<D> {
             z.device_wp = 0;
             z.issued_wp = 0;
             z.completed_ahead.clear();
+            z.target = 0; // an idle tick during the reset may have set it
             z.error = None;
             freed
         };
