@@ -251,7 +251,7 @@ fn run(seed: u64) {
 
 #[test]
 fn operations_dropped_part_way_leave_no_zone_stuck_and_no_memory_charged() {
-    for seed in 0..4 {
+    for seed in shard_support::seeds(0..4) {
         run(seed);
     }
 }

@@ -18,7 +18,7 @@ type Acked = Arc<Mutex<Vec<(u32, u64, u64, usize)>>>;
 
 #[test]
 fn every_append_acknowledged_before_close_is_durable_after_it() {
-    for seed in 0..12u64 {
+    for seed in shard_support::seeds(0..12) {
         Runtime::builder()
             .cores(2)
             .build()

@@ -116,7 +116,7 @@ async fn workload<D: ZonedDevice>(z: Ziob<D>, device: D, seed: u64) {
 
 #[test]
 fn concurrent_flushes_pad_only_the_current_partial_block_on_mem() {
-    for seed in 0..6 {
+    for seed in shard_support::seeds(0..6) {
         Runtime::builder()
             .cores(2)
             .build()
@@ -137,7 +137,7 @@ fn concurrent_flushes_pad_only_the_current_partial_block_on_mem() {
 
 #[test]
 fn concurrent_flushes_pad_only_the_current_partial_block_on_emu() {
-    for seed in 100..103 {
+    for seed in shard_support::seeds(100..103) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pad.zns");
         Runtime::builder()

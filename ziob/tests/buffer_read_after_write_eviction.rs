@@ -75,7 +75,7 @@ fn run(seed: u64, device: impl Fn(&Geometry) -> SlowMem + Send + 'static) {
 
 #[test]
 fn reads_of_chunks_evicted_while_waiting_complete_on_mem() {
-    for seed in 0..3 {
+    for seed in shard_support::seeds(0..3) {
         run(seed, move |g| SlowMem::new("mem:raw", g, seed));
     }
 }

@@ -183,3 +183,20 @@ pub fn record(zone: u32, id: u64, len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// The seeds a test runs: `default`, or `ZIOB_SHARD_SEEDS` (`N` = `0..N`, or `A..B`) to run
+/// any number on demand or replay one (`A..A+1`). Each failure message names its seed.
+pub fn seeds(default: std::ops::Range<u64>) -> std::ops::Range<u64> {
+    let Ok(v) = std::env::var("ZIOB_SHARD_SEEDS") else {
+        return default;
+    };
+    let parse = |s: &str| {
+        s.trim()
+            .parse::<u64>()
+            .expect("ZIOB_SHARD_SEEDS: N or A..B")
+    };
+    match v.split_once("..") {
+        Some((a, b)) => parse(a)..parse(b),
+        None => 0..parse(&v),
+    }
+}
