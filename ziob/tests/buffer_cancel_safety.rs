@@ -14,7 +14,10 @@ use std::time::Duration;
 
 use futures::future::{select, Either};
 use shard_support::{record, watchdog, PollBudget, Rng, SlowMem};
-use ziob::{DmaBuf, Geometry, Runtime, Ziob, ZiobConfig, ZoneAction, ZoneTarget};
+use ziob::{
+    DmaBuf, Geometry, Runtime, Ziob, ZiobConfig, ZiobError, ZoneAction, ZoneState, ZoneTarget,
+    ZonedDevice,
+};
 
 const ZONES: u32 = 6;
 /// Zones from here on are never reset or finished (one per core): every acknowledged
@@ -60,6 +63,15 @@ async fn maybe_cancelled<T>(rng: &mut Rng, fut: impl std::future::Future<Output 
     }
 }
 
+/// No faults are injected and no device limit is set, so no write-back may fail: one that
+/// does means the buffer and the device disagree (say, a reset done on the device but not in
+/// the buffer).
+fn check<T>(seed: u64, what: &str, res: &Option<ziob::Result<T>>) {
+    if let Some(Err(e @ ZiobError::Writeback { .. })) = res {
+        panic!("seed {seed}: {what}: {e}");
+    }
+}
+
 async fn driver(z: Ziob<SlowMem>, shared: Arc<Shared>, seed: u64, id0: u64) {
     let mut rng = Rng::new(seed ^ id0);
     for n in 0..150u64 {
@@ -76,6 +88,7 @@ async fn driver(z: Ziob<SlowMem>, shared: Arc<Shared>, seed: u64, id0: u64) {
                 let start = shared.tick();
                 let res =
                     maybe_cancelled(&mut rng, z.append(zone, DmaBuf::from_slice(&data))).await;
+                check(seed, "append", &res);
                 if let Some(Ok(off)) = res {
                     let end = shared.tick();
                     shared
@@ -90,8 +103,10 @@ async fn driver(z: Ziob<SlowMem>, shared: Arc<Shared>, seed: u64, id0: u64) {
                 let wp = z.report(zone, 1).await.unwrap()[0].write_pointer_bytes;
                 let len = 1 + rng.below(9000) as usize;
                 let data = record(zone, id, len);
-                let _ = maybe_cancelled(&mut rng, z.write_at(zone, wp, DmaBuf::from_slice(&data)))
-                    .await;
+                let res =
+                    maybe_cancelled(&mut rng, z.write_at(zone, wp, DmaBuf::from_slice(&data)))
+                        .await;
+                check(seed, "write_at", &res);
             }
             9..=11 => {
                 let off = rng.below(ZONE_BYTES / 2);
@@ -99,10 +114,12 @@ async fn driver(z: Ziob<SlowMem>, shared: Arc<Shared>, seed: u64, id0: u64) {
                 let _ = maybe_cancelled(&mut rng, z.read(zone, off, len)).await;
             }
             12..=13 => {
-                let _ = maybe_cancelled(&mut rng, z.flush(zone)).await;
+                let res = maybe_cancelled(&mut rng, z.flush(zone)).await;
+                check(seed, "flush", &res);
             }
             14 => {
-                let _ = maybe_cancelled(&mut rng, z.sync()).await;
+                let res = maybe_cancelled(&mut rng, z.sync()).await;
+                check(seed, "sync", &res);
             }
             15..=16 if zone < KEPT_ZONES => {
                 let start = shared.tick();
@@ -111,6 +128,7 @@ async fn driver(z: Ziob<SlowMem>, shared: Arc<Shared>, seed: u64, id0: u64) {
                     z.zone_action(ZoneAction::Reset, ZoneTarget::One(zone)),
                 )
                 .await;
+                check(seed, "reset", &res);
                 let end = match res {
                     Some(Ok(())) => shared.tick(),
                     _ => u64::MAX,
@@ -118,11 +136,12 @@ async fn driver(z: Ziob<SlowMem>, shared: Arc<Shared>, seed: u64, id0: u64) {
                 shared.log.lock().unwrap().resets.push((zone, start, end));
             }
             17 if zone < KEPT_ZONES => {
-                let _ = maybe_cancelled(
+                let res = maybe_cancelled(
                     &mut rng,
                     z.zone_action(ZoneAction::Finish, ZoneTarget::One(zone)),
                 )
                 .await;
+                check(seed, "finish", &res);
             }
             15..=18 => {
                 let _ = maybe_cancelled(
@@ -193,7 +212,20 @@ fn run(seed: u64) {
             // Dropped calls made from another core may still be finishing: let them.
             ziob::runtime::sleep(Duration::from_millis(100)).await.unwrap();
             let what = |s: &str| format!("seed {seed}: {s}");
-            watchdog(20, what("sync"), z.sync()).await.ok();
+            // No faults are injected and no device limit is set: every write-back succeeds,
+            // unless the buffer and the device disagree (a reset or finish half done).
+            watchdog(20, what("sync"), z.sync())
+                .await
+                .unwrap_or_else(|e| panic!("seed {seed}: sync after the drivers: {e}"));
+            for zone in 0..ZONES {
+                let buffer = z.report(zone, 1).await.unwrap()[0];
+                let device = dev.mem.report_zones(zone, 1).await.unwrap()[0];
+                assert_eq!(
+                    (buffer.write_pointer_bytes, buffer.state == ZoneState::Full),
+                    (device.write_pointer_bytes, device.state == ZoneState::Full),
+                    "seed {seed}: zone {zone}: the buffer and the device disagree after a sync"
+                );
+            }
 
             // Acknowledged appends no reset may have covered read back.
             let log = std::mem::take(&mut *shared.log.lock().unwrap());

@@ -16,9 +16,11 @@ use ziob::{DmaBuf, Geometry, ZoneAction, ZoneTarget, ZonedDevice};
 
 type DevResult<T> = std::result::Result<T, ziob::backends::DeviceError>;
 
-/// A `mem` device whose every call first yields a seeded number of times to the core's other
-/// tasks and sometimes sleeps: the device work itself happens at once (mem is synchronous),
-/// but callers see it take a while, as with a real device. Clones share the device.
+/// A `mem` device whose every call yields a seeded number of times to the core's other tasks
+/// and sometimes sleeps, both before the device does the work (at once: mem is synchronous)
+/// and after (its completion is on its way): callers see it take a while, as with a real
+/// device, and a caller dropped mid-call may have had its work done or not. Clones share the
+/// device.
 #[derive(Clone)]
 pub struct SlowMem {
     pub mem: MemDevice,
@@ -61,7 +63,9 @@ impl ZonedDevice for SlowMem {
     }
     async fn report_zones(&self, first: u32, count: u32) -> DevResult<Vec<ZoneInfo>> {
         self.delay().await;
-        self.mem.report_zones(first, count).await
+        let out = self.mem.report_zones(first, count).await;
+        self.delay().await;
+        out
     }
     async fn read(
         &self,
@@ -71,23 +75,33 @@ impl ZonedDevice for SlowMem {
         buf: DmaBuf,
     ) -> (DevResult<()>, DmaBuf) {
         self.delay().await;
-        self.mem.read(zone, offset_bytes, len, buf).await
+        let out = self.mem.read(zone, offset_bytes, len, buf).await;
+        self.delay().await;
+        out
     }
     async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (DevResult<()>, DmaBuf) {
         self.delay().await;
-        self.mem.write(zone, offset_bytes, buf).await
+        let out = self.mem.write(zone, offset_bytes, buf).await;
+        self.delay().await;
+        out
     }
     async fn append(&self, zone: u32, buf: DmaBuf) -> (DevResult<u64>, DmaBuf) {
         self.delay().await;
-        self.mem.append(zone, buf).await
+        let out = self.mem.append(zone, buf).await;
+        self.delay().await;
+        out
     }
     async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> DevResult<()> {
         self.delay().await;
-        self.mem.zone_action(action, target).await
+        let out = self.mem.zone_action(action, target).await;
+        self.delay().await;
+        out
     }
     async fn flush(&self) -> DevResult<()> {
         self.delay().await;
-        self.mem.flush().await
+        let out = self.mem.flush().await;
+        self.delay().await;
+        out
     }
 }
 
