@@ -446,7 +446,7 @@ async fn close_shard<D: ZonedDevice>(id: u64) -> Result<()> {
         SHARDS.with(|s| s.borrow_mut().remove(&id));
         res
     })
-    .await
+    .await?
 }
 
 /// Removes this core's shard of instance `id`: it starts no more write-back and waits for the

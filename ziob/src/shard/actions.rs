@@ -28,7 +28,7 @@ impl<D: ZonedDevice> Shard<D> {
             drop(call);
             res
         })
-        .await
+        .await?
     }
 
     /// Applies `action` to every owned zone it applies to (Select All semantics). Cancel
@@ -41,7 +41,7 @@ impl<D: ZonedDevice> Shard<D> {
             drop(call);
             res
         })
-        .await
+        .await?
     }
 
     async fn action_all_now(self: &Rc<Self>, action: ZoneAction) -> Result<()> {

@@ -76,19 +76,20 @@ pub(crate) struct Shard<D: ZonedDevice> {
 }
 
 /// Runs `fut` as a task of its own on this core and waits for its output: dropping the
-/// waiting future does not stop the task. For work that must not stop half-way.
-pub(crate) async fn run_to_completion<T: 'static>(fut: impl Future<Output = T> + 'static) -> T {
+/// waiting future does not stop the task. For work that must not stop half-way. Fails with
+/// [`ZiobError::Aborted`] if the task ends without an output (it panicked, or the core
+/// stopped).
+pub(crate) async fn run_to_completion<T: 'static>(
+    fut: impl Future<Output = T> + 'static,
+) -> Result<T> {
     let (tx, rx) = futures::channel::oneshot::channel();
     ziob_runtime::spawn(async move {
         let _ = tx.send(fut.await);
     })
     .detach();
-    // The task ends only by sending, unless the core shuts down first (which also ends
-    // whoever waits here).
-    match rx.await {
-        Ok(v) => v,
-        Err(_) => std::future::pending().await,
-    }
+    rx.await.map_err(|_| ZiobError::Aborted {
+        core: ziob_runtime::core_id(),
+    })
 }
 
 impl<D: ZonedDevice> Shard<D> {

@@ -68,12 +68,14 @@ impl<D: ZonedDevice> Shard<D> {
         if data.len() as u64 > self.max_piece_bytes() {
             let this = self.clone();
             let call = self.hold_call();
-            return run_to_completion(async move {
+            let done = run_to_completion(async move {
                 let res = this.write_streamed(zone, offset, &data, op).await;
                 drop(call);
                 (res, data)
             })
             .await;
+            // Without its task's answer the data buffer is gone with the task.
+            return done.unwrap_or_else(|e| (Err(e), DmaBuf::with_capacity(0)));
         }
         let res = self.write_piece(zone, offset, &data, op, false).await;
         (res, data)
