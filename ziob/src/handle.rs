@@ -84,6 +84,9 @@ pub struct Ziob<D: ZonedDevice = AnyDevice> {
 impl Ziob<AnyDevice> {
     /// Opens the device named by `spec` (e.g. `emu:/var/tmp/dev.zns`, `mem:zones=64,zone_size=64M`)
     /// and starts a shard on every core. Call it from a runtime core.
+    ///
+    /// # Cancel safety
+    /// As [`Ziob::with_device`].
     pub async fn open(spec: &str, config: ZiobConfig) -> Result<Ziob<AnyDevice>> {
         let device = open_device(spec).await?;
         Ziob::with_device(device, config).await
@@ -92,6 +95,10 @@ impl Ziob<AnyDevice> {
 
 impl<D: ZonedDevice> Ziob<D> {
     /// Puts a buffer in front of `device` with one shard per core of the current runtime.
+    ///
+    /// # Cancel safety
+    /// If dropped part-way, the shards already started hold no data and stay, idle, until
+    /// the runtime stops.
     pub async fn with_device(device: D, config: ZiobConfig) -> Result<Ziob<D>> {
         let geometry = *device.geometry();
         config.validate(&geometry)?;

@@ -138,8 +138,11 @@ impl<D: ZonedDevice> CallGuard<D> {
 
 impl<D: ZonedDevice> Drop for CallGuard<D> {
     fn drop(&mut self) {
-        self.shard.calls.set(self.shard.calls.get() - 1);
-        self.shard.notify();
+        let left = self.shard.calls.get() - 1;
+        self.shard.calls.set(left);
+        if left == 0 && self.shard.closing.get() {
+            self.shard.notify(); // only a closing shard waits for this
+        }
     }
 }
 
