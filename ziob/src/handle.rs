@@ -307,9 +307,11 @@ impl<D: ZonedDevice> Ziob<D> {
     /// Writes `zone`'s buffered data to the device and flushes the device's cache: when it
     /// returns, everything appended to the zone before the call is durable.
     ///
-    /// A partial last block is padded with zeros when the flush starts (decided and applied
-    /// in one step, at the write pointer of that moment); the flush then waits for exactly
-    /// that padded end. Appends made while it waits are not split and not covered.
+    /// A partial last block is padded with zeros as soon as nothing holds the zone (no
+    /// reset, finish or streamed write; no write-back holding that block), decided and
+    /// applied in one step at the write pointer of that moment; the flush then waits for
+    /// exactly that padded end. Appends made meanwhile are never split or followed by stray
+    /// zeros; those after the padding are not covered.
     ///
     /// # Cancel safety
     /// A dropped flush may have padded the partial block and started write-back (which goes
