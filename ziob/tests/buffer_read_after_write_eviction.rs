@@ -10,8 +10,8 @@ use shard_support::{record, watchdog, Rng, SlowMem};
 use ziob::{DmaBuf, Geometry, Runtime, Ziob, ZiobConfig};
 
 const ZONES: u32 = 64;
-const TASKS_PER_CORE: u64 = 128;
-const ROUNDS: u64 = 12;
+const TASKS_PER_CORE: u64 = 256;
+const ROUNDS: u64 = 8;
 
 fn run(seed: u64, device: impl Fn(&Geometry) -> SlowMem + Send + 'static) {
     let rt = Runtime::builder().cores(2).build().unwrap();
