@@ -49,6 +49,13 @@ pub enum ZiobError {
     /// The instance was closed.
     #[error("this ZIOB instance is closed")]
     Closed,
+    /// An operation running as a task of its own on core `core` ended without a result: it
+    /// panicked (a bug; see the log) or the core stopped.
+    #[error("the operation's task on core {core} ended without a result (it panicked or the core stopped)")]
+    Aborted {
+        /// The core the task ran on.
+        core: usize,
+    },
 }
 
 impl ZiobError {

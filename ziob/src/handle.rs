@@ -18,7 +18,7 @@ use ziob_runtime::{call_on, core_id, num_cores, DmaBuf};
 use crate::config::ZiobConfig;
 use crate::error::{Result, ZiobError};
 use crate::placement::owner_core;
-use crate::shard::Shard;
+use crate::shard::{run_to_completion, Shard};
 use crate::stats::ShardStats;
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
@@ -28,6 +28,7 @@ thread_local! {
     static SHARDS: RefCell<HashMap<u64, Rc<dyn Any>>> = RefCell::new(HashMap::new());
 }
 
+/// This core's shard of instance `id` (`Closed` once it was removed).
 fn local_shard<D: ZonedDevice>(id: u64) -> Result<Rc<Shard<D>>> {
     SHARDS.with(|s| {
         s.borrow()
@@ -60,6 +61,17 @@ struct Inner<D: ZonedDevice> {
 /// the device and the device's cache is flushed. A flush pads a partial last block with zeros:
 /// the write pointer moves to the next block boundary, so the next append gets that offset.
 ///
+/// # Cancel safety
+/// Every method may be dropped at any point, from any core, without leaving a zone held,
+/// memory charged or the instance stuck. What a dropped call did depends on the method (each
+/// says), never on which core the caller is on:
+/// - appends and writes happen whole or not at all (which one is not reported: a call that
+///   reached the owning core may complete after its caller gave up);
+/// - reads, reports and statistics change nothing;
+/// - a flush or sync may have padded partial blocks and started write-back, which goes on;
+///   nothing is promised durable;
+/// - zone actions and [`close`](Ziob::close), once started, run to the end.
+///
 /// # Errors of write-back
 /// If writing a zone's data to the device fails, the error is kept and returned to every
 /// append, write, flush and finish of that zone (and by `sync`) until the zone is reset; the
@@ -72,6 +84,9 @@ pub struct Ziob<D: ZonedDevice = AnyDevice> {
 impl Ziob<AnyDevice> {
     /// Opens the device named by `spec` (e.g. `emu:/var/tmp/dev.zns`, `mem:zones=64,zone_size=64M`)
     /// and starts a shard on every core. Call it from a runtime core.
+    ///
+    /// # Cancel safety
+    /// As [`Ziob::with_device`].
     pub async fn open(spec: &str, config: ZiobConfig) -> Result<Ziob<AnyDevice>> {
         let device = open_device(spec).await?;
         Ziob::with_device(device, config).await
@@ -80,6 +95,10 @@ impl Ziob<AnyDevice> {
 
 impl<D: ZonedDevice> Ziob<D> {
     /// Puts a buffer in front of `device` with one shard per core of the current runtime.
+    ///
+    /// # Cancel safety
+    /// If dropped part-way, the shards already started hold no data and stay, idle, until
+    /// the runtime stops.
     pub async fn with_device(device: D, config: ZiobConfig) -> Result<Ziob<D>> {
         let geometry = *device.geometry();
         config.validate(&geometry)?;
@@ -193,9 +212,9 @@ impl<D: ZonedDevice> Ziob<D> {
         if owner == core_id() {
             // Buffered appends and reads often complete without waiting: let other tasks in.
             ziob_runtime::consume_budget().await;
-            return f(local_shard::<D>(id)?).await;
+            return admitted(id, f).await;
         }
-        call_on(owner, move || async move { f(local_shard::<D>(id)?).await }).await?
+        call_on(owner, move || admitted(id, f)).await?
     }
 
     /// Runs `f` with every shard, on its core, concurrently; results in core order.
@@ -208,7 +227,7 @@ impl<D: ZonedDevice> Ziob<D> {
         let id = self.inner.id;
         let calls = (0..self.inner.cores).map(|core| {
             let f = f.clone();
-            call_on(core, move || async move { f(local_shard::<D>(id)?).await })
+            call_on(core, move || admitted(id, f))
         });
         futures::future::join_all(calls)
             .await
@@ -221,11 +240,18 @@ impl<D: ZonedDevice> Ziob<D> {
     /// given. With the buffer on, the offset is assigned at once and the data is buffered;
     /// any length up to the zone's remaining capacity is accepted. Pass-through appends go to
     /// the device's Zone Append and must be block multiples within its append limit.
+    ///
+    /// # Cancel safety
+    /// If dropped, the data was appended whole or not at all, and the offset is not
+    /// reported. A buffered append is committed in one step; one larger than half the shard
+    /// budget is streamed in pieces by a task of its own that finishes even if the call is
+    /// dropped. A pass-through append dropped while the device has it is up to the device.
     pub async fn append(&self, zone: u32, data: DmaBuf) -> Result<u64> {
         self.append_returning(zone, data).await.0
     }
 
-    /// [`Ziob::append`], handing the data buffer back for reuse.
+    /// [`Ziob::append`], handing the data buffer back for reuse. Cancel safety as
+    /// [`Ziob::append`].
     pub async fn append_returning(&self, zone: u32, data: DmaBuf) -> (Result<u64>, Option<DmaBuf>) {
         match self
             .on_owner(zone, move |s| async move { Ok(s.append(zone, data).await) })
@@ -238,11 +264,15 @@ impl<D: ZonedDevice> Ziob<D> {
 
     /// Writes `data` at `offset_bytes` of `zone`, which must be the zone's (logical) write
     /// pointer; otherwise Zone Invalid Write, as on the device.
+    ///
+    /// # Cancel safety
+    /// As [`Ziob::append`]: written whole or not at all.
     pub async fn write_at(&self, zone: u32, offset_bytes: u64, data: DmaBuf) -> Result<()> {
         self.write_at_returning(zone, offset_bytes, data).await.0
     }
 
-    /// [`Ziob::write_at`], handing the data buffer back for reuse.
+    /// [`Ziob::write_at`], handing the data buffer back for reuse. Cancel safety as
+    /// [`Ziob::append`].
     pub async fn write_at_returning(
         &self,
         zone: u32,
@@ -264,6 +294,9 @@ impl<D: ZonedDevice> Ziob<D> {
     /// memory (merged with device data where the range straddles what was written back);
     /// bytes past the write pointer read as zeros, as on the device. The range must end
     /// within the zone size (Zone Boundary Error otherwise).
+    ///
+    /// # Cancel safety
+    /// A read changes nothing; dropping it is always safe.
     pub async fn read(&self, zone: u32, offset_bytes: u64, len: usize) -> Result<DmaBuf> {
         self.on_owner(zone, move |s| async move {
             s.read(zone, offset_bytes, len).await
@@ -273,12 +306,25 @@ impl<D: ZonedDevice> Ziob<D> {
 
     /// Writes `zone`'s buffered data to the device and flushes the device's cache: when it
     /// returns, everything appended to the zone before the call is durable.
+    ///
+    /// A partial last block is padded with zeros as soon as nothing holds the zone (no
+    /// reset, finish or streamed write; no write-back holding that block), decided and
+    /// applied in one step at the write pointer of that moment; the flush then waits for
+    /// exactly that padded end. Appends made meanwhile are never split or followed by stray
+    /// zeros; those after the padding are not covered.
+    ///
+    /// # Cancel safety
+    /// A dropped flush may have padded the partial block and started write-back (which goes
+    /// on in the background); it promises nothing durable.
     pub async fn flush(&self, zone: u32) -> Result<()> {
         self.on_owner(zone, move |s| async move { s.flush_zone(zone).await })
             .await
     }
 
     /// Flushes every zone on every core.
+    ///
+    /// # Cancel safety
+    /// As [`Ziob::flush`], for every zone.
     pub async fn sync(&self) -> Result<()> {
         self.on_all(|s| async move { s.sync().await })
             .await
@@ -288,8 +334,15 @@ impl<D: ZonedDevice> Ziob<D> {
     /// Applies a zone management action (open, close, finish, reset, offline) to one zone
     /// or all. Reset discards the zone's buffered data and clears a kept write-back error
     /// once the device has reset the zone (if the device refuses, the zone keeps its data and
-    /// the error is returned); finish writes the data back first. Open and close change only the zone state the
-    /// buffer shows (the device's zones are opened by write-back, see the crate docs).
+    /// the error is returned); finish writes the data back first. Open and close change only
+    /// the zone state the buffer shows (the device's zones are opened by write-back, see the
+    /// crate docs).
+    ///
+    /// # Cancel safety
+    /// Once the call reached the zone's core, the action runs to the end as a task of its
+    /// own even if the call is dropped (a reset is never left half-done: the device reset
+    /// but the buffer still holding the old data). A dropped call cannot tell whether it got
+    /// there, so after dropping a reset, treat the zone's contents as unknown.
     pub async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
         match target {
             ZoneTarget::One(zone) => {
@@ -303,7 +356,8 @@ impl<D: ZonedDevice> Ziob<D> {
         }
     }
 
-    /// Report Zones as the buffer shows them: `count` zones from `first`.
+    /// Report Zones as the buffer shows them: `count` zones from `first`. Dropping it is
+    /// always safe.
     pub async fn report(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
         self.inner.geometry.check_zone(first)?;
         let parts = self
@@ -314,13 +368,13 @@ impl<D: ZonedDevice> Ziob<D> {
         Ok(all)
     }
 
-    /// Statistics of every shard, in core order.
+    /// Statistics of every shard, in core order. Dropping it is always safe.
     pub async fn stats(&self) -> Result<Vec<ShardStats>> {
         self.on_all(|s| async move { Ok(s.stats()) }).await
     }
 
     /// The shards' bookkeeping as text (zone states, write pointers, resources), for
-    /// diagnosing a stuck program or test.
+    /// diagnosing a stuck program or test. Dropping it is always safe.
     pub async fn debug_state(&self) -> Result<String> {
         Ok(self
             .on_all(|s| async move { Ok(s.debug_state()) })
@@ -328,28 +382,45 @@ impl<D: ZonedDevice> Ziob<D> {
             .concat())
     }
 
-    /// Memory the shards hold right now, per core (for tests of the budget).
+    /// Memory the shards hold right now, per core (for tests of the budget). Dropping it is
+    /// always safe.
     pub async fn memory_used_bytes(&self) -> Result<Vec<u64>> {
         self.on_all(|s| async move { Ok(s.memory_used_bytes()) })
             .await
     }
 
-    /// Syncs, then stops the shards. Other clones of this handle fail with
-    /// [`ZiobError::Closed`] afterwards. Dropping every handle without closing is like a
-    /// crash: unflushed data is lost (the shards stay until the runtime stops).
+    /// Closes the instance: every shard first refuses new calls (they fail with
+    /// [`ZiobError::Closed`], from any clone), then waits for the calls already admitted,
+    /// then syncs, then stops. So every append acknowledged to any clone is durable once
+    /// `close` returns `Ok`. Returns the first sync error. Dropping every handle without
+    /// closing is like a crash: unflushed data is lost (the shards stay until the runtime
+    /// stops).
+    ///
+    /// # Cancel safety
+    /// Once started, each shard's close runs to the end even if this call is dropped; the
+    /// instance is closed either way, and a dropped close does not report the sync's result.
     pub async fn close(self) -> Result<()> {
-        let res = self.sync().await;
         self.inner.closed.store(true, Ordering::Release);
         let id = self.inner.id;
-        for core in 0..self.inner.cores {
-            call_on(core, move || async move { remove_shard::<D>(id).await }).await?;
+        let closes = (0..self.inner.cores)
+            .map(|core| call_on(core, move || async move { close_shard::<D>(id).await }));
+        let mut first_err = None;
+        for res in futures::future::join_all(closes).await {
+            if let Err(e) = res.map_err(ZiobError::from).and_then(|r| r) {
+                first_err.get_or_insert(e);
+            }
         }
-        res
+        first_err.map_or(Ok(()), Err)
     }
 
     /// Drops this instance's shards without syncing: buffered data is lost, as in a crash
     /// of the process (for crash tests). Write-backs already issued are let finish (a device
     /// may or may not keep them, like a volatile cache); nothing is issued after.
+    ///
+    /// # Cancel safety
+    /// The instance refuses new calls from the start; a dropped call may leave some shards
+    /// in place (they issue no new write-back once removed, and the rest stay until the
+    /// runtime stops).
     pub async fn abandon(self) -> Result<()> {
         self.inner.closed.store(true, Ordering::Release);
         let id = self.inner.id;
@@ -358,6 +429,33 @@ impl<D: ZonedDevice> Ziob<D> {
         }
         Ok(())
     }
+}
+
+/// Runs `f` with this core's shard of instance `id` as an admitted call (refused with
+/// [`ZiobError::Closed`] once the shard is closing; closing waits for it).
+async fn admitted<D, F, Fut, T>(id: u64, f: F) -> Result<T>
+where
+    D: ZonedDevice,
+    F: FnOnce(Rc<Shard<D>>) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let shard = local_shard::<D>(id)?;
+    let _call = shard.enter()?;
+    f(shard).await
+}
+
+/// Closes this core's shard of instance `id` in order (see [`Ziob::close`]) as a task of its
+/// own, then removes it. A shard already removed is closed: `Ok`.
+async fn close_shard<D: ZonedDevice>(id: u64) -> Result<()> {
+    let Ok(shard) = local_shard::<D>(id) else {
+        return Ok(());
+    };
+    run_to_completion(async move {
+        let res = shard.close_gracefully().await;
+        SHARDS.with(|s| s.borrow_mut().remove(&id));
+        res
+    })
+    .await?
 }
 
 /// Removes this core's shard of instance `id`: it starts no more write-back and waits for the
@@ -399,19 +497,20 @@ impl<D: ZonedDevice> Zone<D> {
     pub async fn flush(&self) -> Result<()> {
         self.ziob.flush(self.index).await
     }
-    /// Resets the zone (discards its data).
+    /// Resets the zone (discards its data). Cancel safety as [`Ziob::zone_action`].
     pub async fn reset(&self) -> Result<()> {
         self.ziob
             .zone_action(ZoneAction::Reset, ZoneTarget::One(self.index))
             .await
     }
-    /// Finishes the zone (writes back its data, then makes it Full).
+    /// Finishes the zone (writes back its data, then makes it Full). Cancel safety as
+    /// [`Ziob::zone_action`].
     pub async fn finish(&self) -> Result<()> {
         self.ziob
             .zone_action(ZoneAction::Finish, ZoneTarget::One(self.index))
             .await
     }
-    /// The zone's report entry.
+    /// The zone's report entry. Dropping it is always safe.
     pub async fn report(&self) -> Result<ZoneInfo> {
         let mut v = self.ziob.report(self.index, 1).await?;
         v.pop().ok_or(ZiobError::Closed)

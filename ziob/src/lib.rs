@@ -44,6 +44,15 @@
 //! write-back goes to the device without a copy (registered slots, heap memory, are then not
 //! used).
 //!
+//! ## Cancellation and closing
+//! Every call may be dropped at any await point, from any core: a dropped call never leaves
+//! a zone held, memory charged or the instance stuck, and what it did does not depend on
+//! which core made it. Appends and writes happen whole or not at all; reads change nothing;
+//! a dropped flush or sync promises nothing durable; zone actions and [`Ziob::close`], once
+//! started, run to the end (see [`Ziob`]'s "Cancel safety" and each method). [`Ziob::close`]
+//! first refuses new calls, waits for the ones admitted, then syncs: every append
+//! acknowledged before it is durable when it returns `Ok`.
+//!
 //! ## Example
 //! ```
 //! use ziob::{DmaBuf, Runtime, Ziob, ZiobConfig};

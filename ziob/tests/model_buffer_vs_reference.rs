@@ -3,16 +3,22 @@
 //! device with tight open/active limits and a small memory budget, checked against a plain
 //! reference model. After a simulated crash (the process loses the buffer, the device loses
 //! unflushed writes) every flushed byte must be there and nothing else may be corrupted.
+//! Two ops add concurrency: appends racing a flush of the same zone (the padding must fall
+//! only at the block boundary after data, never inside or after a record), and appends
+//! dropped part-way (they must happen whole or not at all).
 //! proptest prints the failing case and its seed.
+
+mod shard_support;
 
 use proptest::prelude::*;
 use std::path::PathBuf;
 
+use shard_support::SlowMem;
 use ziob::backends::{EmuDevice, LatencyModel, MemDevice};
 use ziob::AnyDevice;
 use ziob::{
     DmaBuf, ErrorKind, Geometry, Runtime, Ziob, ZiobConfig, ZiobError, ZoneAction, ZoneState,
-    ZoneTarget,
+    ZoneTarget, ZonedDevice,
 };
 
 const ZONES: u32 = 6;
@@ -49,6 +55,22 @@ enum Op {
         zone: u32,
     },
     Crash,
+    /// After a pause (idle write-back may start meanwhile), two appends and a flush of the
+    /// same zone, concurrently (from this core and the zone's owner).
+    AppendsRacingFlush {
+        zone: u32,
+        lens: (usize, usize),
+        seed: u8,
+        pause_us: u64,
+    },
+    /// An append to a zone of this core dropped after `polls` pending polls (if it has not
+    /// completed by then).
+    DroppedAppend {
+        zone: u32,
+        len: usize,
+        seed: u8,
+        polls: u32,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -63,6 +85,10 @@ fn op() -> impl Strategy<Value = Op> {
         1 => zone.clone().prop_map(|zone| Op::Reset { zone }),
         1 => zone.clone().prop_map(|zone| Op::Finish { zone }),
         1 => Just(Op::Crash),
+        3 => (zone.clone(), (1usize..5_000, 1usize..5_000), any::<u8>(), 0u64..3_000)
+            .prop_map(|(zone, lens, seed, pause_us)| Op::AppendsRacingFlush { zone, lens, seed, pause_us }),
+        2 => (zone.clone(), 1usize..12_000, any::<u8>(), 0u32..3)
+            .prop_map(|(zone, len, seed, polls)| Op::DroppedAppend { zone: zone & !1, len, seed, polls }),
     ]
 }
 
@@ -70,7 +96,7 @@ thread_local! {
     /// The operation running now, for the report of a hung case.
     static LAST_OP: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
     /// The instance under test, for the report of a hung case.
-    static CURRENT: std::cell::RefCell<Option<Ziob<AnyDevice>>> = const { std::cell::RefCell::new(None) };
+    static CURRENT: std::cell::RefCell<Option<Ziob<ModelDev>>> = const { std::cell::RefCell::new(None) };
 }
 
 /// What a zone must hold.
@@ -124,28 +150,88 @@ fn config() -> ZiobConfig {
 enum Target {
     /// RAM; a crash drops what was not flushed.
     Mem(MemDevice),
+    /// RAM whose calls take a while (they yield and sometimes sleep before and after the
+    /// work), so write-backs are in flight while other operations run; a crash as `Mem`.
+    SlowMem(SlowMem),
     /// File-backed with per-op latency (write-back really runs concurrently); a crash is
     /// dropping the device and opening the file again (the zone table of the last flush).
     Emu(PathBuf),
 }
 
 impl Target {
-    async fn device(&self) -> AnyDevice {
+    async fn device(&self) -> ModelDev {
         match self {
-            Target::Mem(m) => AnyDevice::Mem(m.clone()),
+            Target::Mem(m) => ModelDev::Any(AnyDevice::Mem(m.clone())),
+            Target::SlowMem(m) => ModelDev::Slow(m.clone()),
             Target::Emu(p) => {
                 let lat = LatencyModel {
                     latency: Some(std::time::Duration::from_micros(30)),
                     bandwidth_bytes_per_sec: None,
                 };
-                AnyDevice::Emu(EmuDevice::open(p, lat).await.unwrap())
+                ModelDev::Any(AnyDevice::Emu(EmuDevice::open(p, lat).await.unwrap()))
             }
         }
     }
     fn crash(&self) {
-        if let Target::Mem(m) = self {
-            m.crash();
+        match self {
+            Target::Mem(m) => m.crash(),
+            Target::SlowMem(m) => m.mem.crash(),
+            Target::Emu(_) => {}
         }
+    }
+}
+
+/// The devices the model runs over, as one type.
+#[derive(Clone)]
+enum ModelDev {
+    Any(AnyDevice),
+    Slow(SlowMem),
+}
+
+macro_rules! dispatch {
+    ($self:ident, $d:ident => $e:expr) => {
+        match $self {
+            ModelDev::Any($d) => $e,
+            ModelDev::Slow($d) => $e,
+        }
+    };
+}
+
+type DevResult<T> = std::result::Result<T, ziob::backends::DeviceError>;
+
+impl ZonedDevice for ModelDev {
+    fn geometry(&self) -> &Geometry {
+        dispatch!(self, d => d.geometry())
+    }
+    fn name(&self) -> &str {
+        dispatch!(self, d => d.name())
+    }
+    fn ordered_writes_in_flight(&self) -> u32 {
+        dispatch!(self, d => d.ordered_writes_in_flight())
+    }
+    async fn report_zones(&self, first: u32, count: u32) -> DevResult<Vec<ziob::ZoneInfo>> {
+        dispatch!(self, d => d.report_zones(first, count).await)
+    }
+    async fn read(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        len: usize,
+        buf: DmaBuf,
+    ) -> (DevResult<()>, DmaBuf) {
+        dispatch!(self, d => d.read(zone, offset_bytes, len, buf).await)
+    }
+    async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (DevResult<()>, DmaBuf) {
+        dispatch!(self, d => d.write(zone, offset_bytes, buf).await)
+    }
+    async fn append(&self, zone: u32, buf: DmaBuf) -> (DevResult<u64>, DmaBuf) {
+        dispatch!(self, d => d.append(zone, buf).await)
+    }
+    async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> DevResult<()> {
+        dispatch!(self, d => d.zone_action(action, target).await)
+    }
+    async fn flush(&self) -> DevResult<()> {
+        dispatch!(self, d => d.flush().await)
     }
 }
 
@@ -287,6 +373,90 @@ async fn run_case(target: Target, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     reconcile_padding(&z, &mut model, zone).await;
                 }
             },
+            Op::AppendsRacingFlush {
+                zone,
+                lens,
+                seed,
+                pause_us,
+            } => {
+                let m = &mut model[zone as usize];
+                if m.full || m.content.len() + lens.0 + lens.1 + 2 * BS as usize > CAP as usize {
+                    continue;
+                }
+                ziob::runtime::sleep(std::time::Duration::from_micros(pause_us))
+                    .await
+                    .unwrap();
+                let (d1, d2) = (data(lens.0, seed), data(lens.1, seed ^ 0x55));
+                let (r1, rf, r2) = futures::join!(
+                    z.append(zone, DmaBuf::from_slice(&d1)),
+                    z.flush(zone),
+                    z.append(zone, DmaBuf::from_slice(&d2)),
+                );
+                let wp = z.report(zone, 1).await.unwrap()[0].write_pointer_bytes as usize;
+                let old_padded = m.content.len().div_ceil(BS as usize) * BS as usize;
+                let mut placed: Vec<(usize, &[u8])> = Vec::new();
+                for (r, d) in [(r1, &d1), (r2, &d2)] {
+                    match r {
+                        Ok(off) => placed.push((off as usize, &d[..])),
+                        Err(e) => prop_assert!(
+                            matches!(e, ZiobError::BufferFull { .. }),
+                            "unexpected error {e}"
+                        ),
+                    }
+                }
+                placed.sort_by_key(|p| p.0);
+                for (off, d) in placed {
+                    let at = m.content.len();
+                    prop_assert!(
+                        off == at || off == at.div_ceil(BS as usize) * BS as usize,
+                        "zone {zone}: a record at {off} after data ending at {at}: padding landed elsewhere than the block boundary"
+                    );
+                    m.content.resize(off, 0);
+                    m.content.extend_from_slice(d);
+                }
+                let end = m.content.len();
+                prop_assert!(
+                    wp == end || wp == end.div_ceil(BS as usize) * BS as usize,
+                    "zone {zone}: write pointer {wp} after data ending at {end}"
+                );
+                m.content.resize(wp, 0);
+                if m.content.len() as u64 == CAP {
+                    m.full = true;
+                }
+                match rf {
+                    // The flush covered at least what the zone held before it started.
+                    Ok(()) => m.durable = m.durable.max(old_padded.min(m.content.len())),
+                    Err(e) => prop_assert_eq!(e.kind(), Some(ErrorKind::TooManyActive), "{}", e),
+                }
+            }
+            Op::DroppedAppend {
+                zone,
+                len,
+                seed,
+                polls,
+            } => {
+                let m = &mut model[zone as usize];
+                let d = data(len, seed);
+                let before = m.content.len();
+                let res =
+                    shard_support::PollBudget::new(z.append(zone, DmaBuf::from_slice(&d)), polls)
+                        .await;
+                let wp = z.report(zone, 1).await.unwrap()[0].write_pointer_bytes as usize;
+                match res {
+                    Some(Ok(off)) => prop_assert_eq!(off as usize, before),
+                    Some(Err(_)) => prop_assert_eq!(wp, before, "a failed append moved the write pointer"),
+                    None => prop_assert!(
+                        wp == before || wp == before + len,
+                        "zone {zone}: a dropped append of {len} bytes moved the write pointer from {before} to {wp}"
+                    ),
+                }
+                if wp == before + len {
+                    m.content.extend_from_slice(&d);
+                    if m.content.len() as u64 == CAP {
+                        m.full = true;
+                    }
+                }
+            }
             Op::Crash => {
                 z.abandon().await.unwrap();
                 drop(mem);
@@ -349,7 +519,6 @@ async fn run_case(target: Target, ops: Vec<Op>) -> Result<(), TestCaseError> {
         if wp == 0 {
             continue;
         }
-        use ziob::ZonedDevice;
         let (res, got) = mem.read(i as u32, 0, wp, DmaBuf::with_capacity(wp)).await;
         res.unwrap();
         prop_assert!(
@@ -363,7 +532,7 @@ async fn run_case(target: Target, ops: Vec<Op>) -> Result<(), TestCaseError> {
 
 /// A failed flush or finish may have padded the zone before it found the device's active
 /// limit in the way: take the padding into the model if the write pointer moved.
-async fn reconcile_padding(z: &Ziob<AnyDevice>, model: &mut [ModelZone], zone: u32) {
+async fn reconcile_padding(z: &Ziob<ModelDev>, model: &mut [ModelZone], zone: u32) {
     let wp = z.report(zone, 1).await.unwrap()[0].write_pointer_bytes as usize;
     let m = &mut model[zone as usize];
     if wp > m.content.len() {
@@ -376,8 +545,7 @@ async fn reconcile_padding(z: &Ziob<AnyDevice>, model: &mut [ModelZone], zone: u
     }
 }
 
-async fn mem_report(mem: &AnyDevice, zone: u32) -> ziob::ZoneInfo {
-    use ziob::ZonedDevice;
+async fn mem_report(mem: &ModelDev, zone: u32) -> ziob::ZoneInfo {
     mem.report_zones(zone, 1).await.unwrap()[0]
 }
 
@@ -409,6 +577,14 @@ proptest! {
     #[test]
     fn buffer_over_mem_matches_the_reference_model(ops in prop::collection::vec(op(), 1..40)) {
         run(|| Target::Mem(MemDevice::new("mem:model", &geometry()).unwrap()), ops)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, max_shrink_iters: 200, ..ProptestConfig::default() })]
+    #[test]
+    fn buffer_over_slow_mem_matches_the_reference_model(ops in prop::collection::vec(op(), 1..40), seed in any::<u64>()) {
+        run(move || Target::SlowMem(SlowMem::new("mem:model-slow", &geometry(), seed)), ops)?;
     }
 }
 

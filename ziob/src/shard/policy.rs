@@ -1,6 +1,6 @@
 //! Write-back decisions as pure functions of a zone's buffer (mechanism lives in `writeback`).
 
-use super::zone::ZoneBuf;
+use super::zone::{Writeback, ZoneBuf};
 
 /// The next write-back of a zone: bytes `[start, end)` from chunk `chunk`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +52,7 @@ pub(crate) fn pressure_victims<'a>(
     block_bytes: u64,
 ) -> Vec<u32> {
     let mut v: Vec<(u64, u32)> = zones
-        .filter(|z| !z.writeback_running && !z.waiting_for_tokens && !z.exclusive)
+        .filter(|z| z.writeback == Writeback::Idle && !z.exclusive())
         .filter(|z| z.error.is_none() && writable_dirty_bytes(z, block_bytes) > 0)
         .map(|z| (z.last_write_seq, z.index))
         .collect();

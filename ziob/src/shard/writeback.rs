@@ -7,7 +7,7 @@ use std::rc::Rc;
 use ziob_backends::{ZoneAction, ZoneTarget, ZonedDevice};
 
 use super::policy;
-use super::zone::DeviceZone;
+use super::zone::{DeviceZone, Writeback, ZoneOp};
 use super::Shard;
 use crate::error::ZiobError;
 
@@ -20,16 +20,16 @@ impl<D: ZonedDevice> Shard<D> {
         let mut zones = self.zones.borrow_mut();
         let z = &mut zones[i];
         if self.closed.get()
-            || z.resetting
-            || z.writeback_running
+            || z.op == ZoneOp::Resetting
+            || z.writeback_running()
             || z.error.is_some()
             || policy::next_writeback(z, bs).is_none()
         {
             return;
         }
         if !self.take_tokens(z.device) {
-            if !z.waiting_for_tokens {
-                z.waiting_for_tokens = true;
+            if z.writeback != Writeback::Queued {
+                z.writeback = Writeback::Queued;
                 self.token_queue.borrow_mut().push_back(zone);
             }
             drop(zones);
@@ -37,8 +37,7 @@ impl<D: ZonedDevice> Shard<D> {
             self.notify(); // a flush waiting on this zone re-checks whether it can progress
             return;
         }
-        z.waiting_for_tokens = false;
-        z.writeback_running = true;
+        z.writeback = Writeback::Running;
         if z.device != DeviceZone::Open {
             z.device = DeviceZone::Open; // the first write opens it implicitly
             self.stats.borrow_mut().s.device_zone_opens += 1;
@@ -81,7 +80,12 @@ impl<D: ZonedDevice> Shard<D> {
     fn wake_token_queue(self: &Rc<Self>) {
         let waiting: Vec<u32> = self.token_queue.borrow_mut().drain(..).collect();
         for z in waiting {
-            self.zones.borrow_mut()[self.local(z)].waiting_for_tokens = false;
+            let mut zones = self.zones.borrow_mut();
+            let zb = &mut zones[self.local(z)];
+            if zb.writeback == Writeback::Queued {
+                zb.writeback = Writeback::Idle;
+            }
+            drop(zones);
             self.kick(z);
         }
     }
@@ -97,10 +101,12 @@ impl<D: ZonedDevice> Shard<D> {
             let mut zones = self.zones.borrow_mut();
             let v = zones
                 .iter_mut()
-                .filter(|z| z.device == DeviceZone::Open && !z.writeback_running && !z.exclusive)
+                .filter(|z| {
+                    z.device == DeviceZone::Open && z.writeback == Writeback::Idle && !z.exclusive()
+                })
                 .min_by_key(|z| z.last_write_seq);
             v.map(|z| {
-                z.writeback_running = true; // keeps kicks away while the close runs
+                z.writeback = Writeback::Running; // keeps kicks away while the close runs
                 z.index
             })
         };
@@ -108,7 +114,7 @@ impl<D: ZonedDevice> Shard<D> {
             let this = self.clone();
             ziob_runtime::spawn(async move {
                 this.close_device_zone(zone).await;
-                this.zones.borrow_mut()[this.local(zone)].writeback_running = false;
+                this.zones.borrow_mut()[this.local(zone)].writeback = Writeback::Idle;
                 this.notify();
                 this.wake_token_queue();
                 this.kick(zone);
@@ -234,7 +240,7 @@ impl<D: ZonedDevice> Shard<D> {
         if close_now {
             self.close_device_zone(zone).await;
         }
-        self.zones.borrow_mut()[i].writeback_running = false;
+        self.zones.borrow_mut()[i].writeback = Writeback::Idle;
         self.notify();
         self.wake_token_queue();
         // Data that became ready while the burst was ending.

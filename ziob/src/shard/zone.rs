@@ -58,6 +58,33 @@ impl DeviceZone {
     }
 }
 
+/// The zone operation that holds a zone, if any (one at a time, set and cleared by a guard
+/// in `guards.rs`, so a dropped future cannot leave it set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ZoneOp {
+    /// Nothing holds the zone.
+    Idle,
+    /// A write larger than the shard can hold at once is streaming in: other writes,
+    /// flushes, finishes and resets wait (reads do not).
+    Streaming,
+    /// A finish is in progress: everything else waits.
+    Finishing,
+    /// A reset is in progress: everything else waits, and nothing may be written back (the
+    /// zone's data is being discarded).
+    Resetting,
+}
+
+/// The zone's write-back task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Writeback {
+    /// No write-back task.
+    Idle,
+    /// Waiting in the shard's queue for an open/active resource.
+    Queued,
+    /// A write-back task (or a close of the device zone) is running.
+    Running,
+}
+
 /// One zone as its owning shard sees it.
 pub(crate) struct ZoneBuf {
     /// The zone index.
@@ -78,17 +105,11 @@ pub(crate) struct ZoneBuf {
     pub(crate) chunks: VecDeque<Chunk>,
     /// Write back at least up to here, whole blocks, even from a partly filled chunk.
     pub(crate) target: u64,
-    /// A write-back task is running for this zone.
-    pub(crate) writeback_running: bool,
-    /// The zone waits for an open/active resource to start its write-back.
-    pub(crate) waiting_for_tokens: bool,
-    /// A reset or finish is in progress: other operations wait.
-    pub(crate) exclusive: bool,
-    /// A reset is in progress: its data is being discarded, nothing may be written back.
-    pub(crate) resetting: bool,
-    /// A write larger than the shard can hold at once is streaming in: other writes wait.
-    pub(crate) streaming: bool,
-    /// Device reads in flight (a reset waits for them).
+    /// The zone's write-back task.
+    pub(crate) writeback: Writeback,
+    /// The operation holding the zone.
+    pub(crate) op: ZoneOp,
+    /// Device reads in flight (a reset waits for them; counted by a guard).
     pub(crate) readers: u32,
     /// Bumped by reset: a write-back that started before must not touch the new data.
     pub(crate) generation: u64,
@@ -113,17 +134,34 @@ impl ZoneBuf {
             device: DeviceZone::from_state(state),
             chunks: VecDeque::new(),
             target: 0,
-            writeback_running: false,
-            waiting_for_tokens: false,
-            exclusive: false,
-            resetting: false,
-            streaming: false,
+            writeback: Writeback::Idle,
+            op: ZoneOp::Idle,
             readers: 0,
             generation: 0,
             error: None,
             last_write_seq: 0,
             last_write_at: None,
         }
+    }
+
+    /// A reset or finish holds the zone.
+    pub(crate) fn exclusive(&self) -> bool {
+        matches!(self.op, ZoneOp::Finishing | ZoneOp::Resetting)
+    }
+
+    /// A write-back task is running.
+    pub(crate) fn writeback_running(&self) -> bool {
+        self.writeback == Writeback::Running
+    }
+
+    /// The zone waits for a device resource to start its write-back.
+    pub(crate) fn waiting_for_tokens(&self) -> bool {
+        self.writeback == Writeback::Queued
+    }
+
+    /// Zone offset of the first byte in memory (the write pointer if no chunk).
+    pub(crate) fn mem_start(&self) -> u64 {
+        self.chunks.front().map_or(self.wp, |c| c.start)
     }
 
     /// Bytes accepted but not on the device.

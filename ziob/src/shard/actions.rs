@@ -1,0 +1,199 @@
+//! Zone management through the buffer: open and close change only the state applications
+//! see; finish writes the data back and finishes the device zone; reset resets the device
+//! zone and drops the buffered data.
+//!
+//! Every action runs as a task of its own (see [`run_to_completion`]): once started it
+//! completes even if its caller is dropped, so the device and the buffer never disagree
+//! about a half-done reset or finish.
+
+use std::rc::Rc;
+
+use ziob_backends::{ZoneAction, ZoneState, ZoneTarget, ZonedDevice};
+
+use super::zone::{DeviceZone, ZoneOp};
+use super::{run_to_completion, Shard};
+use crate::error::Result;
+use crate::logical;
+
+impl<D: ZonedDevice> Shard<D> {
+    /// Applies a zone management action to one zone.
+    ///
+    /// Cancel safety: the action runs as its own task; dropping the call does not stop it.
+    pub(crate) async fn action(self: &Rc<Self>, zone: u32, action: ZoneAction) -> Result<()> {
+        self.check_zone(zone)?;
+        let this = self.clone();
+        let call = self.hold_call();
+        run_to_completion(async move {
+            let res = this.action_now(zone, action).await;
+            drop(call);
+            res
+        })
+        .await?
+    }
+
+    /// Applies `action` to every owned zone it applies to (Select All semantics). Cancel
+    /// safety as [`Shard::action`] (all the zones' actions complete).
+    pub(crate) async fn action_all(self: &Rc<Self>, action: ZoneAction) -> Result<()> {
+        let this = self.clone();
+        let call = self.hold_call();
+        run_to_completion(async move {
+            let res = this.action_all_now(action).await;
+            drop(call);
+            res
+        })
+        .await?
+    }
+
+    async fn action_all_now(self: &Rc<Self>, action: ZoneAction) -> Result<()> {
+        let pick: Vec<u32> = self
+            .zones
+            .borrow()
+            .iter()
+            .filter(|z| {
+                use ZoneState::*;
+                match action {
+                    ZoneAction::Open => z.state == Closed,
+                    ZoneAction::Close => z.state.is_open(),
+                    ZoneAction::Finish => z.state.is_active(),
+                    ZoneAction::Reset => z.state.is_active() || z.state == Full,
+                    ZoneAction::Offline => z.state == ReadOnly,
+                }
+            })
+            .map(|z| z.index)
+            .collect();
+        for z in pick {
+            self.action_now(z, action).await?;
+        }
+        Ok(())
+    }
+
+    async fn action_now(self: &Rc<Self>, zone: u32, action: ZoneAction) -> Result<()> {
+        if !self.buffered {
+            return Ok(self
+                .device
+                .zone_action(action, ZoneTarget::One(zone))
+                .await?);
+        }
+        let i = self.local(zone);
+        self.wait_idle(i).await;
+        // Nothing awaited since the zone was seen idle: check and take it in one step.
+        let state = self.zones.borrow()[i].state;
+        let next = logical::apply_action(zone, action, state)?;
+        match action {
+            ZoneAction::Open | ZoneAction::Close => {
+                self.zones.borrow_mut()[i].state = next;
+                Ok(())
+            }
+            ZoneAction::Finish => self.finish(zone).await,
+            ZoneAction::Reset => self.reset(zone).await,
+            ZoneAction::Offline => {
+                self.device
+                    .zone_action(action, ZoneTarget::One(zone))
+                    .await?;
+                self.zones.borrow_mut()[i].state = next;
+                Ok(())
+            }
+        }
+    }
+
+    /// Pads and writes back the zone's data, then finishes the device zone; the zone is held
+    /// ([`ZoneOp::Finishing`]) throughout.
+    async fn finish(self: &Rc<Self>, zone: u32) -> Result<()> {
+        let i = self.local(zone);
+        let _hold = self.hold_zone(i, ZoneOp::Finishing);
+        if let Some(e) = &self.zones.borrow()[i].error {
+            return Err(e.clone());
+        }
+        let dirty = self.zones.borrow()[i].dirty_bytes() > 0;
+        if dirty && self.activation_blocked(i) {
+            return Err(self.too_many_active(zone));
+        }
+        self.wait_paddable(i, false).await;
+        let target = {
+            let mut zones = self.zones.borrow_mut();
+            let z = &mut zones[i];
+            self.pad_now(z);
+            z.target = z.wp;
+            z.wp
+        };
+        self.kick(zone);
+        self.wait_until(|s| {
+            let z = &s.zones.borrow()[i];
+            (z.device_wp >= target && !z.writeback_running())
+                || z.error.is_some()
+                || (z.waiting_for_tokens() && s.activation_blocked(i))
+        })
+        .await;
+        if let Some(e) = &self.zones.borrow()[i].error {
+            return Err(e.clone());
+        }
+        if self.zones.borrow()[i].device_wp < target {
+            return Err(self.too_many_active(zone));
+        }
+        let device = self.zones.borrow()[i].device;
+        if device != DeviceZone::Full {
+            self.device
+                .zone_action(ZoneAction::Finish, ZoneTarget::One(zone))
+                .await?;
+            self.zones.borrow_mut()[i].device = DeviceZone::Full;
+            self.release_tokens(device);
+            self.stats.borrow_mut().s.device_zone_finishes += 1;
+        }
+        let mut zones = self.zones.borrow_mut();
+        let z = &mut zones[i];
+        z.device = DeviceZone::Full;
+        z.state = ZoneState::Full;
+        // As on the device, a Full zone's write pointer is its capacity; past the data it
+        // reads as zeros.
+        z.wp = self.geometry.zone_capacity_bytes;
+        z.device_wp = z.wp;
+        z.issued_wp = z.wp;
+        Ok(())
+    }
+
+    /// Resets the device zone, then drops the zone's buffered data. A failed device reset
+    /// changes nothing (the error is returned; the zone keeps its data and its write-back
+    /// resumes). The zone is held ([`ZoneOp::Resetting`]: no write-back starts, nothing else
+    /// runs on it) throughout.
+    async fn reset(self: &Rc<Self>, zone: u32) -> Result<()> {
+        let i = self.local(zone);
+        let mut hold = self.hold_zone(i, ZoneOp::Resetting);
+        // A write-back in flight cannot be taken back: let it land, then reset over it.
+        self.wait_until(|s| {
+            let z = &s.zones.borrow()[i];
+            !z.writeback_running() && z.readers == 0
+        })
+        .await;
+        let (device, device_wp) = {
+            let z = &self.zones.borrow()[i];
+            (z.device, z.device_wp)
+        };
+        if device != DeviceZone::Empty || device_wp > 0 {
+            self.device
+                .zone_action(ZoneAction::Reset, ZoneTarget::One(zone))
+                .await?;
+            self.stats.borrow_mut().s.device_zone_resets += 1;
+        }
+        self.token_queue.borrow_mut().retain(|&q| q != zone);
+        let freed = {
+            let mut zones = self.zones.borrow_mut();
+            let z = &mut zones[i];
+            z.writeback = super::zone::Writeback::Idle;
+            let freed = z.drop_chunks();
+            z.device = DeviceZone::Empty;
+            z.state = ZoneState::Empty;
+            z.wp = 0;
+            z.device_wp = 0;
+            z.issued_wp = 0;
+            z.completed_ahead.clear();
+            z.target = 0; // an idle tick during the reset may have set it
+            z.error = None;
+            freed
+        };
+        hold.reset_done();
+        // The device state changed first, then the resources: the counts never disagree.
+        self.release_tokens(device);
+        self.release_memory(freed);
+        Ok(())
+    }
+}

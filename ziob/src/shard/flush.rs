@@ -1,0 +1,151 @@
+//! Flush and sync: write a zone's buffered data back (padding its partial last block), wait
+//! for it, then flush the device's cache; and the idle write-back ticker.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use ziob_backends::{DeviceError, ZonedDevice};
+
+use super::zone::DeviceZone;
+use super::Shard;
+use crate::error::{Result, ZiobError};
+
+impl<D: ZonedDevice> Shard<D> {
+    /// Whether zone `i` needs an active resource this core cannot get: its device zone is
+    /// Empty, every active resource of the core is held, and no holder is on its way to
+    /// release one (filling to capacity, or being finished or reset).
+    pub(super) fn activation_blocked(&self, i: usize) -> bool {
+        let zones = self.zones.borrow();
+        if zones[i].device != DeviceZone::Empty {
+            return false;
+        }
+        let Some(max) = self.active_max else {
+            return false;
+        };
+        let cap = self.geometry.zone_capacity_bytes;
+        self.active_used.get() >= max
+            && !zones.iter().any(|z| {
+                z.device.is_active() && (z.exclusive() || (z.wp == cap && z.device_wp < cap))
+            })
+    }
+
+    pub(super) fn too_many_active(&self, zone: u32) -> ZiobError {
+        DeviceError::TooManyActive {
+            zone,
+            max_active: self.active_max.unwrap_or(u32::MAX),
+        }
+        .into()
+    }
+
+    /// Writes the zone's buffered data to the device (padding a partial block) and waits for
+    /// it, without the device cache flush.
+    ///
+    /// The padding is decided and applied in one step once nothing holds the zone and no
+    /// write-back holds its tail, and the flush then waits for exactly the padded end: data
+    /// appended meanwhile is neither split nor followed by zeros.
+    async fn writeback_zone(self: &Rc<Self>, zone: u32) -> Result<()> {
+        let i = self.local(zone);
+        self.wait_paddable(i, true).await;
+        // From here to the kick nothing awaits.
+        if let Some(e) = &self.zones.borrow()[i].error {
+            return Err(e.clone());
+        }
+        let dirty = self.zones.borrow()[i].dirty_bytes() > 0;
+        if dirty && self.activation_blocked(i) {
+            return Err(self.too_many_active(zone));
+        }
+        let (target, generation) = {
+            let mut zones = self.zones.borrow_mut();
+            let z = &mut zones[i];
+            self.pad_now(z);
+            z.target = z.target.max(z.wp);
+            (z.wp, z.generation)
+        };
+        self.kick(zone);
+        self.wait_until(|s| {
+            let z = &s.zones.borrow()[i];
+            z.device_wp >= target
+                || z.error.is_some()
+                || z.generation != generation
+                || (z.waiting_for_tokens() && s.activation_blocked(i))
+        })
+        .await;
+        let z = &self.zones.borrow()[i];
+        match &z.error {
+            Some(e) => Err(e.clone()),
+            None if z.device_wp < target && z.generation == generation => {
+                Err(self.too_many_active(zone))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Makes `zone`'s data durable: write-back, then the device's cache flush.
+    ///
+    /// Cancel safety: a dropped flush may have padded the zone's partial block and started
+    /// its write-back (which goes on); nothing is left held, but nothing is promised durable.
+    pub(crate) async fn flush_zone(self: &Rc<Self>, zone: u32) -> Result<()> {
+        self.check_zone(zone)?;
+        if self.buffered {
+            self.writeback_zone(zone).await?;
+        }
+        self.device_flush().await
+    }
+
+    async fn device_flush(&self) -> Result<()> {
+        self.device.flush().await?;
+        self.stats.borrow_mut().s.device_flushes += 1;
+        Ok(())
+    }
+
+    /// Makes every zone of this shard durable. Reports the first error after trying all.
+    /// Cancel safety as [`Shard::flush_zone`].
+    pub(crate) async fn sync(self: &Rc<Self>) -> Result<()> {
+        let mut first_err = None;
+        if self.buffered {
+            let dirty: Vec<u32> = self
+                .zones
+                .borrow()
+                .iter()
+                .filter(|z| z.dirty_bytes() > 0 || z.error.is_some())
+                .map(|z| z.index)
+                .collect();
+            let results =
+                futures::future::join_all(dirty.into_iter().map(|z| self.writeback_zone(z))).await;
+            first_err = results.into_iter().find_map(|r| r.err());
+        }
+        let flushed = self.device_flush().await;
+        match (first_err, flushed) {
+            (Some(e), _) => Err(e),
+            (None, r) => r,
+        }
+    }
+
+    /// Writes back the whole blocks of zones idle for `idle`; runs until the shard closes.
+    pub(crate) async fn idle_ticker(self: Rc<Self>, idle: Duration) {
+        let period = (idle / 2).max(Duration::from_millis(1));
+        while !self.closed.get() {
+            if ziob_runtime::sleep(period).await.is_err() || self.closed.get() {
+                return;
+            }
+            let now = Instant::now();
+            let idle_zones: Vec<u32> = self
+                .zones
+                .borrow_mut()
+                .iter_mut()
+                .filter(|z| {
+                    z.dirty_bytes() >= self.geometry.block_size_bytes
+                        && z.last_write_at
+                            .is_some_and(|t| now.duration_since(t) >= idle)
+                })
+                .map(|z| {
+                    z.target = z.target.max(z.wp);
+                    z.index
+                })
+                .collect();
+            for z in idle_zones {
+                self.kick(z);
+            }
+        }
+    }
+}

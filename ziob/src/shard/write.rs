@@ -1,0 +1,234 @@
+//! Appends and writes: admission against the zone, memory reservation, copy into chunks,
+//! large writes streamed in pieces, and the zero padding of a partial block (flush, finish).
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use ziob_backends::{DeviceError, IoOp, ZoneState, ZonedDevice};
+use ziob_runtime::DmaBuf;
+
+use super::guards::Reservation;
+use super::zone::{ZoneBuf, ZoneOp};
+use super::{run_to_completion, Shard};
+use crate::error::Result;
+use crate::logical;
+
+impl<D: ZonedDevice> Shard<D> {
+    /// Largest piece a write is taken in: half the budget in whole write-back units, so a
+    /// write larger than the budget streams through it instead of failing.
+    pub(super) fn max_piece_bytes(&self) -> u64 {
+        (self.budget_bytes / 2 / self.unit_bytes).max(1) * self.unit_bytes
+    }
+
+    /// Appends `data` to `zone`; returns the offset it was given (bytes from the zone start).
+    /// The buffer comes back with the result.
+    ///
+    /// Cancel safety: a write taken in one piece is committed in one step with no await
+    /// after it, so a dropped call appended all or nothing. A streamed write (larger than
+    /// [`Shard::max_piece_bytes`]) runs as its own task and completes even if dropped.
+    pub(crate) async fn append(self: &Rc<Self>, zone: u32, data: DmaBuf) -> (Result<u64>, DmaBuf) {
+        if let Err(e) = self.check_zone(zone) {
+            return (Err(e), data);
+        }
+        if !self.buffered {
+            let (res, data) = self.device.append(zone, data).await;
+            return (res.map_err(Into::into), data);
+        }
+        self.write_whole(zone, None, data, IoOp::Append).await
+    }
+
+    /// Writes `data` at `offset_bytes` of `zone`, which must be the logical write pointer.
+    /// The buffer comes back with the result. Cancel safety as [`Shard::append`].
+    pub(crate) async fn write_at(
+        self: &Rc<Self>,
+        zone: u32,
+        offset: u64,
+        data: DmaBuf,
+    ) -> (Result<()>, DmaBuf) {
+        if let Err(e) = self.check_zone(zone) {
+            return (Err(e), data);
+        }
+        if !self.buffered {
+            let (res, data) = self.device.write(zone, offset, data).await;
+            return (res.map_err(Into::into), data);
+        }
+        let (res, data) = self
+            .write_whole(zone, Some(offset), data, IoOp::Write)
+            .await;
+        (res.map(|_| ()), data)
+    }
+
+    async fn write_whole(
+        self: &Rc<Self>,
+        zone: u32,
+        offset: Option<u64>,
+        data: DmaBuf,
+        op: IoOp,
+    ) -> (Result<u64>, DmaBuf) {
+        if data.len() as u64 > self.max_piece_bytes() {
+            let this = self.clone();
+            let call = self.hold_call();
+            let done = run_to_completion(async move {
+                let res = this.write_streamed(zone, offset, &data, op).await;
+                drop(call);
+                (res, data)
+            })
+            .await;
+            // Without its task's answer the data buffer is gone with the task.
+            return done.unwrap_or_else(|e| (Err(e), DmaBuf::with_capacity(0)));
+        }
+        let res = self.write_piece(zone, offset, &data, op, false).await;
+        (res, data)
+    }
+
+    /// Checks a write against the zone as it is now; returns the new chunk capacities needed
+    /// (`None`: wait for the write-back holding the tail's memory).
+    fn admit(
+        &self,
+        zone: u32,
+        offset: Option<u64>,
+        len: u64,
+        op: IoOp,
+    ) -> Result<Option<Vec<u64>>> {
+        let zones = self.zones.borrow();
+        let z = &zones[self.local(zone)];
+        let cap = self.geometry.zone_capacity_bytes;
+        if let Some(e) = &z.error {
+            return Err(e.clone());
+        }
+        ziob_backends::check_write_target(&self.geometry, op, zone, z.state, z.wp, offset, len)?;
+        if len == 0 {
+            return Err(
+                DeviceError::InvalidArgument(format!("{op} of 0 bytes to zone {zone}")).into(),
+            );
+        }
+        if z.tail_busy() {
+            return Ok(None);
+        }
+        let room = z.tail_room();
+        let mut rest = len.saturating_sub(room);
+        let mut pos = z.wp + room.min(len);
+        let mut caps = Vec::new();
+        while rest > 0 {
+            let c = self.unit_bytes.min(cap - pos);
+            caps.push(c);
+            rest -= c.min(rest);
+            pos += c;
+        }
+        Ok(Some(caps))
+    }
+
+    /// A write larger than [`Shard::max_piece_bytes`]: checked whole first (refused whole if
+    /// it cannot fit), then taken in pieces while the zone is held ([`ZoneOp::Streaming`]:
+    /// other writers, flushes, finishes and resets wait), so it stays contiguous; memory is
+    /// freed by write-back between pieces. If a piece fails (a write-back error, or the
+    /// buffer's own limit) the pieces before it stay written.
+    async fn write_streamed(
+        self: &Rc<Self>,
+        zone: u32,
+        offset: Option<u64>,
+        data: &[u8],
+        op: IoOp,
+    ) -> Result<u64> {
+        let i = self.local(zone);
+        self.wait_idle(i).await;
+        // Checks state, position and capacity for the whole write (memory comes per piece).
+        self.admit(zone, offset, data.len() as u64, op)?;
+        let _hold = self.hold_zone(i, ZoneOp::Streaming);
+        let start = self.zones.borrow()[i].wp;
+        for piece in data.chunks(self.max_piece_bytes() as usize) {
+            let at = self.zones.borrow()[i].wp;
+            self.write_piece(zone, Some(at), piece, IoOp::Write, true)
+                .await?;
+        }
+        Ok(start)
+    }
+
+    /// One write of at most [`Shard::max_piece_bytes`]. `holder`: the caller streams a large
+    /// write into this zone and already holds it.
+    async fn write_piece(
+        self: &Rc<Self>,
+        zone: u32,
+        offset: Option<u64>,
+        data: &[u8],
+        op: IoOp,
+        holder: bool,
+    ) -> Result<u64> {
+        let i = self.local(zone);
+        let len = data.len() as u64;
+        let mut reserved = Reservation::charged(self, 0);
+        loop {
+            if !holder {
+                self.wait_idle(i).await;
+            }
+            let Some(caps) = self.admit(zone, offset, len, op)? else {
+                self.wait_until(|s| !s.zones.borrow()[i].tail_busy()).await;
+                continue;
+            };
+            let need: u64 = caps.iter().sum();
+            if need > reserved.bytes() {
+                reserved.merge(self.acquire_memory(zone, need - reserved.bytes()).await?);
+                continue; // we may have waited: check the zone again
+            }
+            // Nothing awaited since `admit`: commit.
+            let bufs = caps
+                .iter()
+                .map(|&c| (c, DmaBuf::fixed(c as usize)))
+                .collect();
+            reserved.commit(need);
+            let seq = self.seq.get();
+            self.seq.set(seq + 1);
+            let mut zones = self.zones.borrow_mut();
+            let z = &mut zones[i];
+            let at = z.wp;
+            z.copy_in(data, bufs);
+            let full = z.wp == self.geometry.zone_capacity_bytes;
+            z.state = logical::after_write(z.state, full);
+            z.last_write_seq = seq;
+            z.last_write_at = Some(Instant::now());
+            if full {
+                z.target = z.wp;
+            }
+            let kick = full
+                || z.chunks
+                    .iter()
+                    .any(|c| c.is_full() && c.end() > z.device_wp);
+            drop(zones);
+            self.stats.borrow_mut().s.bytes_written += len;
+            if kick {
+                self.kick(zone);
+            }
+            return Ok(at);
+        }
+    }
+
+    /// Waits until zone `i`'s partial last block (if any) can be padded now: its tail chunk's
+    /// memory is not held by a write-back. Whoever calls it holds the zone or checks it is
+    /// idle in the same step, then pads with [`Shard::pad_now`] without awaiting in between.
+    pub(super) async fn wait_paddable(&self, i: usize, need_idle: bool) {
+        let bs = self.bs();
+        self.wait_until(|s| {
+            let z = &s.zones.borrow()[i];
+            (!need_idle || z.op == ZoneOp::Idle)
+                && (z.wp % bs == 0 || z.state == ZoneState::Full || !z.tail_busy())
+        })
+        .await;
+    }
+
+    /// Pads the zone's partial last block with zeros, now: the write pointer moves to the
+    /// next block boundary. Decided and applied in one step on the zone as it is (callers
+    /// awaited [`Shard::wait_paddable`] just before), so no write can land in between.
+    pub(super) fn pad_now(&self, z: &mut ZoneBuf) {
+        let bs = self.bs();
+        if z.wp % bs == 0 || z.state == ZoneState::Full {
+            return;
+        }
+        let pad = bs - z.wp % bs;
+        // A partial block lives in the tail chunk, whose capacity is a block multiple from a
+        // block boundary; only a write-back holding its memory (waited for) keeps it.
+        assert!(z.tail_room() >= pad, "padding fits the tail chunk");
+        z.copy_in(&vec![0u8; pad as usize], Vec::new());
+        let full = z.wp == self.geometry.zone_capacity_bytes;
+        z.state = logical::after_write(z.state, full);
+    }
+}
