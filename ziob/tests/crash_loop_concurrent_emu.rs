@@ -143,7 +143,10 @@ fn child(path: String, seed: u64) {
                     } else {
                         format!("flush of zone {slot}")
                     };
-                    die(&out, format!("HANG: {what} pending for more than {STUCK_AFTER:?}"));
+                    die(
+                        &out,
+                        format!("HANG: {what} pending for more than {STUCK_AFTER:?}"),
+                    );
                 }
             });
         }
@@ -154,10 +157,11 @@ fn child(path: String, seed: u64) {
                 let (z, out, acked) = (z.clone(), out.clone(), acked.clone());
                 let task_seed = mix(seed ^ (u64::from(zone) << 32) ^ a);
                 let core = ((zone as u64 + a) % 2) as usize;
-                tasks.push(spawn_on(core, move || appender(z, zone, task_seed, out, acked)));
+                tasks.push(spawn_on(core, move || {
+                    appender(z, zone, task_seed, out, acked)
+                }));
             }
-            let (z, out, acked, pending) =
-                (z.clone(), out.clone(), acked.clone(), pending.clone());
+            let (z, out, acked, pending) = (z.clone(), out.clone(), acked.clone(), pending.clone());
             let task_seed = mix(seed ^ (u64::from(zone) << 32) ^ 0xF1);
             tasks.push(spawn_on(zone as usize % 2, move || {
                 flusher(z, zone, task_seed, out, acked, pending)
@@ -210,7 +214,12 @@ async fn appender(
                 acked.raise(zone, off + len as u64);
                 say(&out, format!("A {zone} {off} {len} {data_seed}"));
             }
-            Err(e) if matches!(e.kind(), Some(ziob::ErrorKind::ZoneFull | ziob::ErrorKind::BoundaryError)) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    Some(ziob::ErrorKind::ZoneFull | ziob::ErrorKind::BoundaryError)
+                ) =>
+            {
                 return;
             }
             Err(e) => die(&out, format!("append to zone {zone}: {e}")),
@@ -408,7 +417,9 @@ fn round(
     t.bytes_verified += verified;
     t.lost_bytes += lost;
     for p in problems {
-        t.problems.push(format!("round {n} (child seed {seed}, killed after {kill_after:?}): {p}"));
+        t.problems.push(format!(
+            "round {n} (child seed {seed}, killed after {kill_after:?}): {p}"
+        ));
     }
     t.rounds += 1;
 }
@@ -418,7 +429,9 @@ async fn verify(
     prev: Vec<ZoneKnown>,
     r: Round,
 ) -> (Vec<ZoneKnown>, u64, Vec<String>, u64) {
-    let dev = EmuDevice::open(&path, LatencyModel::default()).await.unwrap();
+    let dev = EmuDevice::open(&path, LatencyModel::default())
+        .await
+        .unwrap();
     let infos = dev.report_all().await.unwrap();
     let mut by_zone: HashMap<u32, Vec<(u64, usize, u64)>> = HashMap::new();
     for &(zone, off, len, seed) in &r.appends {
