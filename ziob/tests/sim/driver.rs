@@ -129,9 +129,12 @@ pub fn run_seed(s: &Settings, watchdog: Duration) -> Result<SeedStats, String> {
             m.clear_faults();
             m.crash();
         }
-        let model = Arc::try_unwrap(model)
-            .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
-            .map_err(|_| "the model outlived the runtime".to_string())?;
+        // A task the runtime leaked at shutdown (woken after its core stopped) may still
+        // hold the model: take its contents instead of the last reference.
+        let model = std::mem::replace(
+            &mut *lock(&model),
+            Model::new(Vec::new(), s.geometry.zone_capacity_bytes, 0),
+        );
         stats.epochs += 1;
         stats.ops += model.completed;
         stats.dropped += model.dropped;
