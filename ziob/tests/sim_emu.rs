@@ -8,8 +8,8 @@ mod sim;
 
 use sim::settings::Backend;
 
-/// Seeds a default run covers (tuned to ~40 s on a 2-core debug build).
-const DEFAULT_SEEDS: u64 = 200;
+/// Seeds a default run covers (about 105 ms each: ~40 s on a 2-core debug build).
+const DEFAULT_SEEDS: u64 = 400;
 
 #[test]
 fn seeded_simulation_over_emu() {

@@ -57,15 +57,18 @@ pub fn run_seeds(backend: Backend, test_name: &str, default_seeds: u64) {
     let mut total = SeedStats::default();
     let mut failures: Vec<(u64, String)> = Vec::new();
     let mut ran = 0;
+    let mut passed_time = Duration::ZERO;
     for &seed in &seeds {
         let settings = Settings::from_seed(seed, backend);
         take_panics();
+        let seed_start = Instant::now();
         let result = run_seed(&settings, watchdog);
         let panics = take_panics();
         ran += 1;
         let failure = match (result, panics.is_empty()) {
             (Ok(stats), true) => {
                 total.add(&stats);
+                passed_time += seed_start.elapsed();
                 None
             }
             (Ok(_), false) => {
@@ -88,8 +91,9 @@ pub fn run_seeds(backend: Backend, test_name: &str, default_seeds: u64) {
         }
     }
     eprintln!(
-        "{test_name}: {ran} seeds in {:.1?}: {} failed; {} epochs, {} ops ({} futures dropped), {} cuts mid-work, {} closes, {} bytes acknowledged, {} bytes verified after cuts",
+        "{test_name}: {ran} seeds in {:.1?} ({:.1?} in passing seeds): {} failed; {} epochs, {} ops ({} futures dropped), {} cuts mid-work, {} closes, {} bytes acknowledged, {} bytes verified after cuts",
         start.elapsed(),
+        passed_time,
         failures.len(),
         total.epochs,
         total.ops,
