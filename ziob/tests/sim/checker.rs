@@ -38,7 +38,8 @@ pub fn allowed_error(
             ErrorKind::ZoneFull | ErrorKind::BoundaryError => writes,
             ErrorKind::InvalidWrite => matches!(op, OpKind::WriteAtWp { .. }),
             ErrorKind::TooManyActive => durability || writes || zone_state,
-            ErrorKind::TooManyOpen => zone_state,
+            // Pass-through writes meet the device's own limits.
+            ErrorKind::TooManyOpen => zone_state || writes,
             ErrorKind::InvalidTransition => zone_state,
             _ => false,
         },

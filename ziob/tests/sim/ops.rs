@@ -102,7 +102,16 @@ pub fn plan_worker(rng: &mut Rng, s: &Settings) -> Vec<PlannedOp> {
                 (1, Pick::CloseZone),
                 (2, Pick::Report),
             ]);
-            let small = |rng: &mut Rng| rng.range(1, 6000) as usize;
+            // Pass-through goes to the device: whole blocks only.
+            let bs = g.block_size_bytes;
+            let shape = |len: u64| -> usize {
+                if s.config.buffered {
+                    len as usize
+                } else {
+                    (len.div_ceil(bs) * bs).min(g.max_append_bytes) as usize
+                }
+            };
+            let small = |rng: &mut Rng| shape(rng.range(1, 6000));
             let kind = match pick {
                 Pick::Append => OpKind::Append {
                     zone,
@@ -110,16 +119,24 @@ pub fn plan_worker(rng: &mut Rng, s: &Settings) -> Vec<PlannedOp> {
                 },
                 Pick::BigAppend => OpKind::Append {
                     zone,
-                    len: rng.range(6000, g.zone_capacity_bytes / 2) as usize,
+                    len: shape(rng.range(6000, g.zone_capacity_bytes / 2)),
                 },
                 Pick::WriteAt => OpKind::WriteAtWp {
                     zone,
                     len: small(rng),
                 },
                 Pick::Read => {
-                    let offset = rng.below(g.zone_size_bytes);
-                    let len = rng.range(1, g.zone_size_bytes - offset) as usize;
-                    OpKind::Read { zone, offset, len }
+                    let mut offset = rng.below(g.zone_size_bytes);
+                    let mut len = rng.range(1, g.zone_size_bytes - offset);
+                    if !s.config.buffered {
+                        offset = offset / bs * bs;
+                        len = len.div_ceil(bs) * bs;
+                    }
+                    OpKind::Read {
+                        zone,
+                        offset,
+                        len: len as usize,
+                    }
                 }
                 Pick::Flush => OpKind::Flush { zone },
                 Pick::Sync => OpKind::Sync,
