@@ -296,7 +296,7 @@ fn wait(rx: &Receiver<Event>, workers: usize, watchdog: Duration) -> Result<(), 
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(Event::Opened) => opened = true,
-            Ok(Event::WorkerDone(_)) => done += 1,
+            Ok(Event::WorkerDone) => done += 1,
             Ok(Event::CutPoint) => return Ok(()),
             Ok(Event::Failed(msg)) => return Err(msg),
             Err(RecvTimeoutError::Timeout) => {

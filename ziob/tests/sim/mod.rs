@@ -8,10 +8,9 @@
 //! Modules, one job each: `rng` (the seeded generator), `data` (self-identifying payloads),
 //! `settings` (seed → geometry, configuration, plan sizes), `ops` (the operation generator),
 //! `cancel` (poll-budget and timer wrappers that drop futures), `model` (the reference model
-//! of acknowledged and durable bytes), `checker` (what a read may return), `worker` (runs one
-//! worker's plan against the model), `driver` (epochs, power cuts, recovery checks, the
+//! of acknowledged and durable bytes), `checker` (what an answer may be), `zone_locks` (the
+//! harness's own per-zone ordering), `worker` (runs one worker's plan against the model), `driver` (epochs, power cuts, recovery checks, the
 //! watchdog) and `runner` (environment knobs, seed loop, failure report).
-#![allow(dead_code)]
 
 pub mod cancel;
 pub mod checker;

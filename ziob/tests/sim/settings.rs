@@ -10,6 +10,7 @@ use super::rng::Rng;
 
 /// The device under the buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(dead_code, reason = "each test binary constructs one backend")]
 pub enum Backend {
     /// `mem:`: RAM with injected op failures; a power cut is `MemDevice::crash`.
     Mem,

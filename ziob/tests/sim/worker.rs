@@ -18,8 +18,8 @@ use super::zone_locks::ZoneLocks;
 pub enum Event {
     /// The instance is open (and the recovery check, if any, passed).
     Opened,
-    /// Worker `n` finished its plan.
-    WorkerDone(usize),
+    /// A worker finished its plan.
+    WorkerDone,
     /// The planned number of operations completed: cut the power now.
     CutPoint,
     /// A wrong answer, a panic or a lost task.
@@ -103,7 +103,7 @@ impl Worker {
             }
         }
         guard.armed = false;
-        let _ = self.events.send(Event::WorkerDone(self.index));
+        let _ = self.events.send(Event::WorkerDone);
     }
 
     fn model(&self) -> MutexGuard<'_, Model> {
