@@ -39,8 +39,10 @@ fn env_u64(name: &str) -> Option<u64> {
 /// default) on `backend`; panics with the failing seeds.
 ///
 /// Knobs: `ZIOB_SIM_SEED=N` replays one seed; `ZIOB_SIM_SEEDS=N` runs N seeds;
-/// `ZIOB_SIM_BASE=N` is the first seed; `ZIOB_SIM_WATCHDOG_MS` (default 20000) is the hang
-/// watchdog per epoch; `ZIOB_SIM_MAX_FAILURES` (default 5) stops after that many failures.
+/// `ZIOB_SIM_BASE=N` is the first seed; `ZIOB_SIM_REPEAT=N` runs each seed up to N times
+/// (the interleaving is real, a racy failure may need several); `ZIOB_SIM_WATCHDOG_MS`
+/// (default 20000) is the hang watchdog per epoch; `ZIOB_SIM_MAX_FAILURES` (default 5)
+/// stops after that many failures.
 pub fn run_seeds(backend: Backend, test_name: &str, default_seeds: u64) {
     install_panic_catcher();
     let seeds: Vec<u64> = match env_u64("ZIOB_SIM_SEED") {
@@ -53,6 +55,7 @@ pub fn run_seeds(backend: Backend, test_name: &str, default_seeds: u64) {
     };
     let watchdog = Duration::from_millis(env_u64("ZIOB_SIM_WATCHDOG_MS").unwrap_or(20_000));
     let max_failures = env_u64("ZIOB_SIM_MAX_FAILURES").unwrap_or(5) as usize;
+    let repeat = env_u64("ZIOB_SIM_REPEAT").unwrap_or(1).max(1);
     let start = Instant::now();
     let mut total = SeedStats::default();
     let mut failures: Vec<(u64, String)> = Vec::new();
@@ -60,10 +63,17 @@ pub fn run_seeds(backend: Backend, test_name: &str, default_seeds: u64) {
     let mut passed_time = Duration::ZERO;
     for &seed in &seeds {
         let settings = Settings::from_seed(seed, backend);
-        take_panics();
+        // A racy seed may need several runs: stop at its first failure.
+        let (mut result, mut panics) = (Ok(SeedStats::default()), Vec::new());
         let seed_start = Instant::now();
-        let result = run_seed(&settings, watchdog);
-        let panics = take_panics();
+        for _ in 0..repeat {
+            take_panics();
+            result = run_seed(&settings, watchdog);
+            panics = take_panics();
+            if result.is_err() || !panics.is_empty() {
+                break;
+            }
+        }
         ran += 1;
         let failure = match (result, panics.is_empty()) {
             (Ok(stats), true) => {
