@@ -76,6 +76,25 @@ impl Device {
         })
     }
 
+    /// After the runtime was dropped: `mem:` loses what was not flushed; `emu:` continues
+    /// on a copy of the file as it is now (what the crash left on disk), so a task the
+    /// runtime leaked at shutdown can neither hold the file nor write to it any more.
+    fn power_cut(&mut self, epoch: usize) -> Result<(), String> {
+        match self {
+            Device::Mem(m) => {
+                m.clear_faults();
+                m.crash();
+            }
+            Device::Emu { path, _dir: dir } => {
+                let next = dir.path().join(format!("sim-{}.zns", epoch + 1));
+                std::fs::copy(&*path, &next).map_err(|e| format!("copy the device file: {e}"))?;
+                let _ = std::fs::remove_file(&*path);
+                *path = next;
+            }
+        }
+        Ok(())
+    }
+
     /// Opens the device on the current core (creating the emu file in the first epoch).
     async fn open(
         mem: Option<MemDevice>,
@@ -108,7 +127,7 @@ impl Device {
 
 /// Runs seed `s`; `Err` carries the failure report (without the settings).
 pub fn run_seed(s: &Settings, watchdog: Duration) -> Result<SeedStats, String> {
-    let device = Device::new(s)?;
+    let mut device = Device::new(s)?;
     let mut zones = vec![ZoneModel::default(); s.geometry.zone_count as usize];
     let mut next_op_id = 1;
     let mut stats = SeedStats::default();
@@ -125,10 +144,7 @@ pub fn run_seed(s: &Settings, watchdog: Duration) -> Result<SeedStats, String> {
         // Device faults hit the work only, never the recovery check (injected after it).
         let faults = matches!(device, Device::Mem(_)) && end.is_some() && s.faults_per_epoch > 0;
         let result = run_epoch(s, &device, epoch, end, &model, faults, &rng, watchdog);
-        if let Device::Mem(m) = &device {
-            m.clear_faults();
-            m.crash();
-        }
+        device.power_cut(epoch)?;
         // A task the runtime leaked at shutdown (woken after its core stopped) may still
         // hold the model: take its contents instead of the last reference.
         let model = std::mem::replace(
