@@ -94,6 +94,12 @@ impl MemDevice {
         }
     }
 
+    /// Removes every pending [`Fault::FailOp`] that has not fired yet (a simulation clears
+    /// them before it checks what survived a power cut).
+    pub fn clear_faults(&self) {
+        self.lock().failing_ops.clear();
+    }
+
     /// Ops counted so far (the index the next op gets).
     pub fn op_count(&self) -> u64 {
         self.lock().ops

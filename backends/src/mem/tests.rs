@@ -93,3 +93,17 @@ fn device_initiated_states_refuse_io() {
         assert_eq!(r.unwrap_err().kind(), ErrorKind::Offline);
     });
 }
+
+#[test]
+fn cleared_faults_do_not_fire() {
+    block_on(|| async {
+        let dev = device();
+        dev.inject(Fault::FailOp { op_index: 0 });
+        dev.inject(Fault::FailOp { op_index: 1 });
+        dev.clear_faults();
+        let (r, _) = dev.write(0, 0, DmaBuf::from_slice(&[1; 4096])).await;
+        r.unwrap();
+        dev.flush().await.unwrap();
+        assert_eq!(dev.op_count(), 2);
+    });
+}
