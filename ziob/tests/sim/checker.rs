@@ -43,7 +43,8 @@ pub fn allowed_error(
             ErrorKind::InvalidTransition => zone_state,
             _ => false,
         },
-        ZiobError::Config(_) | ZiobError::Runtime(_) => false,
+        // No task panics and no core stops in the simulation.
+        ZiobError::Config(_) | ZiobError::Runtime(_) | ZiobError::Aborted { .. } => false,
     };
     if ok {
         Ok(())
