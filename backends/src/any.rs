@@ -3,7 +3,7 @@
 use ziob_runtime::DmaBuf;
 
 use crate::device::ZonedDevice;
-use crate::emu::EmuDevice;
+use crate::emu::{EmuDevice, OpenMode};
 use crate::mem::MemDevice;
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
@@ -39,7 +39,7 @@ pub async fn open_device(spec: &str) -> Result<AnyDevice> {
         DeviceSpec::Mem(g) => Ok(AnyDevice::Mem(MemDevice::new(spec, &g)?)),
         DeviceSpec::Nil(g) => Ok(AnyDevice::Nil(NilDevice::new(spec, &g)?)),
         DeviceSpec::Emu { path, latency } => Ok(AnyDevice::Emu(
-            EmuDevice::open_named(&path, latency, spec.to_string()).await?,
+            EmuDevice::open_named(&path, latency, spec.to_string(), OpenMode::ReadWrite).await?,
         )),
         DeviceSpec::Zbd(path) => Ok(AnyDevice::Zbd(ZbdDevice::open(&path, spec).await?)),
         DeviceSpec::Nvme(path) => Ok(AnyDevice::Nvme(NvmeDevice::open(&path, spec).await?)),
