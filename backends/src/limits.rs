@@ -19,10 +19,9 @@ pub const MAX_APPEND_BYTES_DEFAULT: u64 = 512 * 1024;
 /// appends to one zone through ZIOB reached 1.28× the pass-through IOPS, with 16 1.68×;
 /// `README.md`).
 pub const EMU_ORDERED_WRITES_IN_FLIGHT: u32 = 16;
-/// How long an emu open retries a lock conflict before it reports the device busy: long
-/// enough for the kernel to tear down the io_uring of a holder that was just killed (the lock
-/// goes with the ring's last reference to the file), short enough for a clear error.
-pub const EMU_LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(1000);
+/// How long an emu open retries a lock conflict with another process before it reports the
+/// device busy: rides over a holder that is just closing, short enough for a prompt error.
+pub const EMU_LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
 /// Size of the emu header and the alignment of every emu region, in bytes.
 pub const EMU_REGION_ALIGN_BYTES: u64 = 4096;
 

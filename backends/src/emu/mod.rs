@@ -37,6 +37,7 @@
 //! [`ziob_runtime::sleep`] (off by default), to study buffering effects on a fast disk.
 
 pub mod format;
+mod lock;
 mod open;
 
 use std::os::fd::AsRawFd;
@@ -81,6 +82,8 @@ struct EmuInner {
     /// Serialises table persistence; holds the next table sequence number.
     persist: futures::lock::Mutex<u64>,
     faults: HostFaults,
+    /// This process's lock on the file, shared by its opens.
+    _lock: Arc<lock::DeviceLock>,
 }
 
 /// Injected host I/O errors of data writes (see [`EmuDevice::fail_data_write`]).
@@ -200,9 +203,10 @@ impl EmuDevice {
             .create_new(true)
             .open(path)
             .map_err(|e| io_err(path, "create", e))?;
-        let result = (|| {
+        let mut device_lock = None;
+        let result = async {
+            device_lock = Some(lock::acquire(path, &f, OpenMode::ReadWrite).await?);
             use std::os::unix::fs::FileExt;
-            open::lock(path, &f, OpenMode::ReadWrite)?;
             f.set_len(layout.file_bytes(geometry))
                 .map_err(|e| io_err(path, "set length", e))?;
             f.write_all_at(&format::encode_header(geometry, &layout), 0)
@@ -221,13 +225,21 @@ impl EmuDevice {
                 }
             }
             Ok(())
-        })();
+        }
+        .await;
         if let Err(e) = result {
             let _ = std::fs::remove_file(path);
             return Err(e);
         }
         let name = format!("emu:{}", path.display());
-        EmuDevice::from_locked(f, path, LatencyModel::default(), name, OpenMode::ReadWrite)
+        let device_lock = device_lock.expect("locked before anything was written");
+        EmuDevice::from_locked(
+            (f, device_lock),
+            path,
+            LatencyModel::default(),
+            name,
+            OpenMode::ReadWrite,
+        )
     }
 
     /// Opens an existing device file read-write (exclusive lock: [`DeviceError::Busy`] while
@@ -257,13 +269,13 @@ impl EmuDevice {
         name: String,
         mode: OpenMode,
     ) -> Result<EmuDevice> {
-        let f = open::open_locked(path, mode)?;
-        EmuDevice::from_locked(f, path, latency, name, mode)
+        let locked = open::open_locked(path, mode).await?;
+        EmuDevice::from_locked(locked, path, latency, name, mode)
     }
 
     /// Builds the device on a locked descriptor of its file.
     fn from_locked(
-        f: std::fs::File,
+        (f, device_lock): (std::fs::File, Arc<lock::DeviceLock>),
         path: &Path,
         latency: LatencyModel,
         name: String,
@@ -290,6 +302,7 @@ impl EmuDevice {
                 }),
                 persist: futures::lock::Mutex::new(loaded.sequence + 1),
                 faults: HostFaults::default(),
+                _lock: device_lock,
             }),
         })
     }

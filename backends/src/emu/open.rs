@@ -1,12 +1,13 @@
 //! Opening an emu file: the regular-file check, the lock, the header and the choice of the
 //! zone-table slot (the rule is in `docs/format.md`, "Choosing the table").
 
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
+use std::sync::Arc;
+
 use crate::emu::format::{self, Layout, SlotDefect};
-use crate::limits::EMU_LOCK_RETRY;
+use crate::emu::lock::{self, DeviceLock};
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
 use crate::model::state::{PersistedZone, ZoneTable};
@@ -82,9 +83,11 @@ pub(crate) fn corrupt(path: &Path, detail: impl Into<String>) -> DeviceError {
 }
 
 /// Opens `path` for `mode` without blocking (a FIFO would block a plain open), checks it is a
-/// regular file and takes the lock (`flock`: exclusive for read-write, shared for read-only;
-/// the lock lives as long as the descriptor and its duplicates).
-pub(crate) fn open_locked(path: &Path, mode: OpenMode) -> Result<std::fs::File> {
+/// regular file and takes the device lock (see [`lock`](super::lock)).
+pub(crate) async fn open_locked(
+    path: &Path,
+    mode: OpenMode,
+) -> Result<(std::fs::File, Arc<DeviceLock>)> {
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(mode == OpenMode::ReadWrite)
@@ -92,8 +95,8 @@ pub(crate) fn open_locked(path: &Path, mode: OpenMode) -> Result<std::fs::File> 
         .open(path)
         .map_err(|e| io_err(path, "open", e))?;
     check_regular(path, &f)?;
-    lock(path, &f, mode)?;
-    Ok(f)
+    let lock = lock::acquire(path, &f, mode).await?;
+    Ok((f, lock))
 }
 
 fn check_regular(path: &Path, f: &std::fs::File) -> Result<()> {
@@ -121,45 +124,6 @@ fn check_regular(path: &Path, f: &std::fs::File) -> Result<()> {
         "emu:{} is {kind}; an emu device is a regular file made by `ziob create`",
         path.display()
     )))
-}
-
-/// Takes the device lock on `f`: a holder elsewhere is [`DeviceError::Busy`].
-///
-/// The lock (`flock`) belongs to the open file description, so the kernel drops it only when
-/// the last reference to it goes. A process killed with writes in flight on its io_uring keeps
-/// references until the kernel has torn the ring down, a moment after the process is gone, so
-/// a conflict is retried for up to [`EMU_LOCK_RETRY`] before it is reported.
-pub(crate) fn lock(path: &Path, f: &std::fs::File, mode: OpenMode) -> Result<()> {
-    let op = match mode {
-        OpenMode::ReadWrite => libc::LOCK_EX,
-        OpenMode::ReadOnly => libc::LOCK_SH,
-    } | libc::LOCK_NB;
-    let start = std::time::Instant::now();
-    loop {
-        // SAFETY: flock on a descriptor `f` owns; no memory is passed.
-        let rc = unsafe { libc::flock(f.as_raw_fd(), op) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) if start.elapsed() < EMU_LOCK_RETRY => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Some(libc::EWOULDBLOCK) => {
-                let holder = match mode {
-                    OpenMode::ReadWrite => "it is open elsewhere (another process, or another open in this one); a read-write open needs it alone",
-                    OpenMode::ReadOnly => "it is open read-write elsewhere (another process, or another open in this one)",
-                };
-                return Err(DeviceError::Busy {
-                    path: path.display().to_string(),
-                    holder: holder.into(),
-                });
-            }
-            _ => return Err(io_err(path, "flock", e)),
-        }
-    }
 }
 
 /// Reads exactly `len` bytes at `offset`; a file that ends first is `Ok(None)`.

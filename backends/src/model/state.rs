@@ -885,15 +885,24 @@ impl ZoneTable {
     /// The zones as a persistent backend must store them: each zone's state with its data
     /// ending where its completed prefix ends (data of writes still in flight, or completed
     /// after an earlier one that is still in flight, may not be durable). An implicitly opened
-    /// zone with no completed data is stored Empty.
+    /// zone with no completed data is stored Empty, and a zone that is Full by writes not all
+    /// completed is stored Closed (Empty with no completed data), so that no stored write
+    /// pointer is past data that was not written.
     pub fn snapshot(&self) -> Vec<PersistedZone> {
         self.zones
             .iter()
             .map(|z| {
-                let state = if z.state == ZoneState::ImplicitlyOpened && z.completed_bytes == 0 {
-                    ZoneState::Empty
-                } else {
-                    z.state
+                let pending = z.completed_bytes < z.written_bytes;
+                let state = match z.state {
+                    ZoneState::ImplicitlyOpened | ZoneState::Full
+                        if pending && z.completed_bytes == 0 =>
+                    {
+                        ZoneState::Empty
+                    }
+                    // Full by writes not all complete: its data ends below the capacity.
+                    ZoneState::Full if pending => ZoneState::Closed,
+                    ZoneState::ImplicitlyOpened if z.completed_bytes == 0 => ZoneState::Empty,
+                    s => s,
                 };
                 PersistedZone {
                     state,
