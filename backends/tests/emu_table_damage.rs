@@ -114,9 +114,9 @@ fn no_bit_flip_of_the_newest_slot_rolls_back_silently() {
     let p = path.clone();
     let (errors, recovered) = on_core(move || async move {
         let (mut errors, mut recovered) = (0, 0);
-        for i in 0..used {
+        for (i, &byte) in good.iter().enumerate().take(used) {
             let bit = 1u8 << (i % 8);
-            patch(&p, layout.slot_offset(1) + i as u64, &[good[i] ^ bit]);
+            patch(&p, layout.slot_offset(1) + i as u64, &[byte ^ bit]);
             match EmuDevice::open(&p, LatencyModel::default()).await {
                 Err(e) => {
                     assert_eq!(e.kind(), ErrorKind::Corrupt, "byte {i}: {e}");
@@ -133,7 +133,7 @@ fn no_bit_flip_of_the_newest_slot_rolls_back_silently() {
                     recovered += 1;
                 }
             }
-            patch(&p, layout.slot_offset(1) + i as u64, &[good[i]]);
+            patch(&p, layout.slot_offset(1) + i as u64, &[byte]);
         }
         (errors, recovered)
     });
