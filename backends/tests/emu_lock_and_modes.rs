@@ -48,8 +48,11 @@ fn make_device(dir: &Path) -> PathBuf {
     path
 }
 
-/// A `flock` held by "another process": a description of the test's own.
-struct OtherHolder(std::fs::File);
+/// A `flock` held by "another process": a description of the test's own (the lock lives as
+/// long as the file).
+struct OtherHolder {
+    _file: std::fs::File,
+}
 
 impl OtherHolder {
     fn try_take(path: &Path, exclusive: bool) -> Option<OtherHolder> {
@@ -61,7 +64,7 @@ impl OtherHolder {
         } | libc::LOCK_NB;
         // SAFETY: flock on a descriptor the test owns.
         let rc = unsafe { libc::flock(f.as_raw_fd(), op) };
-        (rc == 0).then_some(OtherHolder(f))
+        (rc == 0).then_some(OtherHolder { _file: f })
     }
 }
 
