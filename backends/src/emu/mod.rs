@@ -269,6 +269,7 @@ impl EmuDevice {
         name: String,
         mode: OpenMode,
     ) -> Result<EmuDevice> {
+        latency.validate()?;
         let locked = open::open_locked(path, mode).await?;
         EmuDevice::from_locked(locked, path, latency, name, mode)
     }
