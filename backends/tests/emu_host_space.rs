@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ziob_backends::{
-    EmuDevice, ErrorKind, Geometry, LatencyModel, ZoneAction, ZoneState, ZoneTarget, ZonedDevice,
+    EmuDevice, ErrorKind, Geometry, ZoneAction, ZoneState, ZoneTarget, ZonedDevice,
 };
 use ziob_runtime::DmaBuf;
 
