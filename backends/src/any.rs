@@ -3,7 +3,7 @@
 use ziob_runtime::DmaBuf;
 
 use crate::device::ZonedDevice;
-use crate::emu::{EmuDevice, OpenMode};
+use crate::emu::{EmuDevice, OpenMode, TableRecovery};
 use crate::mem::MemDevice;
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
@@ -54,6 +54,19 @@ pub async fn open_device(spec: &str) -> Result<AnyDevice> {
     }
 }
 
+/// Opens the device a spec names for reports and reads only. An `emu` file is opened
+/// read-only ([`OpenMode::ReadOnly`]: it needs only read permission, takes a shared lock so
+/// other readers may share it, and refuses writes, appends and zone actions); every other
+/// backend opens as with [`open_device`].
+pub async fn open_device_read_only(spec: &str) -> Result<AnyDevice> {
+    match DeviceSpec::parse(spec)? {
+        DeviceSpec::Emu { path, latency } => Ok(AnyDevice::Emu(
+            EmuDevice::open_named(&path, latency, spec.to_string(), OpenMode::ReadOnly).await?,
+        )),
+        _ => open_device(spec).await,
+    }
+}
+
 /// Creates a persistent device of `geometry` (only `emu` creates anything: its file must not
 /// exist yet) and opens it with the spec's options.
 pub async fn create_device(spec: &str, geometry: &Geometry) -> Result<AnyDevice> {
@@ -67,6 +80,17 @@ pub async fn create_device(spec: &str, geometry: &Geometry) -> Result<AnyDevice>
             reason: "only emu devices are created; mem and nil take their geometry from the spec"
                 .into(),
         }),
+    }
+}
+
+impl AnyDevice {
+    /// For an `emu` device whose open found a damaged zone-table slot and used the other one:
+    /// what happened (see [`EmuDevice::recovery`]); a tool should print it. `None` otherwise.
+    pub fn table_recovery(&self) -> Option<&TableRecovery> {
+        match self {
+            AnyDevice::Emu(d) => d.recovery(),
+            _ => None,
+        }
     }
 }
 

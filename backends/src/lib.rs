@@ -47,7 +47,7 @@ pub mod nvme;
 pub mod spdk;
 pub mod zbd;
 
-pub use any::{create_device, open_device, AnyDevice};
+pub use any::{create_device, open_device, open_device_read_only, AnyDevice};
 pub use device::ZonedDevice;
 pub use emu::{EmuDevice, OpenMode, TableRecovery};
 pub use mem::{Fault, MemDevice};

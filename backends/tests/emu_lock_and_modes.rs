@@ -66,6 +66,23 @@ impl OtherHolder {
         let rc = unsafe { libc::flock(f.as_raw_fd(), op) };
         (rc == 0).then_some(OtherHolder { _file: f })
     }
+
+    /// Takes the lock, retrying for a while: while another test of this process spawns a
+    /// child, the child holds copies of this process's descriptors (a device's lock among them)
+    /// until it execs.
+    fn take(path: &Path, exclusive: bool) -> OtherHolder {
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(h) = OtherHolder::try_take(path, exclusive) {
+                return h;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "the lock was not released"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
 #[test]
@@ -80,10 +97,8 @@ fn an_open_device_excludes_other_processes() {
             "a read-write open must keep other processes out, readers too"
         );
         drop(dev);
-        assert!(
-            OtherHolder::try_take(&p, true).is_some(),
-            "dropping the device releases the lock"
-        );
+        // Dropping the device releases the lock.
+        OtherHolder::take(&p, true);
     });
 }
 
@@ -93,7 +108,7 @@ fn a_second_opener_gets_device_busy() {
     let path = make_device(dir.path());
     let p = path.clone();
     on_core(move || async move {
-        let other = OtherHolder::try_take(&p, true).unwrap();
+        let other = OtherHolder::take(&p, true);
         let e = EmuDevice::open(&p, LatencyModel::default())
             .await
             .err()
@@ -118,7 +133,7 @@ fn a_second_opener_gets_device_busy() {
         assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
         drop(other);
         // A shared holder lets read-only opens in, not read-write ones.
-        let other = OtherHolder::try_take(&p, false).unwrap();
+        let other = OtherHolder::take(&p, false);
         let ro = EmuDevice::open_read_only(&p, LatencyModel::default())
             .await
             .unwrap();
@@ -146,7 +161,7 @@ fn a_real_second_process_is_refused_while_the_device_is_open() {
                 .arg("true")
                 .status()
         };
-        let Ok(free) = flock(&["-n", "-s"]) else {
+        let Ok(free) = flock(&["-w", "5", "-s"]) else {
             println!("skipped: the flock(1) tool is not installed");
             return;
         };
@@ -158,7 +173,10 @@ fn a_real_second_process_is_refused_while_the_device_is_open() {
         let ro = EmuDevice::open_read_only(&p, LatencyModel::default())
             .await
             .unwrap();
-        assert!(flock(&["-n", "-s"]).unwrap().success(), "readers share");
+        assert!(
+            flock(&["-w", "5", "-s"]).unwrap().success(),
+            "readers share"
+        );
         assert!(
             !flock(&["-n", "-x"]).unwrap().success(),
             "no writer while read"
@@ -185,7 +203,7 @@ fn opens_in_one_process_share_the_lock() {
             "still held while the read-only device lives"
         );
         drop(ro);
-        assert!(OtherHolder::try_take(&p, true).is_some());
+        OtherHolder::take(&p, true);
     });
 }
 
@@ -284,4 +302,28 @@ fn a_fifo_or_a_directory_is_refused_without_hanging() {
         on_core(move || async move { open_device(&spec).await.err().unwrap() })
     });
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+}
+
+#[test]
+fn open_device_read_only_shares_the_file_with_other_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = make_device(dir.path());
+    let spec = format!("emu:{}", path.display());
+    let p = path.clone();
+    on_core(move || async move {
+        let reader = OtherHolder::take(&p, false);
+        let d = ziob_backends::open_device_read_only(&spec).await.unwrap();
+        assert_eq!(d.name(), spec);
+        assert!(d.table_recovery().is_none());
+        assert_eq!(
+            d.report_zones(0, 1).await.unwrap()[0].write_pointer_bytes,
+            8192
+        );
+        let (r, _) = d.write(0, 8192, DmaBuf::from_slice(&[1; 4096])).await;
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::ReadOnlyDevice);
+        drop(d);
+        let e = open_device(&spec).await.err().unwrap();
+        assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
+        drop(reader);
+    });
 }
