@@ -8,7 +8,7 @@ use crate::mem::MemDevice;
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
 use crate::model::spec::DeviceSpec;
-use crate::model::state::{ZoneAction, ZoneInfo, ZoneTarget};
+use crate::model::zone::{ZoneAction, ZoneInfo, ZoneTarget};
 use crate::nil::NilDevice;
 use crate::nvme::NvmeDevice;
 use crate::zbd::ZbdDevice;

@@ -4,7 +4,7 @@ use ziob_runtime::DmaBuf;
 
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
-use crate::model::state::{ZoneAction, ZoneInfo, ZoneTarget};
+use crate::model::zone::{ZoneAction, ZoneInfo, ZoneTarget};
 
 /// A zoned block device with NVMe ZNS semantics.
 ///

@@ -11,7 +11,7 @@
 
 use crate::limits::EMU_REGION_ALIGN_BYTES;
 use crate::model::geometry::Geometry;
-use crate::model::state::{PersistedZone, ZoneState};
+use crate::model::zone::{PersistedZone, ZoneState};
 
 /// Magic of the header.
 pub const HEADER_MAGIC: [u8; 8] = *b"ZIOBEMU\0";

@@ -53,9 +53,8 @@ use crate::limits::EMU_DIRECT_BLOCK_SIZE_BYTES_MIN;
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
 use crate::model::spec::LatencyModel;
-use crate::model::state::{
-    Reservation, WriteFate, ZoneAction, ZoneInfo, ZoneState, ZoneTable, ZoneTarget,
-};
+use crate::model::state::{Reservation, WriteFate, ZoneTable};
+use crate::model::zone::{ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
 use format::Layout;
 use open::{corrupt, io_err};
 pub use open::{OpenMode, TableRecovery};

@@ -10,7 +10,8 @@ use crate::emu::format::{self, Layout, SlotDefect};
 use crate::emu::lock::{self, DeviceLock};
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
-use crate::model::state::{PersistedZone, ZoneTable};
+use crate::model::state::ZoneTable;
+use crate::model::zone::PersistedZone;
 
 /// How an emu device file is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

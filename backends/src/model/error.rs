@@ -1,7 +1,7 @@
 //! [`DeviceError`]: every way a zoned-device operation can fail, with the zone, the position
 //! (in blocks within the zone) and the NVMe status a real ZNS device would return.
 
-use crate::model::state::{ZoneAction, ZoneState};
+use crate::model::zone::{ZoneAction, ZoneState};
 
 /// Result alias of the backends crate.
 pub type Result<T> = std::result::Result<T, DeviceError>;
