@@ -408,3 +408,84 @@ fn run_concurrent(seed: u64, host_errors: bool) {
         .unwrap();
     });
 }
+
+/// A write future dropped after 0..8 polls (before, during and after its modelled delay and
+/// its file I/O): once polled it has its place and still completes, the next append lands
+/// after its data, the data reads back, and a flush persists the zone up to the live write
+/// pointer (nothing frozen, nothing unwritten below it).
+#[test]
+fn a_write_dropped_after_any_number_of_polls_still_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.zns");
+    create(&path, geometry(2));
+    let image = dir.path().join("image.zns");
+    on_core(move || async move {
+        // 64 KiB at 10 MB/s: ~6.5 ms of modelled transfer, so early polls find it in flight.
+        let latency = LatencyModel {
+            latency: Some(Duration::from_micros(200)),
+            bandwidth_bytes_per_sec: Some(10_000_000),
+        };
+        let dev = EmuDevice::open(&path, latency).await.unwrap();
+        let mut id = 0;
+        let mut expected_end = 0u64;
+        for polls in 0..8u32 {
+            for append in [false, true] {
+                id += 1;
+                let bytes = DmaBuf::from_slice(&data(0, id, 16));
+                let mut fut: std::pin::Pin<Box<dyn std::future::Future<Output = u64>>> = if append {
+                    let d = dev.clone();
+                    Box::pin(async move { d.append(0, bytes).await.0.unwrap() })
+                } else {
+                    let d = dev.clone();
+                    let at = expected_end;
+                    Box::pin(async move {
+                        d.write(0, at, bytes).await.0.unwrap();
+                        at
+                    })
+                };
+                let mut finished = false;
+                for _ in 0..polls {
+                    if futures::poll!(fut.as_mut()).is_ready() {
+                        finished = true;
+                        break;
+                    }
+                    ziob_runtime::yield_now().await;
+                }
+                drop(fut);
+                let issued = polls > 0;
+                let what =
+                    format!("dropped after {polls} polls (append {append}, done {finished})");
+                // The next append waits for the dropped write (writes complete in zone order).
+                id += 1;
+                let (r, _) = dev.append(0, DmaBuf::from_slice(&data(0, id, 1))).await;
+                let at = r.unwrap();
+                let dropped_end = expected_end + if issued { 16 * BS } else { 0 };
+                assert_eq!(at, dropped_end, "{what}: the next append's place");
+                expected_end = at + BS;
+                if issued {
+                    let (r, buf) = dev
+                        .read(
+                            0,
+                            dropped_end - 16 * BS,
+                            (16 * BS) as usize,
+                            DmaBuf::with_capacity((16 * BS) as usize),
+                        )
+                        .await;
+                    r.unwrap();
+                    assert!(buf[..] == data(0, id - 1, 16)[..], "{what}: its data");
+                }
+                dev.flush().await.unwrap();
+                std::fs::copy(&path, &image).unwrap();
+                let crashed = EmuDevice::open(&image, LatencyModel::default())
+                    .await
+                    .unwrap();
+                let wp = crashed.report_zones(0, 1).await.unwrap()[0].write_pointer_bytes;
+                assert_eq!(wp, expected_end, "{what}: the persisted write pointer");
+                let bytes = read_zone(&crashed, 0, wp).await;
+                check_blocks(0, &bytes, &what);
+                drop(crashed);
+                std::fs::remove_file(&image).unwrap();
+            }
+        }
+    });
+}
