@@ -489,3 +489,32 @@ fn a_write_dropped_after_any_number_of_polls_still_completes() {
         }
     });
 }
+
+/// A write polled off the runtime's cores is refused before it reserves anything.
+#[test]
+fn a_write_off_a_core_is_refused_and_reserves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.zns");
+    create(&path, geometry(2));
+    let rt = ziob_runtime::Runtime::builder().cores(1).build().unwrap();
+    let p = path.clone();
+    let dev = rt
+        .block_on(
+            move || async move { EmuDevice::open(&p, LatencyModel::default()).await.unwrap() },
+        )
+        .unwrap();
+    let off_core = dev.clone();
+    let e = std::thread::spawn(move || {
+        futures::executor::block_on(off_core.write(0, 0, DmaBuf::from_slice(&data(0, 1, 1))))
+            .0
+            .unwrap_err()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(e.kind(), ziob_backends::ErrorKind::Io, "{e}");
+    rt.block_on(move || async move {
+        let (r, _) = dev.append(0, DmaBuf::from_slice(&data(0, 2, 1))).await;
+        assert_eq!(r.unwrap(), 0, "nothing was reserved by the refused write");
+    })
+    .unwrap();
+}

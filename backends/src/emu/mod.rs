@@ -352,7 +352,15 @@ impl EmuDevice {
             .unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Refuses a change on a read-only device, and a write off a runtime core (its transfer
+    /// task needs the core; refused before anything is reserved).
     fn refuse_read_only(&self, what: impl Into<String>) -> Result<()> {
+        if !ziob_runtime::on_core() {
+            return Err(rt_err(
+                &self.inner.path,
+                ziob_runtime::Error::NotOnCore("emu write, append or zone action"),
+            ));
+        }
         if self.inner.mode == OpenMode::ReadOnly {
             return Err(DeviceError::ReadOnlyDevice {
                 name: self.inner.name.clone(),
