@@ -354,7 +354,7 @@ impl EmuDevice {
 
     /// Refuses a change on a read-only device, and a write off a runtime core (its transfer
     /// task needs the core; refused before anything is reserved).
-    fn refuse_read_only(&self, what: impl Into<String>) -> Result<()> {
+    fn check_may_change(&self, what: impl Into<String>) -> Result<()> {
         if !ziob_runtime::on_core() {
             return Err(rt_err(
                 &self.inner.path,
@@ -595,7 +595,7 @@ impl ZonedDevice for EmuDevice {
     }
 
     async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (Result<()>, DmaBuf) {
-        if let Err(e) = self.refuse_read_only(format!("write to zone {zone}")) {
+        if let Err(e) = self.check_may_change(format!("write to zone {zone}")) {
             return (Err(e), buf);
         }
         let r = self
@@ -607,7 +607,7 @@ impl ZonedDevice for EmuDevice {
     }
 
     async fn append(&self, zone: u32, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
-        if let Err(e) = self.refuse_read_only(format!("append to zone {zone}")) {
+        if let Err(e) = self.check_may_change(format!("append to zone {zone}")) {
             return (Err(e), buf);
         }
         let r = self.controller().table.begin_append(zone, buf.len() as u64);
@@ -615,7 +615,7 @@ impl ZonedDevice for EmuDevice {
     }
 
     async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
-        self.refuse_read_only(format!("{action} {target:?}"))?;
+        self.check_may_change(format!("{action} {target:?}"))?;
         let reset_zones: Vec<u32> = {
             let mut c = self.controller();
             let reset_zones = match (action, target) {
