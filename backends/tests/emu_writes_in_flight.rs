@@ -193,7 +193,7 @@ fn a_flush_with_a_later_write_in_flight_keeps_the_completed_one() {
 /// flushes from another task, crash images taken while writes are in flight.
 #[test]
 fn seeded_concurrent_writes_with_drops_flushes_and_crash_images() {
-    for seed in seeds(4) {
+    for seed in seeds(3) {
         println!("seed {seed} (ZIOB_SEED={seed} replays it)");
         run_concurrent(seed, false);
     }
@@ -203,7 +203,7 @@ fn seeded_concurrent_writes_with_drops_flushes_and_crash_images() {
 /// writes issued after it fail, the rest of the contract holds, and no zone becomes Read Only.
 #[test]
 fn seeded_host_errors_never_cover_unwritten_data_nor_make_a_zone_read_only() {
-    for seed in seeds(4) {
+    for seed in seeds(3) {
         println!("seed {seed} (ZIOB_SEED={seed} replays it)");
         run_concurrent(seed, true);
     }

@@ -54,6 +54,15 @@ const T_ENTRIES: usize = T_SEQUENCE + 8;
 pub const ENTRY_BYTES: usize = 16;
 const _: () = assert!(T_ENTRIES == 24);
 
+/// The unit a drive writes atomically (a logical sector; 4Kn drives write 4096): a write torn
+/// by a power loss is made of whole sectors of its old and its new content.
+pub const ATOMIC_SECTOR_BYTES: usize = 512;
+
+/// Bytes of a zone table of `zone_count` zones that carry fields (header, entries, checksum).
+pub fn table_bytes(zone_count: u32) -> usize {
+    T_ENTRIES + ENTRY_BYTES * zone_count as usize + 4
+}
+
 /// Where the regions of a device file are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {

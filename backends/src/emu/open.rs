@@ -194,7 +194,8 @@ pub(crate) struct Chosen {
 /// Picks the zone table from the two slots' bytes (rule in `docs/format.md`): the newer of two
 /// valid slots; with one valid slot (sequence `s`), the other is accepted as damaged only if
 /// it can be dated and is either older (sequence below `s`) or a torn write of sequence `s + 1`
-/// (intact header, entries all well-formed); anything else is an error naming the slot.
+/// (intact header, entries all well-formed, a table longer than one sector); anything else is
+/// an error naming the slot.
 pub(crate) fn choose_table(slots: &[Vec<u8>], g: &Geometry) -> std::result::Result<Chosen, String> {
     let decoded: Vec<_> = slots
         .iter()
@@ -248,6 +249,13 @@ pub(crate) fn choose_table(slots: &[Vec<u8>], g: &Geometry) -> std::result::Resu
                     false
                 }
                 SlotDefect::Checksum { sequence: s, .. } if *s == sequence + 1 => {
+                    if format::table_bytes(g.zone_count) <= format::ATOMIC_SECTOR_BYTES {
+                        return refuse(&format!(
+                            "is the newest table (sequence {s}); it fits one {}-byte sector, \
+                             which a crash cannot tear",
+                            format::ATOMIC_SECTOR_BYTES
+                        ));
+                    }
                     if let Err(e) = format::entries_well_formed(&slots[damaged_slot as usize], g) {
                         return refuse(&format!(
                             "is the newest table (sequence {s}), not a torn write: {e}"
