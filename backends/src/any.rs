@@ -3,12 +3,12 @@
 use ziob_runtime::DmaBuf;
 
 use crate::device::ZonedDevice;
-use crate::emu::EmuDevice;
+use crate::emu::{EmuDevice, OpenMode, TableRecovery};
 use crate::mem::MemDevice;
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
 use crate::model::spec::DeviceSpec;
-use crate::model::state::{ZoneAction, ZoneInfo, ZoneTarget};
+use crate::model::zone::{ZoneAction, ZoneInfo, ZoneTarget};
 use crate::nil::NilDevice;
 use crate::nvme::NvmeDevice;
 use crate::zbd::ZbdDevice;
@@ -39,7 +39,7 @@ pub async fn open_device(spec: &str) -> Result<AnyDevice> {
         DeviceSpec::Mem(g) => Ok(AnyDevice::Mem(MemDevice::new(spec, &g)?)),
         DeviceSpec::Nil(g) => Ok(AnyDevice::Nil(NilDevice::new(spec, &g)?)),
         DeviceSpec::Emu { path, latency } => Ok(AnyDevice::Emu(
-            EmuDevice::open_named(&path, latency, spec.to_string()).await?,
+            EmuDevice::open_named(&path, latency, spec.to_string(), OpenMode::ReadWrite).await?,
         )),
         DeviceSpec::Zbd(path) => Ok(AnyDevice::Zbd(ZbdDevice::open(&path, spec).await?)),
         DeviceSpec::Nvme(path) => Ok(AnyDevice::Nvme(NvmeDevice::open(&path, spec).await?)),
@@ -51,6 +51,19 @@ pub async fn open_device(spec: &str) -> Result<AnyDevice> {
         DeviceSpec::Spdk(_) => Err(DeviceError::Unsupported {
             backend: "spdk".into(),
         }),
+    }
+}
+
+/// Opens the device a spec names for reports and reads only. An `emu` file is opened
+/// read-only ([`OpenMode::ReadOnly`]: it needs only read permission, takes a shared lock so
+/// other readers may share it, and refuses writes, appends and zone actions); every other
+/// backend opens as with [`open_device`].
+pub async fn open_device_read_only(spec: &str) -> Result<AnyDevice> {
+    match DeviceSpec::parse(spec)? {
+        DeviceSpec::Emu { path, latency } => Ok(AnyDevice::Emu(
+            EmuDevice::open_named(&path, latency, spec.to_string(), OpenMode::ReadOnly).await?,
+        )),
+        _ => open_device(spec).await,
     }
 }
 
@@ -67,6 +80,17 @@ pub async fn create_device(spec: &str, geometry: &Geometry) -> Result<AnyDevice>
             reason: "only emu devices are created; mem and nil take their geometry from the spec"
                 .into(),
         }),
+    }
+}
+
+impl AnyDevice {
+    /// For an `emu` device whose open found a damaged zone-table slot and used the other one:
+    /// what happened (see [`EmuDevice::recovery`]); a tool should print it. `None` otherwise.
+    pub fn table_recovery(&self) -> Option<&TableRecovery> {
+        match self {
+            AnyDevice::Emu(d) => d.recovery(),
+            _ => None,
+        }
     }
 }
 

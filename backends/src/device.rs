@@ -4,7 +4,7 @@ use ziob_runtime::DmaBuf;
 
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
-use crate::model::state::{ZoneAction, ZoneInfo, ZoneTarget};
+use crate::model::zone::{ZoneAction, ZoneInfo, ZoneTarget};
 
 /// A zoned block device with NVMe ZNS semantics.
 ///
@@ -13,6 +13,15 @@ use crate::model::state::{ZoneAction, ZoneInfo, ZoneTarget};
 /// offsets are bytes from the zone start and, like lengths, multiples of the block size.
 /// Callers issue one op at a time per zone (zones are owned by one core); a backend never
 /// corrupts its state if that contract is broken, but the data order is then undefined.
+///
+/// **Cancel safety** (the emulating backends `mem`, `emu` and `nil`; the real-device backends
+/// document their own). Any future may be dropped at any await without corrupting the
+/// device's state or leaving a zone stuck. A `write` or `append` dropped after its first poll
+/// may or may not be carried out (the caller learns neither whether nor where), but never leaves a
+/// write pointer over data that was not written: `emu` carries it out in the background (it
+/// had its place from the first poll), `mem` and `nil` complete at the first poll. A dropped
+/// `zone_action` or `flush` may or may not have taken effect; reads and reports change
+/// nothing.
 #[expect(
     async_fn_in_trait,
     reason = "device futures are deliberately !Send: they run on the calling core"

@@ -47,17 +47,17 @@ pub mod nvme;
 pub mod spdk;
 pub mod zbd;
 
-pub use any::{create_device, open_device, AnyDevice};
+pub use any::{create_device, open_device, open_device_read_only, AnyDevice};
 pub use device::ZonedDevice;
-pub use emu::EmuDevice;
+pub use emu::{EmuDevice, OpenMode, TableRecovery};
 pub use mem::{Fault, MemDevice};
 pub use model::error::{Boundary, DeviceError, ErrorKind, IoOp, Result};
 pub use model::geometry::Geometry;
 pub use model::spec::{parse_size_bytes, DeviceSpec, LatencyModel};
 pub use model::state::{
-    check_write_position, check_write_target, PersistedZone, Reservation, ZoneAction, ZoneInfo,
-    ZoneState, ZoneTable, ZoneTarget,
+    check_write_position, check_write_target, Reservation, WriteFate, ZoneTable,
 };
+pub use model::zone::{PersistedZone, ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
 pub use nil::NilDevice;
 pub use nvme::{runtime_builder_for, spec_needs_sqe128, NvmeDevice};
 #[cfg(feature = "spdk")]

@@ -9,6 +9,16 @@ pub const BLOCK_SIZE_BYTES_MAX: u64 = 64 * 1024;
 pub const EMU_DIRECT_BLOCK_SIZE_BYTES_MIN: u64 = 4096;
 /// Most zones a device may have (bounds the zone table: 16 bytes per zone per slot).
 pub const ZONE_COUNT_MAX: u32 = 1 << 20;
+/// Largest device size (zone count × zone size) a geometry may describe, in bytes (4 EiB): the
+/// emu file (header and tables plus this) must fit a file offset (`off_t`, 63 bits) with room
+/// to spare, and every byte address of the device must fit 64 bits.
+pub const DEVICE_SIZE_BYTES_MAX: u64 = 1 << 62;
+/// Largest fixed latency the emu latency model adds per op (`lat_us`): 10 s. A longer one is a
+/// typo or "forever", both better refused.
+pub const EMU_LATENCY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+/// Bandwidth cap range of the emu latency model (`bw_mbps`), in MB/s (10^6 bytes/s): 1 MB/s
+/// (a 4 KiB op then takes 4 ms) to 10^6 MB/s (1 TB/s). 0 is refused: no cap is no option.
+pub const EMU_BANDWIDTH_MBPS_RANGE: std::ops::RangeInclusive<u64> = 1..=1_000_000;
 /// Default max append size when a geometry does not say, in bytes (QEMU's default ZASL
 /// follows MDTS; 512 KiB is what the notes observed as a safe transfer).
 pub const MAX_APPEND_BYTES_DEFAULT: u64 = 512 * 1024;
@@ -19,6 +29,9 @@ pub const MAX_APPEND_BYTES_DEFAULT: u64 = 512 * 1024;
 /// appends to one zone through ZIOB reached 1.28× the pass-through IOPS, with 16 1.68×;
 /// `README.md`).
 pub const EMU_ORDERED_WRITES_IN_FLIGHT: u32 = 16;
+/// How long an emu open retries a lock conflict with another process before it reports the
+/// device busy: rides over a holder that is just closing, short enough for a prompt error.
+pub const EMU_LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
 /// Size of the emu header and the alignment of every emu region, in bytes.
 pub const EMU_REGION_ALIGN_BYTES: u64 = 4096;
 

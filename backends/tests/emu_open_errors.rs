@@ -124,15 +124,17 @@ fn damaged_header_is_corrupt() {
 }
 
 #[test]
-fn torn_table_write_falls_back_to_the_previous_slot() {
+fn damaged_newest_table_is_an_error_not_a_silent_rollback() {
     let dir = tempfile::tempdir().unwrap();
     let path = make_device(dir.path());
-    // create wrote sequences 0 and 1; the flush wrote sequence 2 into slot 0.
+    // create wrote sequences 0 and 1; the flush wrote sequence 2 into slot 0. Bytes 30..38 of
+    // the slot are zone 0's reserved bytes and written bytes: no table write produces 0x5A there.
     let layout = Layout::for_geometry(&geometry());
     patch(&path, layout.slot_offset(0) + 30, &[0x5A; 8]);
-    let d = open(&path).unwrap();
-    let z = on_core(move || async move { d.report_zones(0, 1).await.unwrap()[0] });
-    assert_eq!(z.state, ZoneState::Empty, "slot 1 (before the flush) wins");
+    let e = open(&path).err().unwrap();
+    assert_eq!(e.kind(), ErrorKind::Corrupt);
+    assert!(e.to_string().contains("slot 0 is damaged"), "{e}");
+    assert!(e.to_string().contains("checksum mismatch"), "{e}");
     patch(&path, layout.slot_offset(1) + 30, &[0x5A; 8]);
     let e = open(&path).err().unwrap();
     assert_eq!(e.kind(), ErrorKind::Corrupt);
@@ -160,8 +162,9 @@ fn table_inconsistent_with_geometry_is_corrupt() {
     );
     let e = open(&path).err().unwrap();
     assert!(
-        e.to_string()
-            .ends_with("zone table sequence 9: zone 1: state Empty with 4096 bytes written"),
+        e.to_string().ends_with(
+            "zone table slot 1 (sequence 9): zone 1: state Empty with 4096 bytes written"
+        ),
         "{e}"
     );
 }

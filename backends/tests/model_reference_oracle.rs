@@ -3,7 +3,7 @@
 //! proptest prints the failing case and persists its seed on failure.
 
 use proptest::prelude::*;
-use ziob_backends::{ErrorKind, Geometry, ZoneAction, ZoneState, ZoneTable, ZoneTarget};
+use ziob_backends::{ErrorKind, Geometry, WriteFate, ZoneAction, ZoneState, ZoneTable, ZoneTarget};
 
 const BS: u64 = 4096;
 const ZONES: usize = 5;
@@ -208,7 +208,7 @@ fn run(ops: Vec<Op>, max_open: Option<u32>, max_active: Option<u32>) -> Result<(
                 let at = if at_wp { wp } else { wp + 1 };
                 let got = table
                     .begin_write(zone, at * BS, blocks * BS)
-                    .map(|r| table.complete(r, true));
+                    .map(|r| assert_eq!(table.complete(r, true), WriteFate::Done));
                 (
                     got.map_err(|e| e.kind()),
                     reference.write(zone as usize, Some(at), blocks),
@@ -221,7 +221,7 @@ fn run(ops: Vec<Op>, max_open: Option<u32>, max_active: Option<u32>) -> Result<(
                         reference.wp[zone as usize] * BS,
                         "append landed off the write pointer"
                     );
-                    table.complete(r, true)
+                    assert_eq!(table.complete(r, true), WriteFate::Done);
                 });
                 (
                     got.map_err(|e| e.kind()),

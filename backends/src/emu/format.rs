@@ -11,7 +11,7 @@
 
 use crate::limits::EMU_REGION_ALIGN_BYTES;
 use crate::model::geometry::Geometry;
-use crate::model::state::{PersistedZone, ZoneState};
+use crate::model::zone::{PersistedZone, ZoneState};
 
 /// Magic of the header.
 pub const HEADER_MAGIC: [u8; 8] = *b"ZIOBEMU\0";
@@ -53,6 +53,15 @@ const T_ENTRIES: usize = T_SEQUENCE + 8;
 /// Bytes per zone entry: state (1), reserved (7), written bytes (8).
 pub const ENTRY_BYTES: usize = 16;
 const _: () = assert!(T_ENTRIES == 24);
+
+/// The unit a drive writes atomically (a logical sector; 4Kn drives write 4096): a write torn
+/// by a power loss is made of whole sectors of its old and its new content.
+pub const ATOMIC_SECTOR_BYTES: usize = 512;
+
+/// Bytes of a zone table of `zone_count` zones that carry fields (header, entries, checksum).
+pub fn table_bytes(zone_count: u32) -> usize {
+    T_ENTRIES + ENTRY_BYTES * zone_count as usize + 4
+}
 
 /// Where the regions of a device file are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,42 +203,125 @@ pub fn encode_table(layout: &Layout, sequence: u64, zones: &[PersistedZone]) -> 
     b
 }
 
+/// Why a zone-table slot was not accepted (see `docs/format.md`, "Choosing the table").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlotDefect {
+    /// The slot's header (magic, version, zone count) is not one of this device's, so the slot
+    /// cannot be dated.
+    Header(String),
+    /// The header is intact (it holds `sequence`) but the checksum does not match.
+    Checksum {
+        /// The sequence number the slot's header holds.
+        sequence: u64,
+        /// The checksum stored in the slot.
+        stored: u32,
+        /// The checksum of the slot's bytes.
+        computed: u32,
+    },
+    /// The checksum matches but an entry is not valid.
+    Entry {
+        /// The slot's sequence number.
+        sequence: u64,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+impl std::fmt::Display for SlotDefect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SlotDefect::Header(d) => f.write_str(d),
+            SlotDefect::Checksum {
+                sequence,
+                stored,
+                computed,
+            } => write!(
+                f,
+                "sequence {sequence}: checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+            ),
+            SlotDefect::Entry { sequence, detail } => write!(f, "sequence {sequence}: {detail}"),
+        }
+    }
+}
+
 /// Decodes a zone-table slot of a device with `zone_count` zones: its sequence number and
-/// entries (consistency with the geometry is checked by `ZoneTable::restore`).
-pub fn decode_table(b: &[u8], zone_count: u32) -> Result<(u64, Vec<PersistedZone>), String> {
+/// entries (consistency with the geometry is checked by `ZoneTable::restore`). Checks, in this
+/// order: length, magic, version, zone count, checksum, state codes.
+pub fn decode_table(b: &[u8], zone_count: u32) -> Result<(u64, Vec<PersistedZone>), SlotDefect> {
     let crc_at = T_ENTRIES + ENTRY_BYTES * zone_count as usize;
     if b.len() < crc_at + 4 {
-        return Err(format!("slot of {} bytes is too short", b.len()));
+        return Err(SlotDefect::Header(format!(
+            "slot of {} bytes is too short",
+            b.len()
+        )));
     }
     if b[T_MAGIC..T_MAGIC + 8] != TABLE_MAGIC {
-        return Err("bad magic".into());
+        return Err(SlotDefect::Header("bad magic".into()));
     }
     let version = get_u32(b, T_VERSION);
     if version != FORMAT_VERSION {
-        return Err(format!("version {version}"));
-    }
-    let stored = get_u32(b, crc_at);
-    let computed = crc32c::crc32c(&b[..crc_at]);
-    if stored != computed {
-        return Err(format!(
-            "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
-        ));
+        return Err(SlotDefect::Header(format!("version {version}")));
     }
     let n = get_u32(b, T_ZONE_COUNT);
     if n != zone_count {
-        return Err(format!("{n} zones, the header says {zone_count}"));
+        return Err(SlotDefect::Header(format!(
+            "{n} zones, the header says {zone_count}"
+        )));
+    }
+    let sequence = get_u64(b, T_SEQUENCE);
+    let stored = get_u32(b, crc_at);
+    let computed = crc32c::crc32c(&b[..crc_at]);
+    if stored != computed {
+        return Err(SlotDefect::Checksum {
+            sequence,
+            stored,
+            computed,
+        });
     }
     let mut zones = Vec::with_capacity(n as usize);
     for i in 0..n as usize {
         let at = T_ENTRIES + ENTRY_BYTES * i;
-        let state = ZoneState::from_nvme_code(b[at])
-            .ok_or_else(|| format!("zone {i} has unknown state code {:#x}", b[at]))?;
+        let state = ZoneState::from_nvme_code(b[at]).ok_or_else(|| SlotDefect::Entry {
+            sequence,
+            detail: format!("zone {i} has unknown state code {:#x}", b[at]),
+        })?;
         zones.push(PersistedZone {
             state,
             written_bytes: get_u64(b, at + 8),
         });
     }
-    Ok((get_u64(b, T_SEQUENCE), zones))
+    Ok((sequence, zones))
+}
+
+/// Whether every entry of a slot (whatever its checksum) is one a table write could have
+/// produced for `g`: a known state code, zero reserved bytes, whole blocks within the
+/// capacity, and zero reserved bytes after the checksum. A slot torn by a crash during its
+/// write is made of such entries (pieces of its old and its new content); a flipped bit
+/// usually is not. Returns the first entry that is not.
+pub fn entries_well_formed(b: &[u8], g: &Geometry) -> Result<(), String> {
+    let crc_at = T_ENTRIES + ENTRY_BYTES * g.zone_count as usize;
+    if b.len() < crc_at + 4 {
+        return Err(format!("slot of {} bytes is too short", b.len()));
+    }
+    for i in 0..g.zone_count as usize {
+        let at = T_ENTRIES + ENTRY_BYTES * i;
+        if ZoneState::from_nvme_code(b[at]).is_none() {
+            return Err(format!("zone {i} has unknown state code {:#x}", b[at]));
+        }
+        if b[at + 1..at + 8].iter().any(|&x| x != 0) {
+            return Err(format!("zone {i} has non-zero reserved bytes"));
+        }
+        let written = get_u64(b, at + 8);
+        if written > g.zone_capacity_bytes || written % g.block_size_bytes != 0 {
+            return Err(format!(
+                "zone {i} claims {written} bytes written, not whole blocks within the capacity"
+            ));
+        }
+    }
+    if b[crc_at + 4..].iter().any(|&x| x != 0) {
+        return Err("non-zero bytes after the checksum".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -305,7 +397,23 @@ mod tests {
         assert_eq!(decode_table(&b, 2).unwrap(), (7, zones.to_vec()));
         b[40] ^= 1;
         let e = decode_table(&b, 2).unwrap_err();
-        assert!(e.starts_with("checksum mismatch"), "{e}");
+        assert!(matches!(e, SlotDefect::Checksum { sequence: 7, .. }), "{e}");
+        assert!(
+            e.to_string().starts_with("sequence 7: checksum mismatch"),
+            "{e}"
+        );
+        // Byte 40 is zone 1's state: Full ^ 1 = Offline, a well-formed entry.
+        assert_eq!(entries_well_formed(&b, &g), Ok(()));
+        b[40] ^= 1;
+        // Byte 48 is the low byte of zone 1's written bytes: 4097 is not whole blocks.
+        b[48] ^= 1;
+        assert!(entries_well_formed(&b, &g).unwrap_err().contains("zone 1"));
+        b[48] ^= 1;
+        assert_eq!(entries_well_formed(&b, &g), Ok(()));
+        b[25] = 1;
+        assert!(entries_well_formed(&b, &g)
+            .unwrap_err()
+            .contains("reserved"));
     }
 
     #[test]

@@ -10,42 +10,98 @@
 //! [`flush`](ZonedDevice::flush) snapshots the zone table, `fdatasync`s the data, writes the
 //! snapshot to the older table slot (sequence number + crc32c) and `fdatasync`s again. Zone
 //! management commands do the same before completing, so a completed reset can never be
-//! undone by a crash. On open the newest valid slot wins (a torn slot write falls back to the
-//! previous one) and opened zones come back Closed: everything before the last completed
-//! flush survives `kill -9`; later writes may be lost, and since write pointers come from the
-//! table, no write pointer is ever past unwritten data. Bytes past a zone's data read as zeros.
+//! undone by a crash. On open the newest valid slot wins (a table write torn by a crash falls
+//! back to the previous one, reported by [`EmuDevice::recovery`]; any other damage of the
+//! newest slot is a [`DeviceError::Corrupt`] error) and opened zones come back Closed:
+//! everything before the last completed flush survives `kill -9`; later writes may be lost,
+//! and since write pointers come from the table, no write pointer is ever past unwritten data.
+//! Bytes past a zone's data read as zeros.
+//!
+//! ## Writes in flight
+//! A write reserves its range when first polled. Its data transfer runs in a task of its own
+//! on the calling core, so dropping the write's future does not abandon it: the transfer
+//! completes (or fails) and the reservation with it. A write returns only once it and every
+//! earlier write of the zone have completed, so what a flush persists (each zone's contiguous
+//! completed prefix) covers every write that returned `Ok` before the flush was called, even
+//! while later writes are in flight. A failed transfer (a host I/O error such as `ENOSPC`)
+//! fails that write and aborts the ones issued after it; once they have completed the write
+//! pointer goes back to where the completed data ends and the zone takes writes again.
+//!
+//! ## Locking and read-only opens
+//! A read-write open takes an exclusive `flock` on the file, a read-only open
+//! ([`EmuDevice::open_read_only`]) a shared one; a conflicting opener gets
+//! [`DeviceError::Busy`]. The lock is released when the last clone of the device is dropped.
 //!
 //! ## Latency model
 //! `emu:PATH,lat_us=N,bw_mbps=M` adds `N` µs plus `bytes / M MB/s` to every op with
 //! [`ziob_runtime::sleep`] (off by default), to study buffering effects on a fast disk.
 
 pub mod format;
+mod lock;
+mod open;
 
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 
-use ziob_runtime::{DmaBuf, File, OpenOptions};
+use ziob_runtime::{DmaBuf, File};
 
 use crate::device::{check_read_buf, fill_read_buf, ZonedDevice};
 use crate::limits::EMU_DIRECT_BLOCK_SIZE_BYTES_MIN;
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
 use crate::model::spec::LatencyModel;
-use crate::model::state::{Reservation, ZoneAction, ZoneInfo, ZoneTable, ZoneTarget};
+use crate::model::state::{Reservation, WriteFate, ZoneTable};
+use crate::model::zone::{ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
 use format::Layout;
+use open::{corrupt, io_err};
+pub use open::{OpenMode, TableRecovery};
+
+/// The modelled controller: the zone table and, per zone, the tasks waiting for a write's
+/// fate. Held only for table calls, never across an `.await`.
+struct Controller {
+    table: ZoneTable,
+    waiters: Vec<Vec<Waker>>,
+}
 
 struct EmuInner {
     name: String,
     path: PathBuf,
     geometry: Geometry,
     layout: Layout,
+    /// Data and table I/O; its descriptor holds the device lock.
     file: File,
     direct: bool,
+    mode: OpenMode,
     latency: LatencyModel,
-    /// The modelled controller: held only for table calls, never across an `.await`.
-    table: Mutex<ZoneTable>,
+    recovery: Option<TableRecovery>,
+    controller: Mutex<Controller>,
     /// Serialises table persistence; holds the next table sequence number.
     persist: futures::lock::Mutex<u64>,
+    faults: HostFaults,
+    /// This process's lock on the file, shared by its opens.
+    _lock: Arc<lock::DeviceLock>,
+}
+
+/// Injected host I/O errors of data writes (see [`EmuDevice::fail_data_write`]).
+#[derive(Default)]
+struct HostFaults {
+    /// Data writes issued since the device was opened.
+    issued: AtomicU64,
+    /// `(index of the data write, errno)` still to fire.
+    planned: Mutex<Vec<(u64, i32)>>,
+}
+
+impl HostFaults {
+    /// Counts a data write; the errno to fail it with, if one was planned for it.
+    fn next(&self) -> Option<i32> {
+        let index = self.issued.fetch_add(1, Ordering::Relaxed);
+        let mut planned = self.planned.lock().unwrap_or_else(|p| p.into_inner());
+        let pos = planned.iter().position(|(i, _)| *i == index)?;
+        Some(planned.swap_remove(pos).1)
+    }
 }
 
 /// A file-backed emulated zoned device. Clones share the device.
@@ -54,21 +110,9 @@ pub struct EmuDevice {
     inner: Arc<EmuInner>,
 }
 
-/// An error of a std call (`what` names it) on the device file.
-fn io_err(path: &Path, what: &str, e: std::io::Error) -> DeviceError {
-    DeviceError::io(format!("emu:{}: {what} failed", path.display()), e)
-}
-
 /// An error of a runtime op on the device file (the runtime error names the op).
 fn rt_err(path: &Path, e: ziob_runtime::Error) -> DeviceError {
     DeviceError::io(format!("emu:{}", path.display()), e)
-}
-
-fn corrupt(path: &Path, detail: impl Into<String>) -> DeviceError {
-    DeviceError::Corrupt {
-        path: path.display().to_string(),
-        detail: detail.into(),
-    }
 }
 
 /// Reads exactly `len` bytes at `offset` into a fresh buffer; a short file is `Ok(None)`.
@@ -92,47 +136,89 @@ async fn write_region(file: &File, path: &Path, offset: u64, bytes: &[u8]) -> Re
     res.map_err(|e| rt_err(path, e))
 }
 
-/// Opens `path` read-write, with `O_DIRECT` if `direct` and the filesystem allows it.
-/// Returns the file and whether it is direct.
-async fn open_file(path: &Path, direct: bool) -> Result<(File, bool)> {
-    let opts = OpenOptions::new().read(true).write(true);
-    if direct {
-        match opts.direct(true).open(path).await {
-            Ok(f) => return Ok((f, true)),
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                tracing::info!(path = %path.display(), "O_DIRECT refused, using buffered I/O");
-            }
-            Err(e) => return Err(rt_err(path, e)),
+/// Turns on `O_DIRECT` for `f` if the filesystem allows it; returns whether it is on.
+fn try_direct(path: &Path, f: &std::fs::File) -> bool {
+    let fd = f.as_raw_fd();
+    // SAFETY: F_GETFL/F_SETFL on a descriptor `f` owns change only its status flags.
+    let ok = unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_DIRECT) == 0
+    };
+    if !ok {
+        tracing::info!(path = %path.display(), "O_DIRECT refused, using buffered I/O");
+    }
+    ok
+}
+
+/// Returns the reservation of a write whose task is dropped before its transfer finished (at
+/// runtime shutdown): the write counts as failed, so the zone does not stay reserved.
+struct Unfinished<'a> {
+    dev: &'a EmuDevice,
+    r: Option<Reservation>,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if let Some(r) = self.r.take() {
+            let fate = self.dev.complete(r, false);
+            debug_assert_ne!(
+                fate,
+                WriteFate::Pending,
+                "a failed reservation is never pending"
+            );
         }
     }
-    let f = opts.open(path).await.map_err(|e| rt_err(path, e))?;
-    Ok((f, false))
+}
+
+/// A spawned write's handle that lets the write run on when dropped.
+struct Detached<T>(Option<ziob_runtime::Task<T>>);
+
+impl<T> std::future::Future for Detached<T> {
+    type Output = T;
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let task = self.0.as_mut().expect("polled after completion");
+        let out = std::task::ready!(std::pin::Pin::new(task).poll(cx));
+        self.0 = None;
+        Poll::Ready(out)
+    }
+}
+
+impl<T> Drop for Detached<T> {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.detach();
+        }
+    }
 }
 
 impl EmuDevice {
-    /// Creates a new device file at `path` (which must not exist) with every zone Empty.
-    /// The file is sparse: data space is allocated as zones are written.
+    /// Creates a new device file at `path` (which must not exist) with every zone Empty and
+    /// opens it read-write. The file is sparse: data space is allocated as zones are written.
     pub async fn create(path: impl AsRef<Path>, geometry: &Geometry) -> Result<EmuDevice> {
         let path = path.as_ref();
         geometry.validate()?;
         let layout = Layout::for_geometry(geometry);
         let f = std::fs::OpenOptions::new()
+            .read(true)
             .write(true)
             .create_new(true)
             .open(path)
             .map_err(|e| io_err(path, "create", e))?;
+        let mut device_lock = None;
         let result = async {
+            device_lock = Some(lock::acquire(path, &f, OpenMode::ReadWrite).await?);
+            use std::os::unix::fs::FileExt;
             f.set_len(layout.file_bytes(geometry))
                 .map_err(|e| io_err(path, "set length", e))?;
-            drop(f);
-            let (file, _) = open_file(path, false).await?;
-            write_region(&file, path, 0, &format::encode_header(geometry, &layout)).await?;
+            f.write_all_at(&format::encode_header(geometry, &layout), 0)
+                .map_err(|e| io_err(path, "write header", e))?;
             let empty = ZoneTable::new(geometry).snapshot();
             for seq in 0..2u64 {
                 let slot = format::encode_table(&layout, seq, &empty);
-                write_region(&file, path, layout.slot_offset(seq % 2), &slot).await?;
+                f.write_all_at(&slot, layout.slot_offset(seq % 2))
+                    .map_err(|e| io_err(path, "write zone table", e))?;
             }
-            file.sync_all().await.map_err(|e| rt_err(path, e))?;
+            f.sync_all().map_err(|e| io_err(path, "fsync", e))?;
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 if let Ok(d) = std::fs::File::open(dir) {
                     d.sync_all()
@@ -146,92 +232,79 @@ impl EmuDevice {
             let _ = std::fs::remove_file(path);
             return Err(e);
         }
-        EmuDevice::open(path, LatencyModel::default()).await
+        let name = format!("emu:{}", path.display());
+        let device_lock = device_lock.expect("locked before anything was written");
+        EmuDevice::from_locked(
+            (f, device_lock),
+            path,
+            LatencyModel::default(),
+            name,
+            OpenMode::ReadWrite,
+        )
     }
 
-    /// Opens an existing device file. A missing, truncated or damaged file is an error
+    /// Opens an existing device file read-write (exclusive lock: [`DeviceError::Busy`] while
+    /// anyone else has it open). A missing, truncated or damaged file is an error
     /// ([`DeviceError::Io`] or [`DeviceError::Corrupt`]); nothing is ever reformatted.
     pub async fn open(path: impl AsRef<Path>, latency: LatencyModel) -> Result<EmuDevice> {
         let path = path.as_ref();
         let name = format!("emu:{}", path.display());
-        EmuDevice::open_named(path, latency, name).await
+        EmuDevice::open_named(path, latency, name, OpenMode::ReadWrite).await
+    }
+
+    /// Opens an existing device file for reports and reads only: needs only read permission,
+    /// takes a shared lock (any number of read-only openers, [`DeviceError::Busy`] while it is
+    /// open read-write). See [`OpenMode::ReadOnly`].
+    pub async fn open_read_only(
+        path: impl AsRef<Path>,
+        latency: LatencyModel,
+    ) -> Result<EmuDevice> {
+        let path = path.as_ref();
+        let name = format!("emu:{}", path.display());
+        EmuDevice::open_named(path, latency, name, OpenMode::ReadOnly).await
     }
 
     pub(crate) async fn open_named(
         path: &Path,
         latency: LatencyModel,
         name: String,
+        mode: OpenMode,
     ) -> Result<EmuDevice> {
-        let (file, _) = open_file(path, false).await?;
-        let header = read_region(&file, path, 0, format::HEADER_BYTES as usize)
-            .await?
-            .ok_or_else(|| corrupt(path, "the file is shorter than its 4096-byte header"))?;
-        let (geometry, layout) = format::decode_header(&header).map_err(|d| corrupt(path, d))?;
-        let file_bytes = std::fs::metadata(path)
-            .map_err(|e| io_err(path, "stat", e))?
-            .len();
-        if file_bytes < layout.file_bytes(&geometry) {
-            return Err(corrupt(
-                path,
-                format!(
-                    "the file is truncated: {file_bytes} bytes, the geometry needs {}",
-                    layout.file_bytes(&geometry)
-                ),
-            ));
-        }
-        let mut best: Option<(u64, Vec<crate::PersistedZone>)> = None;
-        let mut problems = Vec::new();
-        for slot in 0..2u64 {
-            let bytes = read_region(
-                &file,
-                path,
-                layout.slot_offset(slot),
-                layout.table_slot_bytes as usize,
-            )
-            .await?
-            .ok_or_else(|| corrupt(path, "the file ends inside the zone table"))?;
-            match format::decode_table(&bytes, geometry.zone_count) {
-                Ok((seq, zones)) if seq % 2 != slot => {
-                    problems.push(format!("table slot {slot} holds sequence {seq}"));
-                    let _ = zones;
-                }
-                Ok((seq, zones)) => {
-                    if best.as_ref().is_none_or(|(s, _)| seq > *s) {
-                        best = Some((seq, zones));
-                    }
-                }
-                Err(d) => problems.push(format!("table slot {slot}: {d}")),
-            }
-        }
-        let Some((seq, zones)) = best else {
-            return Err(corrupt(
-                path,
-                format!("no valid zone table ({})", problems.join("; ")),
-            ));
-        };
-        if !problems.is_empty() {
-            tracing::warn!(path = %path.display(), seq, problems = %problems.join("; "), "using the remaining valid zone table");
-        }
-        let table = ZoneTable::restore(&geometry, &zones)
-            .map_err(|d| corrupt(path, format!("zone table sequence {seq}: {d}")))?;
-        let want_direct = geometry.block_size_bytes >= EMU_DIRECT_BLOCK_SIZE_BYTES_MIN;
-        let (file, direct) = if want_direct {
-            drop(file);
-            open_file(path, true).await?
-        } else {
-            (file, false)
-        };
+        latency.validate()?;
+        let locked = open::open_locked(path, mode).await?;
+        EmuDevice::from_locked(locked, path, latency, name, mode)
+    }
+
+    /// Builds the device on a locked descriptor of its file.
+    fn from_locked(
+        (f, device_lock): (std::fs::File, Arc<lock::DeviceLock>),
+        path: &Path,
+        latency: LatencyModel,
+        name: String,
+        mode: OpenMode,
+    ) -> Result<EmuDevice> {
+        let loaded = open::load(&f, path)?;
+        let direct = loaded.geometry.block_size_bytes >= EMU_DIRECT_BLOCK_SIZE_BYTES_MIN
+            && try_direct(path, &f);
+        let zones = loaded.geometry.zone_count as usize;
         Ok(EmuDevice {
             inner: Arc::new(EmuInner {
                 name,
                 path: path.to_path_buf(),
-                geometry,
-                layout,
-                file,
+                geometry: loaded.geometry,
+                layout: loaded.layout,
+                file: File::from_std(f),
                 direct,
+                mode,
                 latency,
-                table: Mutex::new(table),
-                persist: futures::lock::Mutex::new(seq + 1),
+                recovery: loaded.recovery,
+                controller: Mutex::new(Controller {
+                    table: loaded.table,
+                    waiters: vec![Vec::new(); zones],
+                }),
+                persist: futures::lock::Mutex::new(loaded.sequence + 1),
+                faults: HostFaults::default(),
+                _lock: device_lock,
             }),
         })
     }
@@ -246,9 +319,55 @@ impl EmuDevice {
         self.inner.direct
     }
 
-    fn table(&self) -> MutexGuard<'_, ZoneTable> {
+    /// How the device was opened.
+    pub fn mode(&self) -> OpenMode {
+        self.inner.mode
+    }
+
+    /// Set when the open found one zone-table slot damaged and used the other (a torn table
+    /// write, or a damaged older copy; see `docs/format.md`). Nothing acknowledged was lost,
+    /// but a tool should say so. The open also logged it with `tracing::warn!`.
+    pub fn recovery(&self) -> Option<&TableRecovery> {
+        self.inner.recovery.as_ref()
+    }
+
+    /// Fault injection for tests: the data write with index `data_write_index` (0-based,
+    /// counting the data writes and appends this device issued since it was opened, in the
+    /// order their transfers start) fails with `errno` (e.g. `libc::ENOSPC`) without writing
+    /// anything, as a host I/O error would.
+    pub fn fail_data_write(&self, data_write_index: u64, errno: i32) {
+        self.inner
+            .faults
+            .planned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((data_write_index, errno));
+    }
+
+    fn controller(&self) -> MutexGuard<'_, Controller> {
         // Every table change is checked before it is made, so a poisoned lock is consistent.
-        self.inner.table.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner
+            .controller
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Refuses a change on a read-only device, and a write off a runtime core (its transfer
+    /// task needs the core; refused before anything is reserved).
+    fn check_may_change(&self, what: impl Into<String>) -> Result<()> {
+        if !ziob_runtime::on_core() {
+            return Err(rt_err(
+                &self.inner.path,
+                ziob_runtime::Error::NotOnCore("emu write, append or zone action"),
+            ));
+        }
+        if self.inner.mode == OpenMode::ReadOnly {
+            return Err(DeviceError::ReadOnlyDevice {
+                name: self.inner.name.clone(),
+                what: what.into(),
+            });
+        }
+        Ok(())
     }
 
     fn data_pos(&self, zone: u32, offset_bytes: u64) -> u64 {
@@ -264,29 +383,99 @@ impl EmuDevice {
         }
     }
 
+    /// Ends a reservation in the table and wakes the zone's waiting writes.
+    fn complete(&self, r: Reservation, ok: bool) -> WriteFate {
+        let (fate, waiters) = {
+            let mut c = self.controller();
+            let fate = c.table.complete(r, ok);
+            (fate, std::mem::take(&mut c.waiters[r.zone as usize]))
+        };
+        waiters.into_iter().for_each(Waker::wake);
+        fate
+    }
+
+    /// Wakes every waiting write (their fates may have been decided by a zone action).
+    fn wake_all(&self) {
+        let waiters: Vec<Waker> = {
+            let mut c = self.controller();
+            c.waiters.iter_mut().flat_map(std::mem::take).collect()
+        };
+        waiters.into_iter().for_each(Waker::wake);
+    }
+
+    /// Waits until the fate of a reservation that completed as [`WriteFate::Pending`] is
+    /// decided.
+    async fn fate_of(&self, r: Reservation) -> WriteFate {
+        std::future::poll_fn(|cx| {
+            let mut c = self.controller();
+            if let Some(fate) = c.table.take_fate(&r) {
+                return Poll::Ready(fate);
+            }
+            c.waiters[r.zone as usize].push(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+
     async fn write_reserved(&self, r: Result<Reservation>, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
         let r = match r {
             Ok(r) => r,
             Err(e) => return (Err(e), buf),
         };
+        // The transfer runs in its own task: dropping this future lets it finish.
+        let task = ziob_runtime::spawn(self.clone().carry_out(r, buf));
+        Detached(Some(task)).await
+    }
+
+    /// Moves a reserved write's data and settles its reservation.
+    async fn carry_out(self, r: Reservation, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
+        let mut unfinished = Unfinished {
+            dev: &self,
+            r: Some(r),
+        };
         self.model_delay(r.len_bytes).await;
-        let (res, buf) = self
-            .inner
-            .file
-            .write_all_at(buf, self.data_pos(r.zone, r.offset_bytes))
-            .await;
-        self.table().complete(r, res.is_ok());
-        match res {
-            Ok(()) => (Ok(r.offset_bytes), buf),
-            Err(e) => (Err(rt_err(&self.inner.path, e)), buf),
+        let path = &self.inner.path;
+        let (res, buf) = match self.inner.faults.next() {
+            Some(errno) => (
+                Err(DeviceError::io(
+                    format!("emu:{}: write (injected host error)", path.display()),
+                    std::io::Error::from_raw_os_error(errno),
+                )),
+                buf,
+            ),
+            None => {
+                let pos = self.data_pos(r.zone, r.offset_bytes);
+                let (res, buf) = self.inner.file.write_all_at(buf, pos).await;
+                (res.map_err(|e| rt_err(path, e)), buf)
+            }
+        };
+        unfinished.r = None;
+        let mut fate = self.complete(r, res.is_ok());
+        if fate == WriteFate::Pending {
+            fate = self.fate_of(r).await;
         }
+        let bs = self.inner.geometry.block_size_bytes;
+        let res = match (fate, res) {
+            (WriteFate::Done, Ok(())) => Ok(r.offset_bytes),
+            (WriteFate::Failed, Err(e)) => Err(e),
+            (WriteFate::Aborted, _) => Err(DeviceError::Aborted {
+                op: r.op,
+                zone: r.zone,
+                offset_blocks: r.offset_bytes / bs,
+                reason: "an earlier write to the zone failed, or the zone was reset, while it \
+                         was in flight; it does not count as written"
+                    .into(),
+            }),
+            (fate, res) => unreachable!("reservation fate {fate:?} after a transfer {res:?}"),
+        };
+        (res, buf)
     }
 
     /// Persists the zone table: snapshot, fdatasync the data, write the next slot, fdatasync.
     async fn persist(&self) -> Result<()> {
         let path = &self.inner.path;
         let mut next_seq = self.inner.persist.lock().await;
-        let zones = self.table().snapshot();
+        let zones = self.controller().table.snapshot();
         let file = &self.inner.file;
         file.sync_data().await.map_err(|e| rt_err(path, e))?;
         let seq = *next_seq;
@@ -295,6 +484,38 @@ impl EmuDevice {
         file.sync_data().await.map_err(|e| rt_err(path, e))?;
         *next_seq = seq + 1;
         Ok(())
+    }
+
+    /// Gives the space of reset zones back to the host filesystem (best effort): punches a
+    /// hole over the data of each zone in `zones` that is still Empty with nothing in flight.
+    /// Runs under the controller lock, so no write can be reserved in a zone while its hole is
+    /// punched.
+    fn punch_reset_zones(&self, zones: &[u32]) {
+        let c = self.controller();
+        for &zone in zones {
+            let Ok(info) = c.table.info(zone) else {
+                continue;
+            };
+            if info.state != ZoneState::Empty || c.table.has_in_flight(zone) {
+                continue;
+            }
+            let pos = self.data_pos(zone, 0) as libc::off_t;
+            let len = self.inner.geometry.zone_size_bytes as libc::off_t;
+            // SAFETY: fallocate on the device's own descriptor; no memory is passed.
+            let rc = unsafe {
+                libc::fallocate(
+                    self.inner.file.as_raw_fd(),
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    pos,
+                    len,
+                )
+            };
+            if rc != 0 {
+                let e = std::io::Error::last_os_error();
+                tracing::debug!(path = %self.inner.path.display(), zone, error = %e, "reset: the filesystem does not punch holes, the zone keeps its space");
+                return;
+            }
+        }
     }
 }
 
@@ -315,7 +536,7 @@ impl ZonedDevice for EmuDevice {
     }
 
     async fn report_zones(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
-        self.table().report(first, count)
+        self.controller().table.report(first, count)
     }
 
     async fn read(
@@ -328,7 +549,11 @@ impl ZonedDevice for EmuDevice {
         if let Err(e) = check_read_buf(&buf, len) {
             return (Err(e), buf);
         }
-        let data_end = match self.table().check_read(zone, offset_bytes, len as u64) {
+        let data_end = match self
+            .controller()
+            .table
+            .check_read(zone, offset_bytes, len as u64)
+        {
             Ok(end) => end,
             Err(e) => return (Err(e), buf),
         };
@@ -370,25 +595,55 @@ impl ZonedDevice for EmuDevice {
     }
 
     async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (Result<()>, DmaBuf) {
+        if let Err(e) = self.check_may_change(format!("write to zone {zone}")) {
+            return (Err(e), buf);
+        }
         let r = self
-            .table()
+            .controller()
+            .table
             .begin_write(zone, offset_bytes, buf.len() as u64);
         let (res, buf) = self.write_reserved(r, buf).await;
         (res.map(|_| ()), buf)
     }
 
     async fn append(&self, zone: u32, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
-        let r = self.table().begin_append(zone, buf.len() as u64);
+        if let Err(e) = self.check_may_change(format!("append to zone {zone}")) {
+            return (Err(e), buf);
+        }
+        let r = self.controller().table.begin_append(zone, buf.len() as u64);
         self.write_reserved(r, buf).await
     }
 
     async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
-        self.table().apply(action, target)?;
+        self.check_may_change(format!("{action} {target:?}"))?;
+        let reset_zones: Vec<u32> = {
+            let mut c = self.controller();
+            let reset_zones = match (action, target) {
+                (ZoneAction::Reset, ZoneTarget::One(z)) => vec![z],
+                (ZoneAction::Reset, ZoneTarget::All) => c
+                    .table
+                    .report(0, u32::MAX)?
+                    .iter()
+                    .filter(|z| z.state.is_active() || z.state == ZoneState::Full)
+                    .map(|z| z.index)
+                    .collect(),
+                _ => Vec::new(),
+            };
+            c.table.apply(action, target)?;
+            reset_zones
+        };
+        // A reset decides the fate of the zone's writes in flight.
+        self.wake_all();
         self.model_delay(0).await;
-        self.persist().await
+        self.persist().await?;
+        self.punch_reset_zones(&reset_zones);
+        Ok(())
     }
 
     async fn flush(&self) -> Result<()> {
+        if self.inner.mode == OpenMode::ReadOnly {
+            return Ok(());
+        }
         self.model_delay(0).await;
         self.persist().await
     }

@@ -1,7 +1,7 @@
 //! [`DeviceError`]: every way a zoned-device operation can fail, with the zone, the position
 //! (in blocks within the zone) and the NVMe status a real ZNS device would return.
 
-use crate::model::state::{ZoneAction, ZoneState};
+use crate::model::zone::{ZoneAction, ZoneState};
 
 /// Result alias of the backends crate.
 pub type Result<T> = std::result::Result<T, DeviceError>;
@@ -89,6 +89,12 @@ pub enum ErrorKind {
     InvalidGeometry,
     /// A backend that exists in the spec syntax but is not built in.
     Unsupported,
+    /// A write not carried out because an earlier write of the zone failed.
+    Aborted,
+    /// A device another opener holds (a lock conflict).
+    Busy,
+    /// A change refused because the device was opened read-only.
+    ReadOnlyDevice,
 }
 
 /// An error of a zoned device. Positions are zone-relative and in logical blocks.
@@ -241,6 +247,37 @@ pub enum DeviceError {
     /// An invalid geometry.
     #[error("invalid geometry: {0}")]
     InvalidGeometry(String),
+    /// A write or append not carried out (or not counted as written) because an earlier
+    /// write of the zone failed or the zone was reset while it was in flight. The zone stays
+    /// writable: its write pointer goes back to where the completed data ends.
+    #[error("{op} at block {offset_blocks} of zone {zone} aborted: {reason}")]
+    Aborted {
+        /// Write or append.
+        op: IoOp,
+        /// Zone index.
+        zone: u32,
+        /// Where the op was placed, in blocks.
+        offset_blocks: u64,
+        /// Why, e.g. `the write at block 8 failed`.
+        reason: String,
+    },
+    /// The device is open elsewhere in a way that excludes this open (a process holds its
+    /// lock: read-write opens are exclusive, read-only opens shared).
+    #[error("{path}: device busy: {holder}")]
+    Busy {
+        /// The device file.
+        path: String,
+        /// Who holds it, e.g. `opened read-write by another process`.
+        holder: String,
+    },
+    /// A write, append, zone action or flush on a device opened read-only.
+    #[error("{name}: {what} refused: the device is opened read-only")]
+    ReadOnlyDevice {
+        /// The device name (its spec).
+        name: String,
+        /// The refused operation, e.g. `write to zone 3`.
+        what: String,
+    },
     /// A backend that is not built in.
     #[error("backend `{backend}` is not available in this build of ZIOB")]
     Unsupported {
@@ -270,6 +307,9 @@ impl DeviceError {
             DeviceError::InvalidSpec { .. } => ErrorKind::InvalidSpec,
             DeviceError::InvalidGeometry(_) => ErrorKind::InvalidGeometry,
             DeviceError::Unsupported { .. } => ErrorKind::Unsupported,
+            DeviceError::Aborted { .. } => ErrorKind::Aborted,
+            DeviceError::Busy { .. } => ErrorKind::Busy,
+            DeviceError::ReadOnlyDevice { .. } => ErrorKind::ReadOnlyDevice,
         }
     }
 
@@ -290,6 +330,7 @@ impl DeviceError {
             ErrorKind::OutOfRange => (GENERIC, 0x80),
             ErrorKind::AppendTooLarge => (GENERIC, 0x02),
             ErrorKind::Io => (GENERIC, 0x06),
+            ErrorKind::Aborted => (GENERIC, 0x07),
             _ => return None,
         })
     }

@@ -177,12 +177,16 @@ impl Geometry {
                 limits::ZONE_COUNT_MAX
             ));
         }
-        if self
-            .zone_size_bytes
-            .checked_mul(u64::from(self.zone_count))
-            .is_none()
-        {
-            return bad("zone count × zone size overflows 64 bits".into());
+        match self.zone_size_bytes.checked_mul(u64::from(self.zone_count)) {
+            Some(size) if size <= limits::DEVICE_SIZE_BYTES_MAX => {}
+            _ => {
+                return bad(format!(
+                    "{} zones of {} bytes exceed the largest device size, {} bytes",
+                    self.zone_count,
+                    self.zone_size_bytes,
+                    limits::DEVICE_SIZE_BYTES_MAX
+                ))
+            }
         }
         if self.max_append_bytes == 0 || self.max_append_bytes % bs != 0 {
             return bad(format!(
@@ -230,5 +234,20 @@ mod tests {
         g.max_active_zones = None;
         g.block_size_bytes = 3000;
         assert!(g.validate().is_err());
+    }
+
+    #[test]
+    fn validate_refuses_devices_whose_size_overflows() {
+        // The case: one zone of 2^64 - 4096 bytes made a 12 KiB emu file.
+        let g = Geometry::new(1, u64::MAX - 4095);
+        assert_eq!(
+            g.validate().unwrap_err().to_string(),
+            "invalid geometry: 1 zones of 18446744073709547520 bytes exceed the largest device size, 4611686018427387904 bytes"
+        );
+        let g = Geometry::new(1 << 20, 1 << 44);
+        assert!(g.validate().is_err(), "2^64 bytes");
+        let g = Geometry::new(1 << 20, 1 << 42);
+        assert!(g.validate().is_ok(), "exactly the largest size");
+        assert!(Geometry::new(1 << 20, (1 << 42) + 4096).validate().is_err());
     }
 }

@@ -13,8 +13,17 @@
 //! `zones` (default 64), `zone_size` (default 64M), `zone_capacity` (default = zone size),
 //! `block_size` (default 4K), `max_open`, `max_active` (default no limit), `max_append`
 //! (default 512K, at most the capacity). Options of `emu`: `lat_us` (added latency per op
-//! in µs) and `bw_mbps` (bandwidth cap in MB/s = 10^6 bytes/s); both off by default. An emu
-//! path cannot contain a comma.
+//! in µs, at most 10 s) and `bw_mbps` (bandwidth cap in MB/s = 10^6 bytes/s, 1 to 10^6; 0 is
+//! refused, leave the option out for no cap); both off by default.
+//!
+//! **Commas in an emu path.** Everything after `emu:` up to the first trailing `,KEY=VALUE`
+//! segment is the path, where a segment is an option if it has the form `KEY=VALUE` with `KEY`
+//! made of lowercase letters, digits and `_` (an unknown key is an error). So
+//! `emu:/data/a,b.zns` is the file `/data/a,b.zns`, and `emu:/data/a,b.zns,lat_us=5` the same
+//! file with an option. A path whose last comma-separated part itself looks like `KEY=VALUE`
+//! (e.g. `/data/x,y=1`) cannot be written as a spec; open it with [`EmuDevice::open`].
+//!
+//! [`EmuDevice::open`]: crate::emu::EmuDevice::open
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -43,12 +52,34 @@ impl LatencyModel {
             ),
             _ => Duration::ZERO,
         };
-        fixed + transfer
+        fixed.saturating_add(transfer)
     }
 
     /// Whether the model adds any delay.
     pub fn is_off(&self) -> bool {
         self.latency.is_none() && self.bandwidth_bytes_per_sec.is_none()
+    }
+
+    /// Checks the bounds: a latency of at most [`limits::EMU_LATENCY_MAX`], a bandwidth cap
+    /// in [`limits::EMU_BANDWIDTH_MBPS_RANGE`] (in bytes per second, × 10^6).
+    pub fn validate(&self) -> Result<()> {
+        if let Some(l) = self.latency.filter(|l| *l > limits::EMU_LATENCY_MAX) {
+            return Err(DeviceError::InvalidArgument(format!(
+                "latency {l:?} is longer than the {:?} the latency model allows",
+                limits::EMU_LATENCY_MAX
+            )));
+        }
+        let range = &limits::EMU_BANDWIDTH_MBPS_RANGE;
+        if let Some(bw) = self.bandwidth_bytes_per_sec {
+            if !(range.start() * 1_000_000..=range.end() * 1_000_000).contains(&bw) {
+                return Err(DeviceError::InvalidArgument(format!(
+                    "bandwidth cap of {bw} bytes/s is outside {} to {} MB/s (leave it out for no cap)",
+                    range.start(),
+                    range.end()
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -119,22 +150,38 @@ impl DeviceSpec {
             "mem" => Ok(DeviceSpec::Mem(parse_geometry(rest).map_err(invalid)?)),
             "nil" => Ok(DeviceSpec::Nil(parse_geometry(rest).map_err(invalid)?)),
             "emu" => {
-                let mut parts = rest.split(',');
-                let path = parts.next().unwrap_or_default();
+                let (path, options) = split_emu_options(rest);
                 if path.is_empty() {
                     return Err(invalid(
                         "emu needs a file path, e.g. emu:/tmp/dev.zns".into(),
                     ));
                 }
                 let mut latency = LatencyModel::default();
-                for opt in parts {
-                    let (key, value) = split_option(opt).map_err(&invalid)?;
+                for (key, value) in options {
                     let n: u64 = value
                         .parse()
                         .map_err(|_| invalid(format!("{key}={value} is not a number")))?;
                     match key {
-                        "lat_us" => latency.latency = Some(Duration::from_micros(n)),
-                        "bw_mbps" => latency.bandwidth_bytes_per_sec = Some(n * 1_000_000),
+                        "lat_us" => {
+                            let max = limits::EMU_LATENCY_MAX.as_micros();
+                            if u128::from(n) > max {
+                                return Err(invalid(format!(
+                                    "lat_us={n} is more than {max} (10 s)"
+                                )));
+                            }
+                            latency.latency = Some(Duration::from_micros(n));
+                        }
+                        "bw_mbps" => {
+                            let range = &limits::EMU_BANDWIDTH_MBPS_RANGE;
+                            if !range.contains(&n) {
+                                return Err(invalid(format!(
+                                    "bw_mbps={n} is not between {} and {} (leave it out for no cap)",
+                                    range.start(),
+                                    range.end()
+                                )));
+                            }
+                            latency.bandwidth_bytes_per_sec = Some(n * 1_000_000);
+                        }
                         _ => {
                             return Err(invalid(format!(
                                 "unknown emu option `{key}` (known: lat_us, bw_mbps)"
@@ -161,6 +208,30 @@ impl DeviceSpec {
             ))),
         }
     }
+}
+
+/// Splits `PATH[,KEY=VALUE]...` into the path and its trailing options (see the module doc:
+/// trailing segments of the form `KEY=VALUE`, `KEY` of lowercase letters, digits and `_`).
+fn split_emu_options(rest: &str) -> (&str, Vec<(&str, &str)>) {
+    let is_option = |seg: &str| {
+        seg.split_once('=').is_some_and(|(k, _)| {
+            !k.is_empty()
+                && k.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        })
+    };
+    let mut path = rest;
+    let mut options = Vec::new();
+    while let Some((head, last)) = path.rsplit_once(',') {
+        if !is_option(last) {
+            break;
+        }
+        let (k, v) = last.split_once('=').expect("an option has `=`");
+        options.push((k, v));
+        path = head;
+    }
+    options.reverse();
+    (path, options)
 }
 
 fn split_option(opt: &str) -> std::result::Result<(&str, &str), String> {
@@ -257,5 +328,57 @@ mod tests {
         assert!(e.to_string().contains("zone capacity"), "{e}");
         assert!(DeviceSpec::parse("emu:").is_err());
         assert!(DeviceSpec::parse("emu:/x,lat=3").is_err());
+        assert!(DeviceSpec::parse("emu:,lat_us=3").is_err());
+    }
+
+    fn emu(spec: &str) -> (PathBuf, LatencyModel) {
+        match DeviceSpec::parse(spec).unwrap() {
+            DeviceSpec::Emu { path, latency } => (path, latency),
+            other => panic!("not emu: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_emu_path_may_contain_commas() {
+        assert_eq!(emu("emu:/d/a,b.zns").0, PathBuf::from("/d/a,b.zns"));
+        assert_eq!(emu("emu:/d/a,,b").0, PathBuf::from("/d/a,,b"));
+        let (path, lat) = emu("emu:/d/a,b.zns,lat_us=5,bw_mbps=7");
+        assert_eq!(path, PathBuf::from("/d/a,b.zns"));
+        assert_eq!(lat.latency, Some(Duration::from_micros(5)));
+        assert_eq!(lat.bandwidth_bytes_per_sec, Some(7_000_000));
+        // Options are only the trailing segments.
+        assert_eq!(
+            emu("emu:/d/lat_us=5,x.zns").0,
+            PathBuf::from("/d/lat_us=5,x.zns")
+        );
+        assert_eq!(emu("emu:/d/Dir=1,x").0, PathBuf::from("/d/Dir=1,x"));
+    }
+
+    #[test]
+    fn latency_options_that_overflow_or_mean_forever_are_refused() {
+        let reason = |spec: &str| match DeviceSpec::parse(spec) {
+            Err(DeviceError::InvalidSpec { reason, .. }) => reason,
+            other => panic!("{spec}: {other:?}"),
+        };
+        assert_eq!(
+            reason("emu:/x,bw_mbps=0"),
+            "bw_mbps=0 is not between 1 and 1000000 (leave it out for no cap)"
+        );
+        assert!(reason("emu:/x,bw_mbps=18446744073709551615").contains("not between"));
+        assert!(reason("emu:/x,bw_mbps=18446744073709551616").contains("not a number"));
+        assert_eq!(
+            reason("emu:/x,lat_us=18446744073709551615"),
+            "lat_us=18446744073709551615 is more than 10000000 (10 s)"
+        );
+        assert!(reason("emu:/x,lat_us=-1").contains("not a number"));
+        let (_, lat) = emu("emu:/x,lat_us=10000000,bw_mbps=1000000");
+        assert_eq!(lat.validate().map_err(|e| e.to_string()), Ok(()));
+        let forever = LatencyModel {
+            latency: Some(Duration::MAX),
+            bandwidth_bytes_per_sec: Some(0),
+        };
+        assert!(forever.validate().is_err());
+        // delay never panics, whatever the fields hold.
+        let _ = forever.delay(u64::MAX);
     }
 }

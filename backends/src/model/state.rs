@@ -8,177 +8,56 @@
 
 use crate::model::error::{DeviceError, IoOp, Result};
 use crate::model::geometry::Geometry;
-
-/// The state of a zone, as in the NVMe ZNS command set (the discriminant is the Zone State
-/// value of a zone descriptor).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum ZoneState {
-    /// ZSE: nothing written since the last reset. Holds no resource.
-    Empty = 0x1,
-    /// ZSIO: opened by a write or append. Holds an open and an active resource.
-    ImplicitlyOpened = 0x2,
-    /// ZSEO: opened by an Open Zone command. Holds an open and an active resource.
-    ExplicitlyOpened = 0x3,
-    /// ZSC: closed, still active. Holds an active resource.
-    Closed = 0x4,
-    /// ZSRO: made read only by the device. Holds no resource.
-    ReadOnly = 0xD,
-    /// ZSF: write pointer at capacity, or finished. Holds no resource.
-    Full = 0xE,
-    /// ZSO: made offline by the device or by Offline Zone. Holds no resource.
-    Offline = 0xF,
-}
-
-impl ZoneState {
-    /// Every state, in discriminant order.
-    pub const ALL: [ZoneState; 7] = [
-        ZoneState::Empty,
-        ZoneState::ImplicitlyOpened,
-        ZoneState::ExplicitlyOpened,
-        ZoneState::Closed,
-        ZoneState::ReadOnly,
-        ZoneState::Full,
-        ZoneState::Offline,
-    ];
-
-    /// The NVMe Zone State value.
-    pub fn nvme_code(self) -> u8 {
-        self as u8
-    }
-
-    /// The state with NVMe Zone State value `code`, if any.
-    pub fn from_nvme_code(code: u8) -> Option<ZoneState> {
-        ZoneState::ALL.into_iter().find(|s| s.nvme_code() == code)
-    }
-
-    /// Whether the state holds an open resource.
-    pub fn is_open(self) -> bool {
-        matches!(
-            self,
-            ZoneState::ImplicitlyOpened | ZoneState::ExplicitlyOpened
-        )
-    }
-
-    /// Whether the state holds an active resource.
-    pub fn is_active(self) -> bool {
-        self.is_open() || self == ZoneState::Closed
-    }
-
-    /// snake_case name used in JSON output, e.g. `implicitly_opened`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ZoneState::Empty => "empty",
-            ZoneState::ImplicitlyOpened => "implicitly_opened",
-            ZoneState::ExplicitlyOpened => "explicitly_opened",
-            ZoneState::Closed => "closed",
-            ZoneState::ReadOnly => "read_only",
-            ZoneState::Full => "full",
-            ZoneState::Offline => "offline",
-        }
-    }
-
-    /// The two-letter condition code `blkzone report` prints, e.g. `oi`.
-    pub fn short_name(self) -> &'static str {
-        match self {
-            ZoneState::Empty => "em",
-            ZoneState::ImplicitlyOpened => "oi",
-            ZoneState::ExplicitlyOpened => "oe",
-            ZoneState::Closed => "cl",
-            ZoneState::ReadOnly => "ro",
-            ZoneState::Full => "fu",
-            ZoneState::Offline => "ol",
-        }
-    }
-}
-
-impl std::fmt::Display for ZoneState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ZoneState::Empty => "Empty",
-            ZoneState::ImplicitlyOpened => "Implicitly Opened",
-            ZoneState::ExplicitlyOpened => "Explicitly Opened",
-            ZoneState::Closed => "Closed",
-            ZoneState::ReadOnly => "Read Only",
-            ZoneState::Full => "Full",
-            ZoneState::Offline => "Offline",
-        })
-    }
-}
-
-/// A Zone Management Send action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ZoneAction {
-    /// Open Zone: Empty/Closed/Implicitly Opened → Explicitly Opened.
-    Open,
-    /// Close Zone: Opened → Closed (stays active even with nothing written).
-    Close,
-    /// Finish Zone: Empty/Opened/Closed → Full; Full stays Full.
-    Finish,
-    /// Reset Zone: Opened/Closed/Full → Empty; Empty stays Empty.
-    Reset,
-    /// Offline Zone: Read Only → Offline.
-    Offline,
-}
-
-impl std::fmt::Display for ZoneAction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ZoneAction::Open => "open",
-            ZoneAction::Close => "close",
-            ZoneAction::Finish => "finish",
-            ZoneAction::Reset => "reset",
-            ZoneAction::Offline => "offline",
-        })
-    }
-}
-
-/// Which zones a [`ZoneAction`] applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ZoneTarget {
-    /// One zone, by index.
-    One(u32),
-    /// Select All: every zone in a state the action applies to (Open: Closed; Close: Opened;
-    /// Finish: Opened and Closed; Reset: Opened, Closed and Full; Offline: Read Only).
-    All,
-}
-
-/// What a zone report says about one zone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ZoneInfo {
-    /// Zone index (0-based).
-    pub index: u32,
-    /// First byte of the zone on the device.
-    pub start_bytes: u64,
-    /// Writable bytes of the zone.
-    pub capacity_bytes: u64,
-    /// Write pointer in bytes from the zone start. For a Full zone this is the capacity
-    /// (never the next zone's start, unlike the Linux block layer).
-    pub write_pointer_bytes: u64,
-    /// The zone state.
-    pub state: ZoneState,
-}
-
-/// A zone as a persistent backend stores it: its state and how far data was written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PersistedZone {
-    /// The state.
-    pub state: ZoneState,
-    /// Bytes of data written from the zone start (below capacity for a finished zone; data
-    /// past it reads as zeros).
-    pub written_bytes: u64,
-}
+// The vocabulary lives in `model::zone`; re-exported here for the paths backends use.
+pub use crate::model::zone::{PersistedZone, ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
 
 /// A reserved write range, handed back to [`ZoneTable::complete`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "a reservation must be completed"]
 pub struct Reservation {
+    /// Write or append.
+    pub op: IoOp,
     /// Zone index.
     pub zone: u32,
     /// Where the data goes, in bytes from the zone start.
     pub offset_bytes: u64,
     /// Length in bytes.
     pub len_bytes: u64,
+    /// Unique per zone (never reused): tells reservations at the same offset apart.
+    id: u64,
+}
+
+impl Reservation {
+    /// First byte after the reserved range, in bytes from the zone start.
+    pub fn end_bytes(&self) -> u64 {
+        self.offset_bytes + self.len_bytes
+    }
+}
+
+/// What became of a reserved write (see [`ZoneTable::complete`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteFate {
+    /// Its data and every earlier reservation's data of the zone are complete: the write
+    /// pointer that is persisted covers it.
+    Done,
+    /// It completed, but an earlier reservation of the zone is still in flight; the fate is
+    /// decided when that one completes ([`ZoneTable::take_fate`]).
+    Pending,
+    /// Its own data transfer failed; the write pointer goes back to its start once the writes
+    /// issued after it have completed.
+    Failed,
+    /// It will never count as written: an earlier reservation of the zone failed, or the zone
+    /// was reset while it was in flight.
+    Aborted,
+}
+
+/// A reservation of a zone that is not yet part of the zone's completed prefix.
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    id: u64,
+    end_bytes: u64,
+    /// Its data transfer succeeded (it waits for an earlier reservation).
+    done: bool,
 }
 
 /// The refusal a write or append gets from a zone in `state` before any position check:
@@ -335,18 +214,53 @@ impl Tokens {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Zone {
     state: ZoneState,
-    /// Data written from the zone start (the write pointer unless Full/Read Only/Offline).
+    /// Where the next write goes: the end of the data written or reserved since the last reset
+    /// (the write pointer unless Full/Read Only/Offline).
     written_bytes: u64,
+    /// End of the zone's contiguous completed prefix: every byte below it was written by a
+    /// reservation that completed. This, never `written_bytes`, is what gets persisted.
+    completed_bytes: u64,
     /// When the zone was last opened (smaller = older); the oldest implicitly opened zone is
     /// the one the controller closes to free an open resource (as QEMU does).
     opened_seq: u64,
-    /// Reservations not yet completed.
-    in_flight: u32,
-    /// What to persist while `in_flight > 0`: the zone before its reservations.
-    settled: PersistedZone,
+    /// Reservations past `completed_bytes`, in offset (and id) order.
+    in_flight: std::collections::VecDeque<InFlight>,
+    /// Start of the lowest failed reservation while writes issued after it are in flight; new
+    /// writes are refused until they have all completed and the write pointer went back.
+    failed_at_bytes: Option<u64>,
+    /// Fates decided for reservations after their own completion call, until taken.
+    fates: Vec<(u64, WriteFate)>,
+    /// Id of the next reservation.
+    next_id: u64,
+}
+
+impl Zone {
+    fn new(state: ZoneState, written_bytes: u64) -> Zone {
+        Zone {
+            state,
+            written_bytes,
+            completed_bytes: written_bytes,
+            opened_seq: 0,
+            in_flight: std::collections::VecDeque::new(),
+            failed_at_bytes: None,
+            fates: Vec::new(),
+            next_id: 0,
+        }
+    }
+
+    /// Aborts every reservation (a reset): completed ones waiting for an earlier one get their
+    /// fate now, the others when they complete.
+    fn abort_in_flight(&mut self) {
+        for r in self.in_flight.drain(..) {
+            if r.done {
+                self.fates.push((r.id, WriteFate::Aborted));
+            }
+        }
+        self.failed_at_bytes = None;
+    }
 }
 
 /// The zone state machine of one device: states, write pointers and the open/active resource
@@ -415,17 +329,7 @@ impl ZoneTable {
             if state.is_active() {
                 active += 1;
             }
-            let settled = PersistedZone {
-                state,
-                written_bytes: p.written_bytes,
-            };
-            zones.push(Zone {
-                state,
-                written_bytes: p.written_bytes,
-                opened_seq: 0,
-                in_flight: 0,
-                settled,
-            });
+            zones.push(Zone::new(state, p.written_bytes));
         }
         let table = ZoneTable {
             geometry: *geometry,
@@ -481,6 +385,14 @@ impl ZoneTable {
         })
     }
 
+    /// Whether `zone` has reservations not yet in its completed prefix (false for a zone that
+    /// does not exist).
+    pub fn has_in_flight(&self, zone: u32) -> bool {
+        self.zones
+            .get(zone as usize)
+            .is_some_and(|z| !z.in_flight.is_empty())
+    }
+
     /// Report Zones from `first`, at most `count` zones (fewer at the device end).
     pub fn report(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
         self.zone_index(first)?;
@@ -519,7 +431,7 @@ impl ZoneTable {
         len_bytes: u64,
     ) -> Result<Reservation> {
         let i = self.zone_index(zone)?;
-        let z = self.zones[i];
+        let z = &self.zones[i];
         let at = check_write_position(
             &self.geometry,
             op,
@@ -529,19 +441,31 @@ impl ZoneTable {
             offset,
             len_bytes,
         )?;
+        if let Some(failed_at) = z.failed_at_bytes {
+            return Err(DeviceError::Aborted {
+                op,
+                zone,
+                offset_blocks: at / self.geometry.block_size_bytes,
+                reason: format!(
+                    "the write at block {} failed; the zone takes writes again once the writes \
+                     issued after it have completed",
+                    failed_at / self.geometry.block_size_bytes
+                ),
+            });
+        }
         match z.state {
             ZoneState::Empty => self.acquire(i, true)?,
             ZoneState::Closed => self.acquire(i, false)?,
             _ => {}
         }
         let z = &mut self.zones[i];
-        if z.in_flight == 0 {
-            z.settled = PersistedZone {
-                state: z.state,
-                written_bytes: z.written_bytes,
-            };
-        }
-        z.in_flight += 1;
+        let id = z.next_id;
+        z.next_id += 1;
+        z.in_flight.push_back(InFlight {
+            id,
+            end_bytes: at + len_bytes,
+            done: false,
+        });
         if !z.state.is_open() {
             z.state = ZoneState::ImplicitlyOpened;
             z.opened_seq = self.next_seq;
@@ -555,9 +479,11 @@ impl ZoneTable {
         }
         self.check_invariants();
         Ok(Reservation {
+            op,
             zone,
             offset_bytes: at,
             len_bytes,
+            id,
         })
     }
 
@@ -594,35 +520,101 @@ impl ZoneTable {
     }
 
     /// Changes a zone's state outside its own reservations (management, implicit close,
-    /// device-initiated), keeping what would be persisted in step.
+    /// device-initiated).
     fn set_state(&mut self, i: usize, state: ZoneState) {
-        let z = &mut self.zones[i];
-        z.state = state;
-        if z.in_flight > 0 {
-            z.settled.state = state;
-        }
+        self.zones[i].state = state;
     }
 
-    /// Ends a reservation. On failure (`ok == false`) the write pointer goes back when the
-    /// reservation was the last one of the zone and left it open; otherwise the zone becomes
-    /// Read Only, as a device whose media failed under a write (no data past the write pointer
-    /// is ever claimed).
-    pub fn complete(&mut self, r: Reservation, ok: bool) {
+    /// Ends a reservation (`ok`: its data transfer succeeded) and says what became of it.
+    ///
+    /// The zone's completed prefix (what [`ZoneTable::snapshot`] persists) advances over every
+    /// reservation whose own transfer and all earlier ones' succeeded, so it grows while later
+    /// writes are still in flight. A reservation that completes before an earlier one is
+    /// [`WriteFate::Pending`] until that one completes ([`ZoneTable::take_fate`]).
+    ///
+    /// A failed transfer is [`WriteFate::Failed`]: the reservations after it are
+    /// [`WriteFate::Aborted`], new writes to the zone are refused until they have completed,
+    /// and then the write pointer goes back to where the completed data ends. The zone keeps
+    /// its state (a zone that became Full by the failed range is opened again if resources
+    /// allow, else it stays Full with its data ending there); no byte that was not written is
+    /// ever below a write pointer.
+    pub fn complete(&mut self, r: Reservation, ok: bool) -> WriteFate {
         let i = r.zone as usize;
-        assert!(
-            self.zones[i].in_flight > 0,
-            "completing a reservation twice"
-        );
-        self.zones[i].in_flight -= 1;
-        if !ok {
-            let z = self.zones[i];
-            if z.state.is_open() && z.written_bytes == r.offset_bytes + r.len_bytes {
-                self.zones[i].written_bytes = r.offset_bytes;
+        let z = &mut self.zones[i];
+        let Some(pos) = z.in_flight.iter().position(|f| f.id == r.id) else {
+            // The zone was reset under it.
+            return WriteFate::Aborted;
+        };
+        let fate = if z.failed_at_bytes.is_some_and(|f| f <= r.offset_bytes) {
+            z.in_flight.remove(pos);
+            WriteFate::Aborted
+        } else if ok {
+            z.in_flight[pos].done = true;
+            WriteFate::Pending
+        } else {
+            z.failed_at_bytes = Some(r.offset_bytes);
+            // Nothing from here on will count as written: completed reservations learn it now,
+            // those still in flight when they complete.
+            z.in_flight.remove(pos);
+            let mut k = pos;
+            while k < z.in_flight.len() {
+                if z.in_flight[k].done {
+                    let f = z.in_flight.remove(k).expect("index in range");
+                    z.fates.push((f.id, WriteFate::Aborted));
+                } else {
+                    k += 1;
+                }
+            }
+            WriteFate::Failed
+        };
+        let mut own = fate;
+        while let Some(front) = z.in_flight.front().copied().filter(|f| f.done) {
+            z.in_flight.pop_front();
+            z.completed_bytes = front.end_bytes;
+            if front.id == r.id {
+                own = WriteFate::Done;
             } else {
-                self.make_read_only(r.zone);
+                z.fates.push((front.id, WriteFate::Done));
             }
         }
+        if z.failed_at_bytes.is_some() && z.in_flight.is_empty() {
+            self.roll_back(i);
+        }
         self.check_invariants();
+        own
+    }
+
+    /// The fate of a reservation whose [`ZoneTable::complete`] said [`WriteFate::Pending`],
+    /// once it is decided (taken: a second call says `None`).
+    pub fn take_fate(&mut self, r: &Reservation) -> Option<WriteFate> {
+        let fates = &mut self.zones[r.zone as usize].fates;
+        let pos = fates.iter().position(|(id, _)| *id == r.id)?;
+        Some(fates.swap_remove(pos).1)
+    }
+
+    /// After a failed reservation, with nothing in flight any more: the write pointer goes
+    /// back to the end of the completed data.
+    fn roll_back(&mut self, i: usize) {
+        let cap = self.geometry.zone_capacity_bytes;
+        let z = &mut self.zones[i];
+        let reached_full = z.state == ZoneState::Full && z.written_bytes == cap;
+        z.failed_at_bytes = None;
+        z.written_bytes = z.completed_bytes;
+        tracing::warn!(
+            zone = i,
+            write_pointer_bytes = z.written_bytes,
+            "a write failed: the write pointer went back to the end of the completed data"
+        );
+        if reached_full && z.written_bytes < cap {
+            // Full only because of the failed range: open it again if resources allow (else it
+            // stays Full, like a zone finished early).
+            if self.acquire(i, true).is_ok() {
+                let z = &mut self.zones[i];
+                z.state = ZoneState::ImplicitlyOpened;
+                z.opened_seq = self.next_seq;
+                self.next_seq += 1;
+            }
+        }
     }
 
     /// Device-initiated: the zone becomes Read Only (releases its resources).
@@ -720,8 +712,9 @@ impl ZoneTable {
             (ZoneAction::Reset, Empty) => {}
             (ZoneAction::Reset, ImplicitlyOpened | ExplicitlyOpened | Closed | Full) => {
                 let z = &mut self.zones[i];
+                z.abort_in_flight();
                 z.written_bytes = 0;
-                z.settled.written_bytes = 0;
+                z.completed_bytes = 0;
                 self.release_and_set(i, Empty);
             }
             (ZoneAction::Offline, Offline) => {}
@@ -731,19 +724,31 @@ impl ZoneTable {
         Ok(())
     }
 
-    /// The zones as a persistent backend must store them: zones with reservations in flight
-    /// are stored as they were before those reservations (their data may not be durable).
+    /// The zones as a persistent backend must store them: each zone's state with its data
+    /// ending where its completed prefix ends (data of writes still in flight, or completed
+    /// after an earlier one that is still in flight, may not be durable). An implicitly opened
+    /// zone with no completed data is stored Empty, and a zone that is Full by writes not all
+    /// completed is stored Closed (Empty with no completed data), so that no stored write
+    /// pointer is past data that was not written.
     pub fn snapshot(&self) -> Vec<PersistedZone> {
         self.zones
             .iter()
             .map(|z| {
-                if z.in_flight > 0 {
-                    z.settled
-                } else {
-                    PersistedZone {
-                        state: z.state,
-                        written_bytes: z.written_bytes,
+                let pending = z.completed_bytes < z.written_bytes;
+                let state = match z.state {
+                    ZoneState::ImplicitlyOpened | ZoneState::Full
+                        if pending && z.completed_bytes == 0 =>
+                    {
+                        ZoneState::Empty
                     }
+                    // Full by writes not all complete: its data ends below the capacity.
+                    ZoneState::Full if pending => ZoneState::Closed,
+                    ZoneState::ImplicitlyOpened if z.completed_bytes == 0 => ZoneState::Empty,
+                    s => s,
+                };
+                PersistedZone {
+                    state,
+                    written_bytes: z.completed_bytes,
                 }
             })
             .collect()
@@ -758,6 +763,10 @@ impl ZoneTable {
             assert_eq!(active, self.active.in_use, "active tokens out of step");
             for z in &self.zones {
                 assert!(z.written_bytes <= self.geometry.zone_capacity_bytes);
+                assert!(
+                    z.completed_bytes <= z.written_bytes,
+                    "completed past the reservations"
+                );
                 if z.state == ZoneState::Empty {
                     assert_eq!(z.written_bytes, 0, "an Empty zone holds data");
                 }
@@ -809,25 +818,78 @@ mod tests {
     }
 
     #[test]
-    fn failed_reservation_under_a_later_one_makes_the_zone_read_only() {
+    fn a_failed_reservation_aborts_later_ones_and_the_write_pointer_goes_back() {
         let mut t = table();
         let first = t.begin_append(1, 4096).unwrap();
         let second = t.begin_append(1, 4096).unwrap();
+        let third = t.begin_append(1, 4096).unwrap();
         assert_eq!(second.offset_bytes, 4096);
-        t.complete(first, false);
-        t.complete(second, true);
-        assert_eq!(t.info(1).unwrap().state, ZoneState::ReadOnly);
-        assert_eq!((t.open_in_use(), t.active_in_use()), (0, 0));
+        assert_eq!(t.complete(first, true), WriteFate::Done);
+        assert_eq!(t.complete(third, true), WriteFate::Pending);
+        assert_eq!(t.complete(second, false), WriteFate::Failed);
+        assert_eq!(t.take_fate(&third), Some(WriteFate::Aborted));
+        assert_eq!(t.take_fate(&third), None);
+        let z = t.info(1).unwrap();
+        assert_eq!(
+            (z.state, z.write_pointer_bytes),
+            (ZoneState::ImplicitlyOpened, 4096)
+        );
+        assert_eq!(t.snapshot()[1].written_bytes, 4096);
+        // The zone takes writes again, at the write pointer.
+        let again = t.begin_append(1, 4096).unwrap();
+        assert_eq!(again.offset_bytes, 4096);
+        assert_eq!(t.complete(again, true), WriteFate::Done);
     }
 
     #[test]
-    fn snapshot_keeps_in_flight_zones_as_they_were() {
+    fn writes_issued_after_a_failure_are_refused_until_the_ones_in_flight_completed() {
         let mut t = table();
-        let r = t.begin_write(0, 0, 4096).unwrap();
-        t.complete(r, true);
-        let in_flight = t.begin_write(0, 4096, 4096).unwrap();
-        let snap = t.snapshot();
-        assert_eq!(snap[0].written_bytes, 4096);
+        let first = t.begin_append(0, 4096).unwrap();
+        let second = t.begin_append(0, 4096).unwrap();
+        assert_eq!(t.complete(first, false), WriteFate::Failed);
+        let e = t.begin_append(0, 4096).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Aborted, "{e}");
+        assert_eq!(t.complete(second, true), WriteFate::Aborted);
+        assert_eq!(t.begin_append(0, 4096).unwrap().offset_bytes, 0);
+    }
+
+    #[test]
+    fn a_zone_full_only_by_a_failed_write_opens_again() {
+        let mut t = table();
+        let cap = t.geometry().zone_capacity_bytes;
+        let r = t.begin_write(2, 0, cap).unwrap();
+        assert_eq!(t.info(2).unwrap().state, ZoneState::Full);
+        assert_eq!(t.complete(r, false), WriteFate::Failed);
+        let z = t.info(2).unwrap();
+        assert_eq!(
+            (z.state, z.write_pointer_bytes),
+            (ZoneState::ImplicitlyOpened, 0)
+        );
+    }
+
+    #[test]
+    fn snapshot_persists_the_completed_prefix_while_later_writes_are_in_flight() {
+        let mut t = table();
+        let w1 = t.begin_write(0, 0, 4096).unwrap();
+        let w2 = t.begin_write(0, 4096, 8192).unwrap();
+        assert_eq!(
+            t.snapshot()[0].state,
+            ZoneState::Empty,
+            "nothing completed yet"
+        );
+        assert_eq!(t.complete(w1, true), WriteFate::Done);
+        assert_eq!(
+            t.snapshot()[0].written_bytes,
+            4096,
+            "w1 is durable with w2 in flight"
+        );
+        let w3 = t.begin_write(0, 12288, 4096).unwrap();
+        assert_eq!(t.complete(w3, true), WriteFate::Pending, "w2 is in flight");
+        assert_eq!(t.snapshot()[0].written_bytes, 4096);
+        assert_eq!(t.complete(w2, true), WriteFate::Done);
+        assert_eq!(t.take_fate(&w3), Some(WriteFate::Done));
+        assert_eq!(t.snapshot()[0].written_bytes, 16384);
+        let in_flight = t.begin_write(0, 16384, 4096).unwrap();
         t.apply(ZoneAction::Reset, ZoneTarget::One(0)).unwrap();
         assert_eq!(
             t.snapshot()[0],
@@ -837,7 +899,7 @@ mod tests {
             },
             "a reset during a write is what gets persisted"
         );
-        t.complete(in_flight, true);
+        assert_eq!(t.complete(in_flight, true), WriteFate::Aborted);
         assert_eq!(t.snapshot()[0].written_bytes, 0);
     }
 

@@ -1,0 +1,282 @@
+//! Opening an emu file: the regular-file check, the lock, the header and the choice of the
+//! zone-table slot (the rule is in `docs/format.md`, "Choosing the table").
+
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+use std::sync::Arc;
+
+use crate::emu::format::{self, Layout, SlotDefect};
+use crate::emu::lock::{self, DeviceLock};
+use crate::model::error::{DeviceError, Result};
+use crate::model::geometry::Geometry;
+use crate::model::state::ZoneTable;
+use crate::model::zone::PersistedZone;
+
+/// How an emu device file is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OpenMode {
+    /// Read and write; takes an exclusive lock on the file (one read-write opener at a time,
+    /// and no read-only opener while it is open).
+    #[default]
+    ReadWrite,
+    /// Reads and reports only (the file needs only read permission); takes a shared lock, so
+    /// any number of read-only openers may share the file but no read-write opener. Writes,
+    /// appends and zone actions are refused with [`DeviceError::ReadOnlyDevice`]; a flush
+    /// succeeds (there is nothing to make durable).
+    ReadOnly,
+}
+
+/// How an open recovered from a damaged zone-table slot (see [`EmuDevice::recovery`]).
+///
+/// [`EmuDevice::recovery`]: crate::emu::EmuDevice::recovery
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableRecovery {
+    /// The slot that was damaged (0 or 1).
+    pub damaged_slot: u64,
+    /// What is wrong with it.
+    pub defect: String,
+    /// The slot in use (the other one).
+    pub used_slot: u64,
+    /// The sequence number of the table in use.
+    pub used_sequence: u64,
+    /// Whether the damaged slot was the newer one: a table write torn by a crash, whose flush
+    /// therefore never completed (nothing acknowledged is lost). Otherwise it was the older
+    /// slot and nothing is lost either.
+    pub torn_newest_write: bool,
+}
+
+impl std::fmt::Display for TableRecovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = if self.torn_newest_write {
+            "a table write torn by a crash (its flush never completed)"
+        } else {
+            "the older copy"
+        };
+        write!(
+            f,
+            "zone-table slot {} is damaged ({}), taken as {what}; using slot {} (sequence {})",
+            self.damaged_slot, self.defect, self.used_slot, self.used_sequence
+        )
+    }
+}
+
+/// What an open read from the file.
+pub(crate) struct Loaded {
+    pub(crate) geometry: Geometry,
+    pub(crate) layout: Layout,
+    pub(crate) table: ZoneTable,
+    /// Sequence number of the table in use.
+    pub(crate) sequence: u64,
+    pub(crate) recovery: Option<TableRecovery>,
+}
+
+/// An error of a std call (`what` names it) on the device file.
+pub(crate) fn io_err(path: &Path, what: &str, e: std::io::Error) -> DeviceError {
+    DeviceError::io(format!("emu:{}: {what} failed", path.display()), e)
+}
+
+pub(crate) fn corrupt(path: &Path, detail: impl Into<String>) -> DeviceError {
+    DeviceError::Corrupt {
+        path: path.display().to_string(),
+        detail: detail.into(),
+    }
+}
+
+/// Opens `path` for `mode` without blocking (a FIFO would block a plain open), checks it is a
+/// regular file and takes the device lock (see [`lock`](super::lock)).
+pub(crate) async fn open_locked(
+    path: &Path,
+    mode: OpenMode,
+) -> Result<(std::fs::File, Arc<DeviceLock>)> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(mode == OpenMode::ReadWrite)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| io_err(path, "open", e))?;
+    check_regular(path, &f)?;
+    let lock = lock::acquire(path, &f, mode).await?;
+    Ok((f, lock))
+}
+
+fn check_regular(path: &Path, f: &std::fs::File) -> Result<()> {
+    let ft = f
+        .metadata()
+        .map_err(|e| io_err(path, "stat", e))?
+        .file_type();
+    if ft.is_file() {
+        return Ok(());
+    }
+    let kind = if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_block_device() {
+        "a block device (use zbd: for a zoned block device)"
+    } else if ft.is_char_device() {
+        "a character device (use nvme: for an NVMe generic device)"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    };
+    Err(DeviceError::InvalidArgument(format!(
+        "emu:{} is {kind}; an emu device is a regular file made by `ziob create`",
+        path.display()
+    )))
+}
+
+/// Reads exactly `len` bytes at `offset`; a file that ends first is `Ok(None)`.
+fn read_exact(f: &std::fs::File, path: &Path, offset: u64, len: usize) -> Result<Option<Vec<u8>>> {
+    let mut b = vec![0u8; len];
+    match f.read_exact_at(&mut b, offset) {
+        Ok(()) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+        Err(e) => Err(io_err(path, "read", e)),
+    }
+}
+
+/// Reads the header and the zone table of an open device file.
+pub(crate) fn load(f: &std::fs::File, path: &Path) -> Result<Loaded> {
+    let header = read_exact(f, path, 0, format::HEADER_BYTES as usize)?
+        .ok_or_else(|| corrupt(path, "the file is shorter than its 4096-byte header"))?;
+    let (geometry, layout) = format::decode_header(&header).map_err(|d| corrupt(path, d))?;
+    let file_bytes = f.metadata().map_err(|e| io_err(path, "stat", e))?.len();
+    let need = layout.file_bytes(&geometry);
+    if file_bytes < need {
+        return Err(corrupt(
+            path,
+            format!("the file is truncated: {file_bytes} bytes, the geometry needs {need}"),
+        ));
+    }
+    let mut slots = Vec::with_capacity(2);
+    for slot in 0..2u64 {
+        let bytes = read_exact(
+            f,
+            path,
+            layout.slot_offset(slot),
+            layout.table_slot_bytes as usize,
+        )?
+        .ok_or_else(|| corrupt(path, "the file ends inside the zone table"))?;
+        slots.push(bytes);
+    }
+    let chosen = choose_table(&slots, &geometry).map_err(|d| corrupt(path, d))?;
+    if let Some(r) = &chosen.recovery {
+        tracing::warn!(path = %path.display(), "{r}");
+    }
+    let table = ZoneTable::restore(&geometry, &chosen.zones).map_err(|d| {
+        corrupt(
+            path,
+            format!(
+                "zone table slot {} (sequence {}): {d}",
+                chosen.slot, chosen.sequence
+            ),
+        )
+    })?;
+    Ok(Loaded {
+        geometry,
+        layout,
+        table,
+        sequence: chosen.sequence,
+        recovery: chosen.recovery,
+    })
+}
+
+/// The slot an open uses.
+pub(crate) struct Chosen {
+    pub(crate) slot: u64,
+    pub(crate) sequence: u64,
+    pub(crate) zones: Vec<PersistedZone>,
+    pub(crate) recovery: Option<TableRecovery>,
+}
+
+/// Picks the zone table from the two slots' bytes (rule in `docs/format.md`): the newer of two
+/// valid slots; with one valid slot (sequence `s`), the other is accepted as damaged only if
+/// it can be dated and is either older (sequence below `s`) or a torn write of sequence `s + 1`
+/// (intact header, entries all well-formed, a table longer than one sector); anything else is
+/// an error naming the slot.
+pub(crate) fn choose_table(slots: &[Vec<u8>], g: &Geometry) -> std::result::Result<Chosen, String> {
+    let decoded: Vec<_> = slots
+        .iter()
+        .enumerate()
+        .map(|(slot, b)| {
+            let slot = slot as u64;
+            match format::decode_table(b, g.zone_count) {
+                Ok((seq, _)) if seq % 2 != slot => Err(SlotDefect::Header(format!(
+                    "holds sequence {seq}, which belongs in slot {}",
+                    seq % 2
+                ))),
+                other => other,
+            }
+        })
+        .collect();
+    match (&decoded[0], &decoded[1]) {
+        (Ok((s0, z0)), Ok((s1, z1))) => {
+            let (slot, sequence, zones) = if s1 > s0 { (1, *s1, z1) } else { (0, *s0, z0) };
+            Ok(Chosen {
+                slot,
+                sequence,
+                zones: zones.clone(),
+                recovery: None,
+            })
+        }
+        (Err(d0), Err(d1)) => Err(format!("no valid zone table (slot 0: {d0}; slot 1: {d1})")),
+        (good, bad) => {
+            let (used_slot, damaged_slot) = if good.is_ok() { (0, 1) } else { (1, 0) };
+            let (good, bad) = if good.is_ok() {
+                (good, bad)
+            } else {
+                (bad, good)
+            };
+            let (sequence, zones) = good.as_ref().expect("one slot is valid");
+            let defect = bad.as_ref().expect_err("one slot is damaged");
+            let refuse = |why: &str| {
+                Err(format!(
+                    "zone-table slot {damaged_slot} is damaged ({defect}) and {why}; slot \
+                     {used_slot} holds sequence {sequence}. Refusing to roll back silently: a \
+                     completed flush may be lost (copy the file, then see docs/format.md)"
+                ))
+            };
+            let torn_newest_write = match defect {
+                SlotDefect::Header(_) => {
+                    return refuse("cannot be dated, so it may be the newest table")
+                }
+                SlotDefect::Checksum { sequence: s, .. }
+                | SlotDefect::Entry { sequence: s, .. }
+                    if *s < *sequence =>
+                {
+                    false
+                }
+                SlotDefect::Checksum { sequence: s, .. } if *s == sequence + 1 => {
+                    if format::table_bytes(g.zone_count) <= format::ATOMIC_SECTOR_BYTES {
+                        return refuse(&format!(
+                            "is the newest table (sequence {s}); it fits one {}-byte sector, \
+                             which a crash cannot tear",
+                            format::ATOMIC_SECTOR_BYTES
+                        ));
+                    }
+                    if let Err(e) = format::entries_well_formed(&slots[damaged_slot as usize], g) {
+                        return refuse(&format!(
+                            "is the newest table (sequence {s}), not a torn write: {e}"
+                        ));
+                    }
+                    true
+                }
+                _ => return refuse("is the newest table, not a torn write"),
+            };
+            Ok(Chosen {
+                slot: used_slot,
+                sequence: *sequence,
+                zones: zones.clone(),
+                recovery: Some(TableRecovery {
+                    damaged_slot,
+                    defect: defect.to_string(),
+                    used_slot,
+                    used_sequence: *sequence,
+                    torn_newest_write,
+                }),
+            })
+        }
+    }
+}
