@@ -96,7 +96,6 @@ fn edge_numbers_are_errors_not_panics() {
 /// with a message (`--zones 1 --zone-size 18446744073709547520` used to create a 12 KiB file
 /// for a 16 EiB device, today it panics in the backend's file-size arithmetic).
 #[test]
-#[ignore = "needs the backends' checked emu file-size arithmetic (another helper's branch)"]
 fn create_with_a_geometry_that_overflows_is_an_error() {
     let d = device(&["--zones", "1", "--zone-size", "1M"]);
     let mut rng = Rng(0xC4EA7E);

@@ -30,7 +30,6 @@ fn run_unprivileged(args: &[&str], mine: &std::path::Path) -> Option<Output> {
 }
 
 #[test]
-#[ignore = "needs the emu backend's read-only open (branch fix-emu); wired in src/bin/ziob/access.rs"]
 fn read_only_commands_work_on_a_read_only_file() {
     let d = device(&["--zones", "2", "--zone-size", "1M"]);
     let block = data(4096, 9);
