@@ -8,12 +8,14 @@ use super::model::{Model, ZoneModel};
 use super::ops::OpKind;
 
 /// Whether an error is one the API may return for `op` here, given whether device faults
-/// are injected and whether the instance is being closed.
+/// are injected, whether the instance is being closed and whether the op's zone is wild (a
+/// dropped reset or finish of it may still be running).
 pub fn allowed_error(
     e: &ZiobError,
     op: &OpKind,
     faults: bool,
     closing: bool,
+    zone_wild: bool,
 ) -> Result<(), String> {
     let writes = matches!(op, OpKind::Append { .. } | OpKind::WriteAtWp { .. });
     let durability = matches!(
@@ -41,6 +43,9 @@ pub fn allowed_error(
             // Pass-through writes meet the device's own limits.
             ErrorKind::TooManyOpen => zone_state || writes,
             ErrorKind::InvalidTransition => zone_state,
+            // A write in flight when an earlier one of its zone failed, or when a reset ran
+            // under it, does not count as written (emu).
+            ErrorKind::Aborted => writes && (faults || zone_wild),
             _ => false,
         },
         // No task panics and no core stops in the simulation.

@@ -130,8 +130,17 @@ impl Worker {
 
     /// Judges an error the API returned.
     fn judge(&self, e: &ziob::ZiobError, kind: &OpKind) -> Result<String, String> {
-        let closing = self.model().closing;
-        checker::allowed_error(e, kind, self.faults, closing)?;
+        let (closing, zone_wild) = {
+            let m = self.model();
+            let wild = match *kind {
+                OpKind::Append { zone, .. } | OpKind::WriteAtWp { zone, .. } => {
+                    m.zones[zone as usize].wild.is_some()
+                }
+                _ => false,
+            };
+            (m.closing, wild)
+        };
+        checker::allowed_error(e, kind, self.faults, closing, zone_wild)?;
         Ok(format!("error {e}"))
     }
 
