@@ -38,8 +38,14 @@ pub async fn open_device(spec: &str) -> Result<AnyDevice> {
     match DeviceSpec::parse(spec)? {
         DeviceSpec::Mem(g) => Ok(AnyDevice::Mem(MemDevice::new(spec, &g)?)),
         DeviceSpec::Nil(g) => Ok(AnyDevice::Nil(NilDevice::new(spec, &g)?)),
-        DeviceSpec::Emu { path, latency } => Ok(AnyDevice::Emu(
-            EmuDevice::open_named(&path, latency, spec.to_string(), OpenMode::ReadWrite).await?,
+        DeviceSpec::Emu {
+            path,
+            latency,
+            discard,
+        } => Ok(AnyDevice::Emu(
+            EmuDevice::open_named(&path, latency, spec.to_string(), OpenMode::ReadWrite)
+                .await?
+                .discard_on_reset(discard),
         )),
         DeviceSpec::Zbd(path) => Ok(AnyDevice::Zbd(ZbdDevice::open(&path, spec).await?)),
         DeviceSpec::Nvme(path) => Ok(AnyDevice::Nvme(NvmeDevice::open(&path, spec).await?)),
@@ -60,7 +66,7 @@ pub async fn open_device(spec: &str) -> Result<AnyDevice> {
 /// backend opens as with [`open_device`].
 pub async fn open_device_read_only(spec: &str) -> Result<AnyDevice> {
     match DeviceSpec::parse(spec)? {
-        DeviceSpec::Emu { path, latency } => Ok(AnyDevice::Emu(
+        DeviceSpec::Emu { path, latency, .. } => Ok(AnyDevice::Emu(
             EmuDevice::open_named(&path, latency, spec.to_string(), OpenMode::ReadOnly).await?,
         )),
         _ => open_device(spec).await,

@@ -24,14 +24,15 @@ fn allocated_bytes(path: &Path) -> u64 {
 }
 
 #[test]
-fn a_reset_gives_the_zone_space_back_to_the_host() {
+fn a_reset_gives_the_zone_space_back_to_the_host_with_discard() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dev.zns");
     let p = path.clone();
     on_core(move || async move {
         let dev = EmuDevice::create(&p, &Geometry::new(4, 4 << 20))
             .await
-            .unwrap();
+            .unwrap()
+            .discard_on_reset(true);
         for zone in [1, 2] {
             for i in 0..8u64 {
                 let (r, _) = dev

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `mem:zones=64,zone_size=64M[,…]` | zones in RAM (tests, fault injection) |
 //! | `nil:zones=64,zone_size=64M[,…]` | completes every op at once, stores nothing |
-//! | `emu:/path/dev.zns[,lat_us=N][,bw_mbps=N]` | file-backed emulated ZNS device |
+//! | `emu:/path/dev.zns[,lat_us=N][,bw_mbps=N][,discard=1]` | file-backed emulated ZNS device |
 //! | `zbd:/dev/nvme0n1` | a Linux zoned block device (ZNS namespace, zoned null_blk, SMR) |
 //! | `nvme:/dev/ng0n1` | a ZNS namespace through NVMe passthrough (runtime with 128-byte SQEs) |
 //! | `spdk:<addr>` | SPDK's userspace NVMe driver (cargo feature `spdk`) |
@@ -14,7 +14,8 @@
 //! `block_size` (default 4K), `max_open`, `max_active` (default no limit), `max_append`
 //! (default 512K, at most the capacity). Options of `emu`: `lat_us` (added latency per op
 //! in µs, at most 10 s) and `bw_mbps` (bandwidth cap in MB/s = 10^6 bytes/s, 1 to 10^6; 0 is
-//! refused, leave the option out for no cap); both off by default.
+//! refused, leave the option out for no cap); both off by default. `discard=1` makes a reset
+//! give the zone's space back to the host filesystem (hole punch; default `discard=0`).
 //!
 //! **Commas in an emu path.** Everything after `emu:` up to the first trailing `,KEY=VALUE`
 //! segment is the path, where a segment is an option if it has the form `KEY=VALUE` with `KEY`
@@ -96,6 +97,9 @@ pub enum DeviceSpec {
         path: PathBuf,
         /// Optional latency model.
         latency: LatencyModel,
+        /// `discard=1`: a reset gives the zone's space back to the host filesystem (hole
+        /// punch); off by default (see [`crate::EmuDevice::discard_on_reset`]).
+        discard: bool,
     },
     /// `zbd:PATH`: a kernel zoned block device (see [`crate::zbd`]).
     Zbd(PathBuf),
@@ -157,6 +161,7 @@ impl DeviceSpec {
                     ));
                 }
                 let mut latency = LatencyModel::default();
+                let mut discard = false;
                 for (key, value) in options {
                     let n: u64 = value
                         .parse()
@@ -182,9 +187,21 @@ impl DeviceSpec {
                             }
                             latency.bandwidth_bytes_per_sec = Some(n * 1_000_000);
                         }
+                        "discard" => {
+                            discard = match n {
+                                0 => false,
+                                1 => true,
+                                _ => {
+                                    return Err(invalid(format!(
+                                        "discard={n}: use discard=1 (punch holes on reset) or \
+                                         discard=0"
+                                    )))
+                                }
+                            };
+                        }
                         _ => {
                             return Err(invalid(format!(
-                                "unknown emu option `{key}` (known: lat_us, bw_mbps)"
+                                "unknown emu option `{key}` (known: lat_us, bw_mbps, discard)"
                             )))
                         }
                     }
@@ -192,6 +209,7 @@ impl DeviceSpec {
                 Ok(DeviceSpec::Emu {
                     path: PathBuf::from(path),
                     latency,
+                    discard,
                 })
             }
             "zbd" | "nvme" if rest.is_empty() => {
@@ -302,7 +320,7 @@ mod tests {
         assert_eq!(g.max_open_zones, Some(2));
         assert_eq!(g.max_append_bytes, 512 << 10);
         let spec = DeviceSpec::parse("emu:/tmp/x.zns,lat_us=20,bw_mbps=100").unwrap();
-        let DeviceSpec::Emu { path, latency } = spec else {
+        let DeviceSpec::Emu { path, latency, .. } = spec else {
             panic!("not emu")
         };
         assert_eq!(path, PathBuf::from("/tmp/x.zns"));
@@ -331,9 +349,22 @@ mod tests {
         assert!(DeviceSpec::parse("emu:,lat_us=3").is_err());
     }
 
+    #[test]
+    fn emu_discard_is_off_unless_asked_and_only_0_or_1() {
+        let discard = |spec: &str| match DeviceSpec::parse(spec).unwrap() {
+            DeviceSpec::Emu { discard, .. } => discard,
+            other => panic!("{other:?}"),
+        };
+        assert!(!discard("emu:/x.zns"));
+        assert!(!discard("emu:/x.zns,discard=0"));
+        assert!(discard("emu:/x.zns,lat_us=5,discard=1"));
+        let e = DeviceSpec::parse("emu:/x.zns,discard=2").unwrap_err();
+        assert!(e.to_string().contains("discard=2"), "{e}");
+    }
+
     fn emu(spec: &str) -> (PathBuf, LatencyModel) {
         match DeviceSpec::parse(spec).unwrap() {
-            DeviceSpec::Emu { path, latency } => (path, latency),
+            DeviceSpec::Emu { path, latency, .. } => (path, latency),
             other => panic!("not emu: {other:?}"),
         }
     }
