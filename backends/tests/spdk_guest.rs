@@ -258,3 +258,61 @@ fn zero_copy_and_bounce(spec: String) {
     })
     .unwrap();
 }
+
+/// The child half of [`spdk_open_error_names_the_cause`]: opens `ZIOB_SPDK_CHILD_SPEC` in a
+/// fresh process (SPDK initialises its environment once per process) and prints the error.
+#[test]
+fn spdk_open_error_child() {
+    let Ok(spec) = std::env::var("ZIOB_SPDK_CHILD_SPEC") else {
+        return; // only runs as the child of the test below
+    };
+    let rt = Runtime::builder().cores(1).build().unwrap();
+    let out = rt
+        .block_on(move || async move { open_device(&spec).await.map(|_| ()) })
+        .unwrap();
+    match out {
+        Ok(()) => println!("OPEN-OK"),
+        Err(e) => println!("OPEN-ERROR: {e}"),
+    }
+}
+
+/// An `spdk:` open whose SPDK environment cannot start says why in its error: SPDK's own
+/// error lines and DPDK's last EAL line, not only an errno and a guess. Forces the failure by
+/// asking for far more SPDK memory than any machine reserves as hugepages; runs on any
+/// machine with the feature (no device is touched: the environment fails first).
+#[test]
+fn spdk_open_error_names_the_cause() {
+    if !cfg!(feature = "spdk") {
+        eprintln!("SKIPPED spdk_open_error_names_the_cause: built without the feature `spdk`");
+        return;
+    }
+    let pci = std::env::var("ZIOB_NVME_PCI").unwrap_or_else(|_| "0000:00:04.0".into());
+    // 1 TiB of hugepage memory: more than is reserved anywhere this runs.
+    let spec = format!("spdk:{pci},mem=1T");
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "spdk_open_error_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ZIOB_SPDK_CHILD_SPEC", &spec)
+        .output()
+        .expect("run the child test");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find_map(|l| l.find("OPEN-").map(|at| &l[at..]))
+        .unwrap_or_else(|| panic!("no OPEN- line from the child: {stdout}"));
+    eprintln!("[spdk] {spec}: {line}");
+    assert!(line.starts_with("OPEN-ERROR: "), "{line}");
+    assert!(
+        line.contains("SPDK said: ") || line.contains("DPDK's last line: "),
+        "the error does not carry SPDK's or DPDK's reason: {line}"
+    );
+}
