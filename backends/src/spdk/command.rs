@@ -73,7 +73,14 @@ struct Cmd {
 impl Drop for Cmd {
     fn drop(&mut self) {
         if self.slot.done.get().is_none() {
+            // Still in flight: its completion stops the polling if it is the core's last.
             self.slot.abandoned.set(true);
+        } else {
+            // Completed, but its future ended without seeing it (dropped after the
+            // completion woke it): stop the polling here if nothing else is in flight, or the
+            // core busy-polls until some later command completes. Harmless after `poll`
+            // already did it. Runs on the command's core (`Cmd` is not `Send`).
+            self.slot.core.maybe_stop_polling();
         }
     }
 }

@@ -46,3 +46,4 @@ pub use allocator::{transfer_stats, TransferStats};
 pub use device::SpdkDevice;
 pub use env::version;
 pub use options::{SpdkOptions, MEM_SIZE_MB_DEFAULT, QUEUE_DEPTH_DEFAULT};
+pub use qpair::core_is_polling;

@@ -98,6 +98,13 @@ thread_local! {
     static CORES: RefCell<HashMap<usize, Rc<CoreQ>>> = RefCell::new(HashMap::new());
 }
 
+/// Whether the current core busy-polls for SPDK right now: one of its qpairs has (or had
+/// until the current loop turn) a command in flight. An idle `spdk:` device must leave this
+/// false, or the core burns a whole CPU for nothing. `false` off-core.
+pub fn core_is_polling() -> bool {
+    CORES.with(|c| c.borrow().values().any(|q| q.guard.borrow().is_some()))
+}
+
 /// The current core's qpair of `a` (allocated on first use).
 pub(super) fn core_q(a: &Attached) -> Result<Rc<CoreQ>> {
     if !ziob_runtime::on_core() {
