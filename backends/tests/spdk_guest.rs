@@ -258,3 +258,129 @@ fn zero_copy_and_bounce(spec: String) {
     })
     .unwrap();
 }
+
+/// The child half of [`spdk_open_error_names_the_cause`]: opens `ZIOB_SPDK_CHILD_SPEC` in a
+/// fresh process (SPDK initialises its environment once per process) and prints the error.
+#[test]
+fn spdk_open_error_child() {
+    let Ok(spec) = std::env::var("ZIOB_SPDK_CHILD_SPEC") else {
+        return; // only runs as the child of the test below
+    };
+    let rt = Runtime::builder().cores(1).build().unwrap();
+    let out = rt
+        .block_on(move || async move { open_device(&spec).await.map(|_| ()) })
+        .unwrap();
+    match out {
+        Ok(()) => println!("OPEN-OK"),
+        Err(e) => println!("OPEN-ERROR: {e}"),
+    }
+}
+
+/// An `spdk:` open whose SPDK environment cannot start says why in its error: SPDK's own
+/// error lines and DPDK's last EAL line, not only an errno and a guess. Forces the failure by
+/// asking for far more SPDK memory than any machine reserves as hugepages; runs on any
+/// machine with the feature (no device is touched: the environment fails first).
+#[test]
+fn spdk_open_error_names_the_cause() {
+    if !cfg!(feature = "spdk") {
+        eprintln!("SKIPPED spdk_open_error_names_the_cause: built without the feature `spdk`");
+        return;
+    }
+    let pci = std::env::var("ZIOB_NVME_PCI").unwrap_or_else(|_| "0000:00:04.0".into());
+    // 1 TiB of hugepage memory: more than is reserved anywhere this runs.
+    let spec = format!("spdk:{pci},mem=1T");
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "spdk_open_error_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ZIOB_SPDK_CHILD_SPEC", &spec)
+        .output()
+        .expect("run the child test");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find_map(|l| l.find("OPEN-").map(|at| &l[at..]))
+        .unwrap_or_else(|| panic!("no OPEN- line from the child: {stdout}"));
+    eprintln!("[spdk] {spec}: {line}");
+    assert!(line.starts_with("OPEN-ERROR: "), "{line}");
+    assert!(
+        line.contains("SPDK said: ") || line.contains("DPDK's last line: "),
+        "the error does not carry SPDK's or DPDK's reason: {line}"
+    );
+}
+
+/// A command whose completion arrives while nobody polls its future, and whose future is then
+/// dropped (a `select!` that another branch won, a timeout), must not leave the core
+/// busy-polling: once nothing is in flight the SPDK poller goes, however the last future ended.
+#[test]
+fn spdk_dropped_completed_command_stops_polling() {
+    let Some(spec) = spec_or_skip("spdk_dropped_completed_command_stops_polling") else {
+        return;
+    };
+    dropped_completed_command_stops_polling(spec);
+}
+
+#[cfg(not(feature = "spdk"))]
+fn dropped_completed_command_stops_polling(_spec: String) {
+    unreachable!("spdk_env::spdk_spec refuses builds without the feature");
+}
+
+#[cfg(feature = "spdk")]
+fn dropped_completed_command_stops_polling(spec: String) {
+    use std::future::Future;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::task::{Context, Wake, Waker};
+    use ziob_backends::spdk::core_is_polling;
+
+    struct Flag(AtomicBool);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    let _l = spdk_env::device_lock();
+    let rt = Runtime::builder().cores(1).build().unwrap();
+    rt.block_on(move || async move {
+        let d = open_device(&spec).await.expect("open");
+        let bs = d.geometry().block_size_bytes as usize;
+        let zones = d.geometry().zone_count;
+        for round in 0..20u32 {
+            let flag = Arc::new(Flag(AtomicBool::new(false)));
+            let waker = Waker::from(flag.clone());
+            let mut cx = Context::from_waker(&waker);
+            // reads of the (maybe unwritten) start of a zone: the device answers them
+            let mut read = Box::pin(d.read(round % zones, 0, bs, DmaBuf::with_capacity(bs)));
+            assert!(
+                read.as_mut().poll(&mut cx).is_pending(),
+                "a submitted command waits for its completion"
+            );
+            assert!(core_is_polling(), "a command is in flight");
+            let t0 = std::time::Instant::now();
+            while !flag.0.load(Ordering::SeqCst) {
+                assert!(
+                    t0.elapsed() < std::time::Duration::from_secs(30),
+                    "round {round}: no completion in 30 s"
+                );
+                ziob_runtime::yield_now().await;
+            }
+            drop(read); // completed, never polled again
+            ziob_runtime::yield_now().await;
+            assert!(
+                !core_is_polling(),
+                "round {round}: the core still busy-polls with nothing in flight"
+            );
+        }
+        eprintln!("[spdk] 20 completed-then-dropped commands: the core stopped polling each time");
+    })
+    .unwrap();
+}

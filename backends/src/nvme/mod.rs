@@ -328,50 +328,13 @@ impl NvmeDevice {
         )
     }
 
-    fn zone_info(&self, d: &zone::ZoneDescriptor) -> Result<ZoneInfo> {
-        let g = self.g();
-        let bs = g.block_size_bytes;
-        let index = d.start_lba / self.inner.zone_size_blocks;
-        let bad = |what: String| DeviceError::Corrupt {
-            path: self.inner.name.clone(),
-            detail: format!("Report Zones: {what}"),
-        };
-        if d.start_lba % self.inner.zone_size_blocks != 0 || index >= u64::from(g.zone_count) {
-            return Err(bad(format!(
-                "zone start LBA {:#x} is not a zone start",
-                d.start_lba
-            )));
+    /// What Report Zones descriptors are checked against.
+    fn report_layout(&self) -> zone::ReportLayout {
+        zone::ReportLayout {
+            zone_size_blocks: self.inner.zone_size_blocks,
+            zone_count: self.g().zone_count,
+            block_size_bytes: self.g().block_size_bytes,
         }
-        if d.capacity_blocks > self.inner.zone_size_blocks {
-            return Err(bad(format!(
-                "zone {index} capacity {} blocks exceeds the zone size",
-                d.capacity_blocks
-            )));
-        }
-        let written_blocks = d
-            .write_pointer_lba
-            .checked_sub(d.start_lba)
-            .filter(|&w| w <= d.capacity_blocks);
-        let write_pointer_blocks = match d.state {
-            // The write pointer of a Full zone is undefined (QEMU: capacity end; SPDK: all
-            // ones; the block layer: the next zone): report the capacity.
-            ZoneState::Full => d.capacity_blocks,
-            ZoneState::Empty => 0,
-            ZoneState::ReadOnly | ZoneState::Offline => written_blocks.unwrap_or(0),
-            _ => written_blocks.ok_or_else(|| {
-                bad(format!(
-                    "zone {index} write pointer {:#x} outside the zone",
-                    d.write_pointer_lba
-                ))
-            })?,
-        };
-        Ok(ZoneInfo {
-            index: index as u32,
-            start_bytes: d.start_lba * bs,
-            capacity_bytes: d.capacity_blocks * bs,
-            write_pointer_bytes: write_pointer_blocks * bs,
-            state: d.state,
-        })
     }
 }
 
@@ -414,29 +377,19 @@ impl ZonedDevice for NvmeDevice {
                     return Err(self.unknown_status(&format!("Report Zones from zone {next}"), st))
                 }
             }
-            let descs = zone::parse_report(&buf, self.inner.zdes_bytes).map_err(|e| {
-                DeviceError::Corrupt {
-                    path: self.inner.name.clone(),
-                    detail: e.to_string(),
-                }
+            let zones = zone::parse_report_zones(
+                &buf,
+                self.inner.zdes_bytes,
+                &self.report_layout(),
+                next,
+                n,
+            )
+            .map_err(|e| DeviceError::Corrupt {
+                path: self.inner.name.clone(),
+                detail: e.to_string(),
             })?;
-            if descs.is_empty() {
-                return Err(DeviceError::Corrupt {
-                    path: self.inner.name.clone(),
-                    detail: format!("Report Zones from zone {next} returned no zone"),
-                });
-            }
-            for d in descs.iter().take(n) {
-                let z = self.zone_info(d)?;
-                if z.index != next {
-                    return Err(DeviceError::Corrupt {
-                        path: self.inner.name.clone(),
-                        detail: format!("Report Zones returned zone {} for zone {next}", z.index),
-                    });
-                }
-                out.push(z);
-                next += 1;
-            }
+            next += zones.len() as u32;
+            out.extend(zones);
         }
         Ok(out)
     }

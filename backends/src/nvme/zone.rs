@@ -16,7 +16,7 @@
 //! | 24..32 | WP: write pointer LBA |
 
 use super::cmd::{NvmeCmd, Opcode};
-use crate::model::state::{ZoneAction, ZoneState};
+use crate::model::state::{ZoneAction, ZoneInfo, ZoneState};
 
 /// Size of the Report Zones header in bytes.
 pub const REPORT_HEADER_BYTES: usize = 64;
@@ -111,6 +111,37 @@ pub enum ReportError {
         /// The raw ZS nibble.
         code: u8,
     },
+    /// A descriptor whose start LBA is not the start of a zone of the namespace.
+    NotZoneStart {
+        /// The descriptor's ZSLBA.
+        start_lba: u64,
+    },
+    /// A descriptor whose capacity exceeds the zone size.
+    CapacityExceedsZone {
+        /// Zone index.
+        zone: u64,
+        /// The descriptor's ZCAP.
+        capacity_blocks: u64,
+    },
+    /// A descriptor of a writable zone whose write pointer is outside the zone's capacity.
+    WritePointerOutside {
+        /// Zone index.
+        zone: u64,
+        /// The descriptor's WP.
+        write_pointer_lba: u64,
+    },
+    /// A report asked from zone `first` that holds no zone.
+    Empty {
+        /// The zone the report was asked from.
+        first: u32,
+    },
+    /// A report whose zones do not follow each other from the zone it was asked from.
+    OutOfOrder {
+        /// The zone expected at this position.
+        expected: u32,
+        /// The zone reported there.
+        got: u32,
+    },
 }
 
 impl std::fmt::Display for ReportError {
@@ -122,6 +153,30 @@ impl std::fmt::Display for ReportError {
             ),
             ReportError::BadState { entry, code } => {
                 write!(f, "report entry {entry} has undefined zone state {code:#x}")
+            }
+            ReportError::NotZoneStart { start_lba } => write!(
+                f,
+                "Report Zones: zone start LBA {start_lba:#x} is not a zone start"
+            ),
+            ReportError::CapacityExceedsZone {
+                zone,
+                capacity_blocks,
+            } => write!(
+                f,
+                "Report Zones: zone {zone} capacity {capacity_blocks} blocks exceeds the zone size"
+            ),
+            ReportError::WritePointerOutside {
+                zone,
+                write_pointer_lba,
+            } => write!(
+                f,
+                "Report Zones: zone {zone} write pointer {write_pointer_lba:#x} outside the zone"
+            ),
+            ReportError::Empty { first } => {
+                write!(f, "Report Zones from zone {first} returned no zone")
+            }
+            ReportError::OutOfOrder { expected, got } => {
+                write!(f, "Report Zones returned zone {got} for zone {expected}")
             }
         }
     }
@@ -159,6 +214,92 @@ pub fn parse_report(buf: &[u8], zdes_bytes: usize) -> Result<Vec<ZoneDescriptor>
                 start_lba: le64(d, 16),
                 write_pointer_lba: le64(d, 24),
             })
+        })
+        .collect()
+}
+
+/// The namespace a report describes, to check its descriptors against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReportLayout {
+    /// Zone size in blocks (zone `i` starts at LBA `i * zone_size_blocks`).
+    pub zone_size_blocks: u64,
+    /// Number of zones of the namespace.
+    pub zone_count: u32,
+    /// Logical block size in bytes.
+    pub block_size_bytes: u64,
+}
+
+impl ZoneDescriptor {
+    /// The zone this descriptor describes, in bytes, after checking it against `layout`: its
+    /// start is a zone start, its capacity fits the zone, and the write pointer of a writable
+    /// zone is inside the capacity. The write pointer of a Full zone is undefined (QEMU:
+    /// capacity end; SPDK: all ones; the block layer: the next zone): it reports the capacity.
+    pub fn zone_info(&self, layout: &ReportLayout) -> Result<ZoneInfo, ReportError> {
+        let zsb = layout.zone_size_blocks;
+        let index = self.start_lba / zsb;
+        if self.start_lba % zsb != 0 || index >= u64::from(layout.zone_count) {
+            return Err(ReportError::NotZoneStart {
+                start_lba: self.start_lba,
+            });
+        }
+        if self.capacity_blocks > zsb {
+            return Err(ReportError::CapacityExceedsZone {
+                zone: index,
+                capacity_blocks: self.capacity_blocks,
+            });
+        }
+        let written_blocks = self
+            .write_pointer_lba
+            .checked_sub(self.start_lba)
+            .filter(|&w| w <= self.capacity_blocks);
+        let write_pointer_blocks = match self.state {
+            ZoneState::Full => self.capacity_blocks,
+            ZoneState::Empty => 0,
+            ZoneState::ReadOnly | ZoneState::Offline => written_blocks.unwrap_or(0),
+            _ => written_blocks.ok_or(ReportError::WritePointerOutside {
+                zone: index,
+                write_pointer_lba: self.write_pointer_lba,
+            })?,
+        };
+        let bs = layout.block_size_bytes;
+        Ok(ZoneInfo {
+            index: index as u32,
+            start_bytes: self.start_lba * bs,
+            capacity_bytes: self.capacity_blocks * bs,
+            write_pointer_bytes: write_pointer_blocks * bs,
+            state: self.state,
+        })
+    }
+}
+
+/// Decodes a Report Zones buffer asked from zone `first` for at most `max` zones: the
+/// header and every descriptor are checked ([`parse_report`], [`ZoneDescriptor::zone_info`]),
+/// the zones must follow each other from `first`, and at least one must be there. Entries past
+/// `max` are ignored.
+pub fn parse_report_zones(
+    buf: &[u8],
+    zdes_bytes: usize,
+    layout: &ReportLayout,
+    first: u32,
+    max: usize,
+) -> Result<Vec<ZoneInfo>, ReportError> {
+    let descs = parse_report(buf, zdes_bytes)?;
+    if descs.is_empty() {
+        return Err(ReportError::Empty { first });
+    }
+    descs
+        .iter()
+        .take(max)
+        .zip(first..)
+        .map(|(d, expected)| {
+            let z = d.zone_info(layout)?;
+            if z.index != expected {
+                return Err(ReportError::OutOfOrder {
+                    expected,
+                    got: z.index,
+                });
+            }
+            Ok(z)
         })
         .collect()
 }
@@ -222,6 +363,75 @@ mod tests {
             parse_report(&b, 0).unwrap_err().to_string(),
             "report entry 0 has undefined zone state 0x5"
         );
+    }
+
+    const LAYOUT: ReportLayout = ReportLayout {
+        zone_size_blocks: 0x800,
+        zone_count: 4,
+        block_size_bytes: 4096,
+    };
+
+    #[test]
+    fn report_zones_checks_every_descriptor() {
+        let z = parse_report_zones(&sample(0), 0, &LAYOUT, 1, 8).unwrap();
+        assert_eq!(z.len(), 2);
+        assert_eq!(
+            (z[0].index, z[0].state, z[0].write_pointer_bytes),
+            (1, ZoneState::ImplicitlyOpened, 3 * 4096)
+        );
+        assert_eq!(
+            (z[1].index, z[1].write_pointer_bytes, z[1].capacity_bytes),
+            (2, 0x600 * 4096, 0x600 * 4096),
+            "a Full zone's write pointer (all ones) is its capacity"
+        );
+        assert_eq!(
+            parse_report_zones(&sample(0), 0, &LAYOUT, 1, 1)
+                .unwrap()
+                .len(),
+            1
+        );
+        let err = |b: &[u8], first| parse_report_zones(b, 0, &LAYOUT, first, 8).unwrap_err();
+        assert_eq!(
+            err(&sample(0), 0),
+            ReportError::OutOfOrder {
+                expected: 0,
+                got: 1
+            }
+        );
+        let mut empty = sample(0);
+        empty[0] = 0;
+        assert_eq!(err(&empty, 1), ReportError::Empty { first: 1 });
+        // start LBA inside a zone, beyond the namespace; capacity above the zone size;
+        // write pointer of an open zone before its start or past its capacity
+        let put = |at: usize, v: u64| {
+            let mut b = sample(0);
+            b[64 + at..64 + at + 8].copy_from_slice(&v.to_le_bytes());
+            b
+        };
+        assert_eq!(
+            err(&put(16, 0x801), 1),
+            ReportError::NotZoneStart { start_lba: 0x801 }
+        );
+        assert!(matches!(
+            err(&put(16, 0x800 * 4), 4),
+            ReportError::NotZoneStart { .. }
+        ));
+        assert_eq!(
+            err(&put(8, 0x801), 1),
+            ReportError::CapacityExceedsZone {
+                zone: 1,
+                capacity_blocks: 0x801
+            }
+        );
+        for wp in [0x7ff, 0x800 + 0x601] {
+            assert_eq!(
+                err(&put(24, wp), 1),
+                ReportError::WritePointerOutside {
+                    zone: 1,
+                    write_pointer_lba: wp
+                }
+            );
+        }
     }
 
     #[test]

@@ -9,6 +9,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -55,6 +57,109 @@ set_err(char *err, size_t errlen, const char *fmt, const char *arg, int code)
 	}
 }
 
+/*
+ * SPDK's reason for a failure is a log line (e.g. "DPDK version 22.11.11 is not supported."),
+ * while the call itself returns a bare errno. During environment init and controller attach
+ * a log hook copies SPDK's error lines into a buffer, so the error returned to Rust carries
+ * them; every line is still printed to stderr at SPDK's print level, as without the hook.
+ */
+static pthread_mutex_t g_capture_lock = PTHREAD_MUTEX_INITIALIZER;
+static char g_capture[512];
+
+static void
+capture_log(int level, const char *file, const int line, const char *func, const char *format,
+	    va_list args)
+{
+	static const char *const names[] = {"ERROR", "WARNING", "NOTICE", "INFO", "DEBUG"};
+	char msg[256];
+	va_list copy;
+	size_t len, used;
+
+	va_copy(copy, args);
+	vsnprintf(msg, sizeof(msg), format, copy);
+	va_end(copy);
+	len = strlen(msg);
+	while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == '.' || msg[len - 1] == ' ')) {
+		msg[--len] = '\0';
+	}
+	if (level <= (int)spdk_log_get_print_level()) {
+		fprintf(stderr, "%s:%4d:%s: *%s*: %s\n", file ? file : "", line, func ? func : "",
+			level >= 0 && level <= 4 ? names[level] : "LOG", msg);
+	}
+	if (level <= SPDK_LOG_ERROR && len > 0) {
+		used = strlen(g_capture);
+		if (used + 3 < sizeof(g_capture)) {
+			snprintf(g_capture + used, sizeof(g_capture) - used, "%s%s",
+				 used > 0 ? "; " : "", msg);
+		}
+	}
+}
+
+/*
+ * DPDK's EAL says why it failed on its own log stream (e.g. "EAL: Cannot get hugepage
+ * information."), not through SPDK's log. During environment init that stream is a tee to
+ * stderr that keeps the last line. Declared here rather than by including <rte_log.h>, which
+ * needs DPDK's include paths; the function is part of DPDK's stable API.
+ */
+int rte_openlog_stream(FILE *f);
+
+static pthread_mutex_t g_eal_lock = PTHREAD_MUTEX_INITIALIZER;
+static char g_eal_last[256];
+
+static ssize_t
+eal_log_write(void *cookie, const char *buf, size_t size)
+{
+	size_t end = size, start;
+
+	(void)cookie;
+	fwrite(buf, 1, size, stderr);
+	while (end > 0 && (buf[end - 1] == '\n' || buf[end - 1] == ' ')) {
+		end--;
+	}
+	start = end;
+	while (start > 0 && buf[start - 1] != '\n') {
+		start--;
+	}
+	if (end > start) {
+		pthread_mutex_lock(&g_eal_lock);
+		snprintf(g_eal_last, sizeof(g_eal_last), "%.*s", (int)(end - start), buf + start);
+		pthread_mutex_unlock(&g_eal_lock);
+	}
+	return (ssize_t)size;
+}
+
+/* Starts copying SPDK's error lines (one capture at a time, process-wide). */
+static void
+capture_begin(void)
+{
+	pthread_mutex_lock(&g_capture_lock);
+	g_capture[0] = '\0';
+	spdk_log_open(capture_log);
+}
+
+/*
+ * Stops copying and restores SPDK's own logging (a log callback of NULL); appends what was
+ * captured to `err` as "SPDK said: ...".
+ */
+static void
+capture_end(char *err, size_t errlen)
+{
+	struct spdk_log_opts opts;
+	size_t used;
+
+	memset(&opts, 0, sizeof(opts));
+	opts.size = sizeof(opts);
+	spdk_log_open_ext(&opts);
+	if (err != NULL && errlen > 0 && g_capture[0] != '\0') {
+		used = strnlen(err, errlen);
+		if (used + 1 < errlen) {
+			snprintf(err + used, errlen - used, "%sSPDK said: %s", used > 0 ? "; " : "",
+				 g_capture);
+		}
+	}
+	pthread_mutex_unlock(&g_capture_lock);
+}
+
 int
 ziob_spdk_version(void)
 {
@@ -73,6 +178,7 @@ ziob_spdk_env_init(const char *name, int no_huge, int mem_size_mb, const char *p
 	struct spdk_env_opts opts;
 	struct spdk_pci_addr allowed;
 	cpu_set_t saved;
+	FILE *eal_log;
 	int have_saved, rc;
 
 	memset(&opts, 0, sizeof(opts));
@@ -95,13 +201,33 @@ ziob_spdk_env_init(const char *name, int no_huge, int mem_size_mb, const char *p
 		opts.num_pci_addr = 1;
 	}
 	have_saved = sched_getaffinity(0, sizeof(saved), &saved) == 0;
+	capture_begin();
+	eal_log = fopencookie(NULL, "w", (cookie_io_functions_t){.write = eal_log_write});
+	if (eal_log != NULL) {
+		setvbuf(eal_log, NULL, _IOLBF, 0);
+		rte_openlog_stream(eal_log);
+	}
 	rc = spdk_env_init(&opts);
+	if (eal_log != NULL) {
+		/* Back to DPDK's default stream; EAL threads may still log, so keep it open. */
+		rte_openlog_stream(NULL);
+	}
 	if (have_saved) {
 		sched_setaffinity(0, sizeof(saved), &saved);
 	}
 	if (rc != 0) {
-		set_err(err, errlen, "spdk_env_init (%s) failed: %d (hugepages reserved? run as root?)",
-			no_huge ? "no_huge" : "hugepages", rc);
+		set_err(err, errlen, "spdk_env_init (%s) failed: %d", no_huge ? "no_huge" : "hugepages",
+			rc);
+	}
+	capture_end(rc != 0 ? err : NULL, errlen);
+	if (rc != 0 && err != NULL && errlen > 0) {
+		size_t used = strnlen(err, errlen);
+
+		pthread_mutex_lock(&g_eal_lock);
+		if (g_eal_last[0] != '\0') {
+			snprintf(err + used, errlen - used, "; DPDK's last line: %s", g_eal_last);
+		}
+		pthread_mutex_unlock(&g_eal_lock);
 	}
 	return rc;
 }
@@ -128,11 +254,15 @@ ziob_spdk_connect(const char *trid_str, uint32_t nsid, struct ziob_spdk_geo *geo
 	}
 	/* Default opts pick CC.CSS = I/O command sets (needed for ZNS) when CAP.CSS has it. */
 	spdk_nvme_ctrlr_get_default_ctrlr_opts(&opts, sizeof(opts));
+	capture_begin();
 	ctrlr = spdk_nvme_connect(&trid, &opts, sizeof(opts));
 	if (ctrlr == NULL) {
 		set_err(err, errlen,
 			"spdk_nvme_connect(%s) failed (%d): is the controller bound to uio_pci_generic or vfio-pci?",
 			trid_str, -ENODEV);
+	}
+	capture_end(ctrlr == NULL ? err : NULL, errlen);
+	if (ctrlr == NULL) {
 		return NULL;
 	}
 	ns = spdk_nvme_ctrlr_get_ns(ctrlr, nsid);
