@@ -45,21 +45,34 @@ impl<D: ZonedDevice> Shard<D> {
     }
 
     async fn action_all_now(self: &Rc<Self>, action: ZoneAction) -> Result<()> {
-        let pick: Vec<u32> = self
-            .zones
-            .borrow()
-            .iter()
-            .filter(|z| {
+        // Buffered, the shard's zone states are the ones applications see; in pass-through
+        // only the device knows them (the shard's copy is from open time).
+        let states: Vec<(u32, ZoneState)> = if self.buffered {
+            self.zones
+                .borrow()
+                .iter()
+                .map(|z| (z.index, z.state))
+                .collect()
+        } else {
+            self.report(0, self.geometry.zone_count)
+                .await?
+                .into_iter()
+                .map(|z| (z.index, z.state))
+                .collect()
+        };
+        let pick: Vec<u32> = states
+            .into_iter()
+            .filter(|&(_, state)| {
                 use ZoneState::*;
                 match action {
-                    ZoneAction::Open => z.state == Closed,
-                    ZoneAction::Close => z.state.is_open(),
-                    ZoneAction::Finish => z.state.is_active(),
-                    ZoneAction::Reset => z.state.is_active() || z.state == Full,
-                    ZoneAction::Offline => z.state == ReadOnly,
+                    ZoneAction::Open => state == Closed,
+                    ZoneAction::Close => state.is_open(),
+                    ZoneAction::Finish => state.is_active(),
+                    ZoneAction::Reset => state.is_active() || state == Full,
+                    ZoneAction::Offline => state == ReadOnly,
                 }
             })
-            .map(|z| z.index)
+            .map(|(index, _)| index)
             .collect();
         for z in pick {
             self.action_now(z, action).await?;
