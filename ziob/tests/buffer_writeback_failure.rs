@@ -6,7 +6,8 @@
 //!   zone's write-back error, EIO of the call's own device op, `BufferFull`);
 //! - `sync` answers (with the error or not), and so does `flush` of every zone;
 //! - a zone whose flush reports the write-back error keeps reporting it (append, flush)
-//!   until it is reset; the reset succeeds and clears it;
+//!   until it is reset, its acknowledged data reads back meanwhile; the reset succeeds and
+//!   clears it;
 //! - afterwards every zone takes appends and flushes again, `sync` and `close` are Ok, and
 //!   every append acknowledged in a zone that was not reset reads back.
 //!
@@ -150,6 +151,23 @@ async fn run(seed: u64) -> usize {
                     matches!(append, Err(ZiobError::Writeback { .. })),
                     "{what}: an append after the write-back error ({e}) gave {append:?}"
                 );
+                // Its data stays readable until the reset.
+                let records: Vec<_> = acked
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|r| r.0 == zone)
+                    .copied()
+                    .collect();
+                for (_, off, id, len) in records {
+                    let got = watchdog(WATCHDOG_S, &what, z.read(zone, off, len))
+                        .await
+                        .unwrap_or_else(|e| panic!("{what}: read of record {id}: {e}"));
+                    assert!(
+                        got[..] == record(zone, id, len)[..],
+                        "{what}: record {id} at {off} (+{len}) does not read back after the write-back error"
+                    );
+                }
                 watchdog(
                     WATCHDOG_S,
                     format!("seed {seed}: reset of zone {zone}"),
