@@ -334,7 +334,8 @@ impl<D: ZonedDevice> Ziob<D> {
     /// Applies a zone management action (open, close, finish, reset, offline) to one zone
     /// or all. Reset discards the zone's buffered data and clears a kept write-back error
     /// once the device has reset the zone (if the device refuses, the zone keeps its data and
-    /// the error is returned); finish writes the data back first. Open and close change only
+    /// the error is returned); finish writes the data back first and flushes the device
+    /// cache, so a completed finish is durable. Open and close change only
     /// the zone state the buffer shows (the device's zones are opened by write-back, see the
     /// crate docs).
     ///
@@ -503,7 +504,8 @@ impl<D: ZonedDevice> Zone<D> {
             .zone_action(ZoneAction::Reset, ZoneTarget::One(self.index))
             .await
     }
-    /// Finishes the zone (writes back its data, then makes it Full). Cancel safety as
+    /// Finishes the zone (writes back its data, makes it Full and flushes the device cache:
+    /// a completed finish is durable). Cancel safety as
     /// [`Ziob::zone_action`].
     pub async fn finish(&self) -> Result<()> {
         self.ziob

@@ -45,21 +45,34 @@ impl<D: ZonedDevice> Shard<D> {
     }
 
     async fn action_all_now(self: &Rc<Self>, action: ZoneAction) -> Result<()> {
-        let pick: Vec<u32> = self
-            .zones
-            .borrow()
-            .iter()
-            .filter(|z| {
+        // Buffered, the shard's zone states are the ones applications see; in pass-through
+        // only the device knows them (the shard's copy is from open time).
+        let states: Vec<(u32, ZoneState)> = if self.buffered {
+            self.zones
+                .borrow()
+                .iter()
+                .map(|z| (z.index, z.state))
+                .collect()
+        } else {
+            self.report(0, self.geometry.zone_count)
+                .await?
+                .into_iter()
+                .map(|z| (z.index, z.state))
+                .collect()
+        };
+        let pick: Vec<u32> = states
+            .into_iter()
+            .filter(|&(_, state)| {
                 use ZoneState::*;
                 match action {
-                    ZoneAction::Open => z.state == Closed,
-                    ZoneAction::Close => z.state.is_open(),
-                    ZoneAction::Finish => z.state.is_active(),
-                    ZoneAction::Reset => z.state.is_active() || z.state == Full,
-                    ZoneAction::Offline => z.state == ReadOnly,
+                    ZoneAction::Open => state == Closed,
+                    ZoneAction::Close => state.is_open(),
+                    ZoneAction::Finish => state.is_active(),
+                    ZoneAction::Reset => state.is_active() || state == Full,
+                    ZoneAction::Offline => state == ReadOnly,
                 }
             })
-            .map(|z| z.index)
+            .map(|(index, _)| index)
             .collect();
         for z in pick {
             self.action_now(z, action).await?;
@@ -69,10 +82,14 @@ impl<D: ZonedDevice> Shard<D> {
 
     async fn action_now(self: &Rc<Self>, zone: u32, action: ZoneAction) -> Result<()> {
         if !self.buffered {
-            return Ok(self
-                .device
+            self.device
                 .zone_action(action, ZoneTarget::One(zone))
-                .await?);
+                .await?;
+            if action == ZoneAction::Finish {
+                // As buffered: a completed finish is durable, data included.
+                self.device_flush().await?;
+            }
+            return Ok(());
         }
         let i = self.local(zone);
         self.wait_idle(i).await;
@@ -96,8 +113,9 @@ impl<D: ZonedDevice> Shard<D> {
         }
     }
 
-    /// Pads and writes back the zone's data, then finishes the device zone; the zone is held
-    /// ([`ZoneOp::Finishing`]) throughout.
+    /// Pads and writes back the zone's data, finishes the device zone (unless the write-back
+    /// filled it) and flushes the device cache, so a completed finish is durable; the zone is
+    /// held ([`ZoneOp::Finishing`]) throughout.
     async fn finish(self: &Rc<Self>, zone: u32) -> Result<()> {
         let i = self.local(zone);
         let _hold = self.hold_zone(i, ZoneOp::Finishing);
@@ -130,6 +148,9 @@ impl<D: ZonedDevice> Shard<D> {
         if self.zones.borrow()[i].device_wp < target {
             return Err(self.too_many_active(zone));
         }
+        // A zone the write-back filled to capacity is already Full on the device (by its
+        // writes): no finish to send, but its last writes may still sit in the device's
+        // volatile cache.
         let device = self.zones.borrow()[i].device;
         if device != DeviceZone::Full {
             self.device
@@ -139,16 +160,22 @@ impl<D: ZonedDevice> Shard<D> {
             self.release_tokens(device);
             self.stats.borrow_mut().s.device_zone_finishes += 1;
         }
-        let mut zones = self.zones.borrow_mut();
-        let z = &mut zones[i];
-        z.device = DeviceZone::Full;
-        z.state = ZoneState::Full;
-        // As on the device, a Full zone's write pointer is its capacity; past the data it
-        // reads as zeros.
-        z.wp = self.geometry.zone_capacity_bytes;
-        z.device_wp = z.wp;
-        z.issued_wp = z.wp;
-        Ok(())
+        {
+            let mut zones = self.zones.borrow_mut();
+            let z = &mut zones[i];
+            z.device = DeviceZone::Full;
+            z.state = ZoneState::Full;
+            // As on the device, a Full zone's write pointer is its capacity; past the data
+            // it reads as zeros.
+            z.wp = self.geometry.zone_capacity_bytes;
+            z.device_wp = z.wp;
+            z.issued_wp = z.wp;
+        }
+        // A completed finish is durable: the data and the zone's Full state are on the
+        // device, whichever way it became Full, and the device cache is flushed (a device
+        // finish alone does not flush a volatile write cache on every device). If this
+        // flush fails the zone is Full all the same, but the finish reports the error.
+        self.device_flush().await
     }
 
     /// Resets the device zone, then drops the zone's buffered data. A failed device reset

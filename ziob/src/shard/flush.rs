@@ -92,7 +92,7 @@ impl<D: ZonedDevice> Shard<D> {
         self.device_flush().await
     }
 
-    async fn device_flush(&self) -> Result<()> {
+    pub(super) async fn device_flush(&self) -> Result<()> {
         self.device.flush().await?;
         self.stats.borrow_mut().s.device_flushes += 1;
         Ok(())

@@ -26,6 +26,7 @@ mod memory;
 mod policy;
 mod read;
 mod report;
+mod resync;
 mod write;
 mod writeback;
 mod zone;

@@ -77,7 +77,7 @@ impl<D: ZonedDevice> Shard<D> {
         self.wake_token_queue();
     }
 
-    fn wake_token_queue(self: &Rc<Self>) {
+    pub(super) fn wake_token_queue(self: &Rc<Self>) {
         let waiting: Vec<u32> = self.token_queue.borrow_mut().drain(..).collect();
         for z in waiting {
             let mut zones = self.zones.borrow_mut();
@@ -137,7 +137,15 @@ impl<D: ZonedDevice> Shard<D> {
             }
             Err(e) => {
                 tracing::warn!(zone, error = %e, "closing a device zone after write-back failed");
-                self.zones.borrow_mut()[i].error = Some(ZiobError::writeback(zone, 0, &e));
+                {
+                    let mut zones = self.zones.borrow_mut();
+                    let z = &mut zones[i];
+                    if z.error.is_none() {
+                        z.error = Some(ZiobError::writeback(zone, z.device_wp, &e));
+                    }
+                }
+                // The close may have happened or not: ask the device.
+                self.resync_device_zone(zone).await;
             }
         }
     }
@@ -155,6 +163,7 @@ impl<D: ZonedDevice> Shard<D> {
         let depth = self.device.ordered_writes_in_flight().max(1) as usize;
         let generation = self.zones.borrow()[i].generation;
         let mut in_flight = FuturesUnordered::new();
+        let mut failed = false;
         loop {
             // Issue as many write-backs as the depth allows, in order.
             while in_flight.len() < depth {
@@ -225,10 +234,17 @@ impl<D: ZonedDevice> Shard<D> {
                         z.error = Some(ZiobError::writeback(zone, plan.start, &e));
                     }
                     drop(zones);
+                    failed = true;
                     self.stats.borrow_mut().s.writeback_errors += 1;
                 }
             }
             self.notify();
+        }
+        if failed {
+            // Nothing of the zone is in flight any more: learn what the failed write did
+            // to the device zone (see `resync`), so the zone's resources are counted right
+            // and nobody waits for them in vain.
+            self.resync_device_zone(zone).await;
         }
         let close_now = {
             let z = &self.zones.borrow()[i];
