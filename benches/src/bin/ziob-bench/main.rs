@@ -9,6 +9,9 @@
 //! and print ratios of `on` to `off`. `--json` prints one JSON object per run (an array when
 //! several runs).
 
+mod commitlog;
+mod latency;
+mod manyzones;
 mod options;
 mod run;
 mod validate;
