@@ -1,6 +1,7 @@
 //! The `latency` workload: does an append or a read of buffered data ever wait for the
-//! device? Each task appends `--bs` bytes and reads them straight back (recently appended,
-//! not yet flushed data). One phase runs with an idle buffer (no `flush` calls; the buffer's
+//! device? Each task, in a loop, reads back the `--bs` bytes it appended last (recently
+//! appended data, not yet flushed unless a background flush just did), then appends
+//! `--bs` bytes, pausing `--op-interval-us` between rounds. One phase runs with an idle buffer (no `flush` calls; the buffer's
 //! own full-unit and idle write-back still run), the other with one task per core flushing
 //! each of the core's zones every `--background-flush-ms`. Both phases run in the same
 //! process on a freshly reset device; the report gives the p99 of the phase under write-back
@@ -32,7 +33,7 @@ pub struct Phase {
     secs: f64,
     appends_per_sec: f64,
     append_lat_ns: Latency,
-    /// Reads of the data just appended.
+    /// Reads of the data the task appended last.
     read_lat_ns: Latency,
     /// `flush` calls of the background flusher (0 in the idle phase).
     background_flushes: u64,
@@ -56,6 +57,7 @@ pub struct LatencyResult {
     cores: usize,
     ziob: bool,
     background_flush_ms: u64,
+    op_interval_us: u64,
     idle: Phase,
     under_writeback: Phase,
     /// Append p99 under write-back / idle append p99.
@@ -99,6 +101,7 @@ pub fn run_all(rt: &Runtime, opts: &Options, dog: &Watchdog) -> Result<Vec<Laten
                         cores: opts.cores,
                         ziob: buffered,
                         background_flush_ms: opts.background_flush_ms,
+                        op_interval_us: opts.op_interval_us,
                         append_p99_ratio: ratio(busy.append_lat_ns.p99, idle.append_lat_ns.p99),
                         read_p99_ratio: ratio(busy.read_lat_ns.p99, idle.read_lat_ns.p99),
                         idle,
@@ -128,6 +131,7 @@ fn phase(
     let (cores, qd, deadline) = (opts.cores, opts.qd, opts.runtime);
     let ops_per_core = opts.ops.map(|n| n.div_ceil(cores as u64));
     let epochs = ZoneEpoch::for_zones(zones);
+    let interval = (opts.op_interval_us > 0).then(|| Duration::from_micros(opts.op_interval_us));
     let before = stats(rt, &z)?;
     let start = Instant::now();
     let zc = z.clone();
@@ -141,6 +145,7 @@ fn phase(
                 ops_per_core,
                 deadline,
                 background,
+                interval,
             };
             async move { run_core(z, core, epochs, plan).await }
         })
@@ -179,6 +184,8 @@ struct CorePlan {
     ops_per_core: Option<u64>,
     deadline: Duration,
     background: Option<Duration>,
+    /// Pause between two pairs of one task.
+    interval: Option<Duration>,
 }
 
 struct CoreCounts {
@@ -228,11 +235,12 @@ async fn run_core(
     for t in 0..plan.qd {
         let (z, epochs, counts, budget) =
             (z.clone(), epochs.clone(), counts.clone(), budget.clone());
-        let (bs, deadline) = (plan.bs, plan.deadline);
+        let (bs, deadline, interval) = (plan.bs, plan.deadline, plan.interval);
         let mine = mine.clone();
         tasks.push(spawn(async move {
             let payload = vec![(core * 31 + t) as u8; bs as usize];
             let mut i = 0usize;
+            let mut last: Option<(u32, u64, u64)> = None;
             loop {
                 match budget.get() {
                     Some(0) => break,
@@ -240,26 +248,36 @@ async fn run_core(
                     None if start.elapsed() >= deadline => break,
                     None => {}
                 }
+                if let Some(pause) = interval {
+                    ziob::runtime::sleep(pause)
+                        .await
+                        .map_err(|e| format!("pause between ops: {e}"))?;
+                }
                 i += 1;
                 let zone = mine[(t + i) % mine.len()];
+                // First read back what this task appended last (after the pause, so a
+                // background flush may have started on it since), then append.
+                if let Some((pz, off, epoch)) = last {
+                    let t1 = Instant::now();
+                    let data = z
+                        .read(pz, off, bs as usize)
+                        .await
+                        .map_err(|e| format!("read of zone {pz} at {off}: {e}"))?;
+                    let read_ns = t1.elapsed().as_nanos() as u64;
+                    // Another task may have refilled (reset) the zone in between.
+                    if epochs[pz as usize].epoch.load(Ordering::Acquire) == epoch
+                        && data[..] != payload[..]
+                    {
+                        return Err(format!("read-after-append mismatch in zone {pz}"));
+                    }
+                    let _ = counts.borrow_mut().read.record(read_ns);
+                }
                 let t0 = Instant::now();
                 let w = write_op(&z, &epochs, Workload::Append, zone, &payload).await?;
                 let append_ns = t0.elapsed().as_nanos() as u64;
-                let t1 = Instant::now();
-                let data = z
-                    .read(zone, w.offset, bs as usize)
-                    .await
-                    .map_err(|e| format!("read of zone {zone} at {}: {e}", w.offset))?;
-                let read_ns = t1.elapsed().as_nanos() as u64;
-                // Another task may have refilled (reset) the zone in between.
-                if epochs[zone as usize].epoch.load(Ordering::Acquire) == w.epoch
-                    && data[..] != payload[..]
-                {
-                    return Err(format!("read-after-append mismatch in zone {zone}"));
-                }
+                last = Some((zone, w.offset, w.epoch));
                 let mut c = counts.borrow_mut();
                 let _ = c.append.record(append_ns);
-                let _ = c.read.record(read_ns);
                 c.ops += 1;
             }
             Ok::<(), String>(())
@@ -292,14 +310,15 @@ async fn run_core(
 fn print_row(r: &LatencyResult) {
     let p = |ph: &Phase| {
         format!(
-            "append p50/p99/p99.9 {}/{}/{} ns, read {}/{}/{} ns, {:.0} ops/s",
+            "append p50/p99/p99.9 {}/{}/{} ns, read {}/{}/{} ns, {:.0} ops/s, {} write-backs",
             ph.append_lat_ns.p50,
             ph.append_lat_ns.p99,
             ph.append_lat_ns.p999,
             ph.read_lat_ns.p50,
             ph.read_lat_ns.p99,
             ph.read_lat_ns.p999,
-            ph.appends_per_sec
+            ph.appends_per_sec,
+            ph.writebacks
         )
     };
     let goal = |x: f64| {

@@ -118,6 +118,11 @@ pub struct Options {
     /// core flushing each of the core's zones) in the phase under write-back.
     #[arg(long, default_value_t = 5, value_parser = positive::<u64>)]
     pub background_flush_ms: u64,
+    /// `latency`: microseconds each task sleeps between two append + read pairs (0 = back to
+    /// back). Pacing keeps the idle phase free of full-unit write-back, so it measures an
+    /// idle buffer.
+    #[arg(long, default_value_t = 0)]
+    pub op_interval_us: u64,
     /// Block size of a newly created emu device (512 lets pass-through append 512-byte
     /// records; an existing file keeps its own).
     #[arg(long, default_value = "4K", value_parser = positive_size)]
