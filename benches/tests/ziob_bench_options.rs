@@ -78,6 +78,10 @@ fn every_bad_value_fails_before_the_first_run_naming_its_option() {
         (&["--writeback-unit", "3T", "--fixed-buffers", "4", "--ops", "20"], "--buffer-size / --writeback-unit: invalid ZIOB configuration: write-back unit 3298534883328 bytes"),
         (&["--workload", "write", "--zones", "4", "--qd", "4", "--cores", "2", "--ops", "20"], "--zones 4: the write workload gives every task its own zone, so --zones must be at least --cores × --qd = 8"),
         (&["--timeout", "0", "--ops", "20"], "invalid value '0' for '--timeout <TIMEOUT>'"),
+        (&["--workload", "commitlog", "--flush-every", "8,0", "--ops", "20"], "invalid value '0' for '--flush-every <FLUSH_EVERY>'"),
+        (&["--workload", "latency", "--background-flush-ms", "0", "--ops", "20"], "invalid value '0' for '--background-flush-ms <BACKGROUND_FLUSH_MS>'"),
+        (&["--create-block-size", "0", "--ops", "20"], "invalid value '0' for '--create-block-size <CREATE_BLOCK_SIZE>'"),
+        (&["--workload", "commitlog", "--bs", "4K,512", "--ops", "20"], "--bs 512: pass-through (--ziob off) needs a multiple of the 4096-byte block size"),
         (&["--runtime", "5", "--timeout", "2"], "--timeout 2.0: must be longer than --runtime 5.0"),
         (&["--create-zone-size", "0", "--ops", "20"], "invalid value '0' for '--create-zone-size <CREATE_ZONE_SIZE>'"),
     ];

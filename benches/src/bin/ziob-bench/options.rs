@@ -19,6 +19,17 @@ pub enum Workload {
     Randread,
     /// Append `--bs` bytes, then read them back; latency is the read's.
     Readafterwrite,
+    /// A commit log: each task appends `--bs`-byte records to its zone and calls `flush`
+    /// every `--flush-every` appends; append and flush latencies are kept apart.
+    Commitlog,
+    /// Append, then read the just-appended (not yet durable) data back, once with an idle
+    /// buffer and once with a task per core flushing its zones every `--background-flush-ms`;
+    /// reports both phases' append and read percentiles and the p99 ratio.
+    Latency,
+    /// One tiny append (`--bs`, e.g. 11 bytes) to each of `--zones` zones in turn, round
+    /// after round; reports how far it got (a refusal such as `BufferFull` is a result, not
+    /// a failure) and memory used against the budget.
+    Manyzones,
 }
 
 /// Whether a run goes through the buffer.
@@ -99,6 +110,23 @@ pub struct Options {
     /// Zone size of a newly created emu device.
     #[arg(long, default_value = "64M", value_parser = positive_size)]
     pub create_zone_size: u64,
+    /// `commitlog`: appends per task between two `flush` calls of its zone; a comma list
+    /// runs each.
+    #[arg(long, default_value = "8", value_delimiter = ',', value_parser = positive::<u64>)]
+    pub flush_every: Vec<u64>,
+    /// `latency`: milliseconds between two rounds of the background flusher (one task per
+    /// core flushing each of the core's zones) in the phase under write-back.
+    #[arg(long, default_value_t = 5, value_parser = positive::<u64>)]
+    pub background_flush_ms: u64,
+    /// `latency`: microseconds each task sleeps between two append + read pairs (0 = back to
+    /// back). Pacing keeps the idle phase free of full-unit write-back, so it measures an
+    /// idle buffer.
+    #[arg(long, default_value_t = 0)]
+    pub op_interval_us: u64,
+    /// Block size of a newly created emu device (512 lets pass-through append 512-byte
+    /// records; an existing file keeps its own).
+    #[arg(long, default_value = "4K", value_parser = positive_size)]
+    pub create_block_size: u64,
     /// Repeat each configuration and report the median run.
     #[arg(long, default_value_t = 1, value_parser = positive::<usize>)]
     pub repeat: usize,

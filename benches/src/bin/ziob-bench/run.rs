@@ -38,12 +38,25 @@ pub struct RunResult {
     buffer: Option<ShardStats>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize)]
-struct Latency {
-    p50: u64,
-    p99: u64,
-    p999: u64,
-    max: u64,
+/// Percentiles of one latency histogram, in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub(crate) struct Latency {
+    pub(crate) p50: u64,
+    pub(crate) p99: u64,
+    pub(crate) p999: u64,
+    pub(crate) max: u64,
+}
+
+impl Latency {
+    /// The percentiles of `hist` (all zero when it is empty).
+    pub(crate) fn of(hist: &Histogram<u64>) -> Latency {
+        Latency {
+            p50: hist.value_at_quantile(0.5),
+            p99: hist.value_at_quantile(0.99),
+            p999: hist.value_at_quantile(0.999),
+            max: hist.max(),
+        }
+    }
 }
 
 /// What one core measured.
@@ -58,9 +71,23 @@ struct CoreResult {
 /// A zone's refill epoch: even = usable, odd = being flushed and reset by one task; the
 /// others wait for `refilled` instead of spinning (which would take the core from the
 /// write-back they wait for).
-struct ZoneEpoch {
-    epoch: AtomicU64,
+pub(crate) struct ZoneEpoch {
+    pub(crate) epoch: AtomicU64,
     refilled: event_listener::Event,
+}
+
+impl ZoneEpoch {
+    /// Epochs of `zones` zones, all usable.
+    pub(crate) fn for_zones(zones: u32) -> Arc<Vec<ZoneEpoch>> {
+        Arc::new(
+            (0..zones)
+                .map(|_| ZoneEpoch {
+                    epoch: AtomicU64::new(0),
+                    refilled: event_listener::Event::new(),
+                })
+                .collect(),
+        )
+    }
 }
 
 struct Plan {
@@ -107,6 +134,17 @@ fn run_all(
     dog: &Watchdog,
 ) -> Result<(), String> {
     let limit = opts.timeout();
+    // The workloads with results of their own shape.
+    match opts.workload {
+        Workload::Commitlog => {
+            return finish(opts, crate::commitlog::run_all(rt, opts, geometry, dog)?)
+        }
+        Workload::Latency => return finish(opts, crate::latency::run_all(rt, opts, dog)?),
+        Workload::Manyzones => {
+            return finish(opts, crate::manyzones::run_all(rt, opts, geometry, dog)?)
+        }
+        Workload::Append | Workload::Write | Workload::Randread | Workload::Readafterwrite => {}
+    }
     let mut results = Vec::new();
     for &bs in &opts.bs {
         for &zones in &opts.zones {
@@ -140,14 +178,28 @@ fn run_all(
         }
     }
     if opts.json {
-        let out = if results.len() == 1 {
-            serde_json::to_string_pretty(&results[0])
-        } else {
-            serde_json::to_string_pretty(&results)
-        };
-        println!("{}", out.map_err(|e| e.to_string())?);
+        print_json(&results)?;
     }
     print_ratios(&results);
+    Ok(())
+}
+
+/// Prints `results` as JSON when `--json` asks for it.
+fn finish<T: Serialize>(opts: &Options, results: Vec<T>) -> Result<(), String> {
+    if opts.json {
+        print_json(&results)?;
+    }
+    Ok(())
+}
+
+/// Prints one JSON object per result (an array when several) on stdout.
+pub(crate) fn print_json<T: Serialize>(results: &[T]) -> Result<(), String> {
+    let out = if results.len() == 1 {
+        serde_json::to_string_pretty(&results[0])
+    } else {
+        serde_json::to_string_pretty(&results)
+    };
+    println!("{}", out.map_err(|e| e.to_string())?);
     Ok(())
 }
 
@@ -162,7 +214,8 @@ fn device_geometry(opts: &Options) -> Result<Geometry, String> {
     let spec = opts.dev.clone();
     let create = match DeviceSpec::parse(&opts.dev).map_err(|e| e.to_string())? {
         DeviceSpec::Emu { path, .. } if !path.exists() => {
-            let g = Geometry::new(opts.create_zones, opts.create_zone_size);
+            let mut g = Geometry::new(opts.create_zones, opts.create_zone_size);
+            g.block_size_bytes = opts.create_block_size;
             eprintln!(
                 "creating {} ({} zones of {} bytes)",
                 path.display(),
@@ -192,17 +245,7 @@ fn one_run(
     zones: u32,
     buffered: bool,
 ) -> Result<RunResult, String> {
-    let config = validate::config(opts, buffered);
-    let spec = opts.dev.clone();
-    let z = rt
-        .block_on(move || async move {
-            let z = Ziob::open(&spec, config).await?;
-            // Start from empty zones, so every run sees the same device.
-            z.zone_action(ZoneAction::Reset, ZoneTarget::All).await?;
-            Ok::<_, ZiobError>(z)
-        })
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
+    let z = open_fresh(rt, opts, buffered)?;
     let cores = opts.cores;
     if opts.workload == Workload::Randread {
         prefill(rt, &z, zones, bs)?;
@@ -213,14 +256,7 @@ fn one_run(
     let before = stats(rt, &z)?;
     let start = Instant::now();
     let zc = z.clone();
-    let epochs: Arc<Vec<ZoneEpoch>> = Arc::new(
-        (0..zones)
-            .map(|_| ZoneEpoch {
-                epoch: AtomicU64::new(0),
-                refilled: event_listener::Event::new(),
-            })
-            .collect(),
-    );
+    let epochs = ZoneEpoch::for_zones(zones);
     let per_core = rt
         .run_on_all(move |core| {
             let z = zc.clone();
@@ -296,12 +332,7 @@ fn one_run(
         secs,
         iops: ops as f64 / secs,
         bytes_per_sec: bytes as f64 / secs,
-        lat_ns: Latency {
-            p50: hist.value_at_quantile(0.5),
-            p99: hist.value_at_quantile(0.99),
-            p999: hist.value_at_quantile(0.999),
-            max: hist.max(),
-        },
+        lat_ns: Latency::of(&hist),
         device_writes,
         device_write_bytes,
         zone_resets: resets,
@@ -309,7 +340,47 @@ fn one_run(
     })
 }
 
-fn stats(rt: &Runtime, z: &Ziob) -> Result<ShardStats, String> {
+/// Opens the device through ZIOB (`buffered` or pass-through) with every zone reset, so
+/// every run sees the same device.
+pub(crate) fn open_fresh(rt: &Runtime, opts: &Options, buffered: bool) -> Result<Ziob, String> {
+    let config = validate::config(opts, buffered);
+    let spec = opts.dev.clone();
+    rt.block_on(move || async move {
+        let z = Ziob::open(&spec, config).await?;
+        z.zone_action(ZoneAction::Reset, ZoneTarget::All).await?;
+        Ok::<_, ZiobError>(z)
+    })
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())
+}
+
+/// Syncs and closes `z` after a run. Data left buffered because the device allows fewer
+/// active zones than were written is noted, not an error (an application would finish or
+/// reset zones); any other error is.
+pub(crate) fn sync_and_close(rt: &Runtime, z: Ziob) -> Result<(), String> {
+    let zc = z.clone();
+    let synced = rt
+        .block_on(move || async move { zc.sync().await })
+        .map_err(|e| e.to_string())?;
+    match synced {
+        Ok(()) => {}
+        Err(e) if e.kind() == Some(ziob::ErrorKind::TooManyActive) => {
+            eprintln!("note: final sync left data buffered: {e}");
+        }
+        Err(e) => return Err(format!("final sync: {e}")),
+    }
+    let closed = rt
+        .block_on(move || async move { z.close().await })
+        .map_err(|e| e.to_string())?;
+    match closed {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == Some(ziob::ErrorKind::TooManyActive) => Ok(()),
+        Err(e) => Err(format!("close: {e}")),
+    }
+}
+
+/// The shards' stats, summed.
+pub(crate) fn stats(rt: &Runtime, z: &Ziob) -> Result<ShardStats, String> {
     let z = z.clone();
     rt.block_on(move || async move { z.stats().await })
         .map_err(|e| e.to_string())?
@@ -339,7 +410,7 @@ fn prefill(rt: &Runtime, z: &Ziob, zones: u32, bs: u64) -> Result<(), String> {
 }
 
 /// The zones this core's tasks use: the ones it owns, or all if it owns none.
-fn local_zones(z: &Ziob, core: usize, zones: u32) -> Vec<u32> {
+pub(crate) fn local_zones(z: &Ziob, core: usize, zones: u32) -> Vec<u32> {
     let mine: Vec<u32> = (0..zones).filter(|&q| z.owner_core(q) == core).collect();
     if mine.is_empty() {
         (0..zones).collect()
@@ -385,6 +456,10 @@ async fn run_core(z: Ziob, core: usize, cores: usize, plan: Plan) -> Result<Core
                 };
                 let t0 = Instant::now();
                 let (writes, resets) = match workload {
+                    // Run by their own modules, never here.
+                    Workload::Commitlog | Workload::Latency | Workload::Manyzones => {
+                        return Err(format!("{workload:?} is not a loop workload"));
+                    }
                     Workload::Append | Workload::Write => {
                         let done = write_op(&z, &epochs, workload, zone, &payload).await?;
                         (done.writes, done.resets)
@@ -444,15 +519,15 @@ async fn run_core(z: Ziob, core: usize, cores: usize, plan: Plan) -> Result<Core
 }
 
 /// What [`write_op`] did.
-struct WriteDone {
+pub(crate) struct WriteDone {
     /// Device-visible write ops (1).
     writes: u64,
     /// Zone resets this call made.
-    resets: u64,
+    pub(crate) resets: u64,
     /// Where the data landed.
-    offset: u64,
+    pub(crate) offset: u64,
     /// The zone's refill epoch the data belongs to.
-    epoch: u64,
+    pub(crate) epoch: u64,
 }
 
 /// One append or write; a zone that is full is flushed, reset and the op retried.
@@ -461,7 +536,7 @@ struct WriteDone {
 /// for the fill it saw. It first flushes the zone, so the buffered run pays for writing its
 /// data back like the pass-through run pays per write, and the reset never discards data
 /// appended after another task's refill.
-async fn write_op(
+pub(crate) async fn write_op(
     z: &Ziob,
     epochs: &[ZoneEpoch],
     workload: Workload,
