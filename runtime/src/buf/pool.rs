@@ -370,8 +370,8 @@ mod tests {
                 rng ^= rng << 13;
                 rng ^= rng >> 7;
                 rng ^= rng << 17;
-                // Hold up to 96 MiB, then release a random share of it.
-                if held_bytes < (96 << 20) && rng % 3 != 0 {
+                // Hold up to 1.5 × the cap (plus 32 MiB), then release a random share of it.
+                if held_bytes < limit + limit / 2 + (32 << 20) && rng % 3 != 0 {
                     let shift = 12 + (rng >> 8) % 13; // 4 KiB ..= 16 MiB
                     let b = DmaBuf::with_capacity(1 << shift);
                     held_bytes += b.capacity();
@@ -390,6 +390,11 @@ mod tests {
                 );
             }
             drop(held);
+            // Whatever the random phase did: give back more than the cap in one go.
+            let fill: Vec<DmaBuf> = (0..(limit >> 20) + 8)
+                .map(|_| DmaBuf::with_capacity(1 << 20))
+                .collect();
+            drop(fill);
             let s = pool_stats();
             assert!(s.cached_bytes <= limit);
             if limit > 0 {
