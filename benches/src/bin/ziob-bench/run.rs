@@ -273,19 +273,7 @@ fn one_run(
         })
         .map_err(|e| e.to_string())?;
     let secs = start.elapsed().as_secs_f64();
-    let zc = z.clone();
-    let synced = rt
-        .block_on(move || async move { zc.sync().await })
-        .map_err(|e| e.to_string())?;
-    match synced {
-        Ok(()) => {}
-        // More zones partly written than the device may hold active: the data stays in the
-        // buffer (an application would finish or reset zones); the measurement stands.
-        Err(e) if e.kind() == Some(ziob::ErrorKind::TooManyActive) => {
-            eprintln!("note: final sync left data buffered: {e}");
-        }
-        Err(e) => return Err(e.to_string()),
-    }
+    final_sync(rt, &z)?;
     let after = stats(rt, &z)?;
     let mut hist = Histogram::<u64>::new(3).expect("valid");
     let (mut ops, mut write_ops, mut resets) = (0, 0, 0);
@@ -358,17 +346,7 @@ pub(crate) fn open_fresh(rt: &Runtime, opts: &Options, buffered: bool) -> Result
 /// active zones than were written is noted, not an error (an application would finish or
 /// reset zones); any other error is.
 pub(crate) fn sync_and_close(rt: &Runtime, z: Ziob) -> Result<(), String> {
-    let zc = z.clone();
-    let synced = rt
-        .block_on(move || async move { zc.sync().await })
-        .map_err(|e| e.to_string())?;
-    match synced {
-        Ok(()) => {}
-        Err(e) if e.kind() == Some(ziob::ErrorKind::TooManyActive) => {
-            eprintln!("note: final sync left data buffered: {e}");
-        }
-        Err(e) => return Err(format!("final sync: {e}")),
-    }
+    final_sync(rt, &z)?;
     let closed = rt
         .block_on(move || async move { z.close().await })
         .map_err(|e| e.to_string())?;
@@ -376,6 +354,24 @@ pub(crate) fn sync_and_close(rt: &Runtime, z: Ziob) -> Result<(), String> {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == Some(ziob::ErrorKind::TooManyActive) => Ok(()),
         Err(e) => Err(format!("close: {e}")),
+    }
+}
+
+/// Syncs `z` after a run. More zones partly written than the device may hold active is noted,
+/// not an error: the data stays in the buffer (an application would finish or reset zones) and
+/// the measurement stands; any other error is.
+fn final_sync(rt: &Runtime, z: &Ziob) -> Result<(), String> {
+    let zc = z.clone();
+    let synced = rt
+        .block_on(move || async move { zc.sync().await })
+        .map_err(|e| e.to_string())?;
+    match synced {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == Some(ziob::ErrorKind::TooManyActive) => {
+            eprintln!("note: final sync left data buffered: {e}");
+            Ok(())
+        }
+        Err(e) => Err(format!("final sync: {e}")),
     }
 }
 
