@@ -111,6 +111,16 @@ impl Mirror {
         self.zones[zone as usize].state
     }
 
+    /// An implicitly opened zone other than `zone`, if any (the one a controller would close
+    /// to free an open resource).
+    pub fn implicitly_opened_other_than(&self, zone: u32) -> Option<u32> {
+        self.zones
+            .iter()
+            .enumerate()
+            .find(|&(i, z)| i as u32 != zone && z.state == ZoneState::ImplicitlyOpened)
+            .map(|(i, _)| i as u32)
+    }
+
     fn index(&self, zone: u32) -> Result<usize> {
         self.geometry.check_zone(zone)?;
         Ok(zone as usize)

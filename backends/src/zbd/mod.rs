@@ -17,7 +17,10 @@
 //!   [`DeviceError`]s. What the device still refuses comes back as an errno, mapped as the
 //!   notes say (`EOVERFLOW` = Too Many Active Zones, `ETOOMANYREFS` = Too Many Open Zones,
 //!   `EIO` = re-checked against a fresh report, else an I/O error); the mirror is refreshed
-//!   from a report after every failure.
+//!   from a report after every failure. Zoned null_blk refuses to finish a Closed zone while
+//!   every open and active resource is taken (`ETOOMANYREFS`), which ZNS allows: the backend
+//!   then closes an implicitly opened zone, as a controller's implicit close would, and
+//!   finishes again.
 //! - **Geometry**: zone size and count from `BLKGETZONESZ`/`BLKGETNRZONES`, capacity from the
 //!   report, the rest from `/sys/block/<dev>/queue` ([`sysfs`]; 0 = no limit). The append
 //!   limit is `zone_append_max_bytes` (else the largest request), at most the capacity.
@@ -379,7 +382,32 @@ impl ZbdDevice {
             ZoneAction::Offline => return Ok(()),
         };
         let zone_sectors = g.zone_size_bytes / SECTOR_BYTES;
-        match ioctl::zone_mgmt(self.fd(), mgmt, self.zone_start_sector(zone), zone_sectors) {
+        let mut res = ioctl::zone_mgmt(self.fd(), mgmt, self.zone_start_sector(zone), zone_sectors);
+        if action == ZoneAction::Finish && is_open_resource_refusal(&res) {
+            // Zoned null_blk (Linux 6.1) refuses to finish a Closed zone when the open and the
+            // active limits are both reached, although finishing needs no open resource. Do
+            // what a ZNS controller's implicit close would: close an implicitly opened zone
+            // (it stays active and takes writes again) and finish once more.
+            self.refresh(Some(zone));
+            let victim = self.mirror().implicitly_opened_other_than(zone);
+            if let Some(victim) = victim {
+                let closed = ioctl::zone_mgmt(
+                    self.fd(),
+                    ZoneMgmt::Close,
+                    self.zone_start_sector(victim),
+                    zone_sectors,
+                );
+                if closed.is_ok() {
+                    res = ioctl::zone_mgmt(
+                        self.fd(),
+                        mgmt,
+                        self.zone_start_sector(zone),
+                        zone_sectors,
+                    );
+                }
+            }
+        }
+        match res {
             Ok(()) => {
                 if action == ZoneAction::Finish {
                     self.mirror().finished(zone);
@@ -395,6 +423,11 @@ impl ZbdDevice {
             }
         }
     }
+}
+
+/// Whether a zone management ioctl failed for want of an open resource (`ETOOMANYREFS`).
+fn is_open_resource_refusal(res: &std::io::Result<()>) -> bool {
+    matches!(res, Err(e) if e.raw_os_error() == Some(libc::ETOOMANYREFS))
 }
 
 impl ZonedDevice for ZbdDevice {

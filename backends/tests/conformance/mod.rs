@@ -839,6 +839,47 @@ pub async fn open_limit_with_explicit_opens_is_too_many_open<B: Backend>(mut b: 
     }
 }
 
+pub async fn finish_of_a_closed_zone_needs_no_open_resource<B: Backend>(mut b: B) {
+    let d = b.create(&geometry()).await;
+    let bs = dims(&d).bs;
+    let Some((max_open, max_active)) =
+        open_and_active_limits(&d, "finish_of_a_closed_zone_needs_no_open_resource")
+    else {
+        return;
+    };
+    let first_open = max_active - max_open;
+    if first_open == 0 {
+        note("finish_of_a_closed_zone_needs_no_open_resource: max active = max open");
+        return;
+    }
+    // Every open and every active resource taken: the first zones written and closed, the
+    // others written and left implicitly opened. (Closed explicitly, not by the device's
+    // implicit close: zoned null_blk picks its implicit-close victim round-robin across the
+    // whole device's life, and other scenarios expect a particular one.)
+    for z in 0..max_active {
+        write(&d, z, 0, bs).await.unwrap();
+        if z < first_open {
+            act(&d, ZoneAction::Close, z).await.unwrap();
+        }
+    }
+    // Finishing a Closed zone (ZSC -> ZSF) needs no open resource. (Zoned null_blk refuses it
+    // with every open and active resource taken; the zbd backend closes an implicitly opened
+    // zone and finishes again, as a controller's implicit close would.)
+    act(&d, ZoneAction::Finish, 0).await.unwrap();
+    let z = zone(&d, 0).await;
+    assert_eq!(z.state, ZoneState::Full, "{z:?}");
+    for other in first_open..max_active {
+        let z = zone(&d, other).await;
+        assert!(
+            matches!(z.state, ZoneState::ImplicitlyOpened | ZoneState::Closed),
+            "finishing zone 0 may at most close an implicitly opened zone: {z:?}"
+        );
+        assert_eq!(z.write_pointer_bytes, bs, "{z:?}");
+    }
+    // The active resource it held is free again.
+    write(&d, max_active, 0, bs).await.unwrap();
+}
+
 pub async fn select_all_actions<B: Backend>(mut b: B) {
     let d = b.create(&geometry()).await;
     let Dims { bs, cap, .. } = dims(&d);
@@ -1050,6 +1091,7 @@ macro_rules! conformance_suite {
             open_limit_closes_the_oldest_implicitly_opened_zone,
             open_limit_with_explicit_opens_is_too_many_open,
             select_all_actions,
+            finish_of_a_closed_zone_needs_no_open_resource,
             flush_keeps_everything_usable,
         );
     };
