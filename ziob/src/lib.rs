@@ -21,6 +21,11 @@
 //! Zone Append would add nothing. Written-back chunks stay in memory as a read cache until
 //! memory is needed.
 //!
+//! A write-back does not take the chunk away: the device writes a read-only view of the
+//! issued blocks ([`DmaBuf::share`]) while appends keep landing in the same chunk past them
+//! and reads of any buffered byte are served from memory. No append or read waits for a
+//! device I/O unless the memory budget is exhausted.
+//!
 //! ## Open and active zones
 //! Applications may write to any number of zones. The device only sees zones being written
 //! back: each core holds an equal share of the device's Max Open / Max Active Resources; a

@@ -26,7 +26,6 @@ pub(crate) fn next_writeback(zone: &ZoneBuf, block_bytes: u64) -> Option<Plan> {
         .iter()
         .enumerate()
         .find(|(_, c)| c.start <= start && start < c.end())?;
-    c.buf.as_ref()?;
     let end = if c.is_full() {
         c.end()
     } else {

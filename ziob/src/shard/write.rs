@@ -81,15 +81,10 @@ impl<D: ZonedDevice> Shard<D> {
         (res, data)
     }
 
-    /// Checks a write against the zone as it is now; returns the new chunk capacities needed
-    /// (`None`: wait for the write-back holding the tail's memory).
-    fn admit(
-        &self,
-        zone: u32,
-        offset: Option<u64>,
-        len: u64,
-        op: IoOp,
-    ) -> Result<Option<Vec<u64>>> {
+    /// Checks a write against the zone as it is now; returns the new chunk capacities needed.
+    /// Never waits for a write-back: the tail chunk takes appends while its first blocks are
+    /// being written (the device writes a read-only view of them).
+    fn admit(&self, zone: u32, offset: Option<u64>, len: u64, op: IoOp) -> Result<Vec<u64>> {
         let zones = self.zones.borrow();
         let z = &zones[self.local(zone)];
         let cap = self.geometry.zone_capacity_bytes;
@@ -102,9 +97,6 @@ impl<D: ZonedDevice> Shard<D> {
                 DeviceError::InvalidArgument(format!("{op} of 0 bytes to zone {zone}")).into(),
             );
         }
-        if z.tail_busy() {
-            return Ok(None);
-        }
         let room = z.tail_room();
         let mut rest = len.saturating_sub(room);
         let mut pos = z.wp + room.min(len);
@@ -115,7 +107,7 @@ impl<D: ZonedDevice> Shard<D> {
             rest -= c.min(rest);
             pos += c;
         }
-        Ok(Some(caps))
+        Ok(caps)
     }
 
     /// A write larger than [`Shard::max_piece_bytes`]: checked whole first (refused whole if
@@ -161,10 +153,7 @@ impl<D: ZonedDevice> Shard<D> {
             if !holder {
                 self.wait_idle(i).await;
             }
-            let Some(caps) = self.admit(zone, offset, len, op)? else {
-                self.wait_until(|s| !s.zones.borrow()[i].tail_busy()).await;
-                continue;
-            };
+            let caps = self.admit(zone, offset, len, op)?;
             let need: u64 = caps.iter().sum();
             if need > reserved.bytes() {
                 reserved.merge(self.acquire_memory(zone, need - reserved.bytes()).await?);
@@ -202,17 +191,14 @@ impl<D: ZonedDevice> Shard<D> {
         }
     }
 
-    /// Waits until zone `i`'s partial last block (if any) can be padded now: its tail chunk's
-    /// memory is not held by a write-back. Whoever calls it holds the zone or checks it is
-    /// idle in the same step, then pads with [`Shard::pad_now`] without awaiting in between.
+    /// Waits until zone `i` can be padded now: no operation holds it (if `need_idle`).
+    /// Padding never waits for a write-back (it writes past the issued range). Whoever calls
+    /// it holds the zone or checks it is idle in the same step, then pads with
+    /// [`Shard::pad_now`] without awaiting in between.
     pub(super) async fn wait_paddable(&self, i: usize, need_idle: bool) {
-        let bs = self.bs();
-        self.wait_until(|s| {
-            let z = &s.zones.borrow()[i];
-            (!need_idle || z.op == ZoneOp::Idle)
-                && (z.wp % bs == 0 || z.state == ZoneState::Full || !z.tail_busy())
-        })
-        .await;
+        if need_idle {
+            self.wait_idle(i).await;
+        }
     }
 
     /// Pads the zone's partial last block with zeros, now: the write pointer moves to the
@@ -225,7 +211,7 @@ impl<D: ZonedDevice> Shard<D> {
         }
         let pad = bs - z.wp % bs;
         // A partial block lives in the tail chunk, whose capacity is a block multiple from a
-        // block boundary; only a write-back holding its memory (waited for) keeps it.
+        // block boundary; write-backs only ever hold whole blocks below it.
         assert!(z.tail_room() >= pad, "padding fits the tail chunk");
         z.copy_in(&vec![0u8; pad as usize], Vec::new());
         let full = z.wp == self.geometry.zone_capacity_bytes;
