@@ -26,6 +26,13 @@
 //! and reads of any buffered byte are served from memory. No append or read waits for a
 //! device I/O unless the memory budget is exhausted.
 //!
+//! ## Group commit
+//! [`Ziob::flush`], [`Ziob::sync`] and finish end with a flush of the device's write cache.
+//! Calls that arrive while such a flush is in progress on the zone's core share the next
+//! one (it starts after all their data is on the device, so it covers them), so many tasks
+//! flushing at once cost a few device flushes, not one each ([`ShardStats::device_flushes`]
+//! counts them). If a shared device flush fails, every call that waited for it fails.
+//!
 //! ## Open and active zones
 //! Applications may write to any number of zones. The device only sees zones being written
 //! back: each core holds an equal share of the device's Max Open / Max Active Resources; a

@@ -1,5 +1,6 @@
 //! A `mem` device whose writes and cache flushes can be made slow on demand (a sleep before
-//! the device does the work), with counters of the writes and flushes in flight and done:
+//! the device does the work; a flush covers what was written when it was issued, then
+//! takes its time), with counters of the writes and flushes in flight and done:
 //! turns "this call waited for the device" into a timeout, and makes device flushes
 //! countable while callers pile up behind a slow one.
 
@@ -85,8 +86,9 @@ impl ZonedDevice for DelayMem {
     }
     async fn flush(&self) -> DevResult<()> {
         self.c.flushes_started.fetch_add(1, Ordering::SeqCst);
-        sleep_ms(self.c.flush_delay_ms.load(Ordering::SeqCst)).await;
+        // The flush covers what was written when it was issued; then it takes its time.
         let out = self.mem.flush().await;
+        sleep_ms(self.c.flush_delay_ms.load(Ordering::SeqCst)).await;
         self.c.flushes_done.fetch_add(1, Ordering::SeqCst);
         out
     }
