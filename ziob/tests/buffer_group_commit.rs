@@ -17,6 +17,9 @@ use std::sync::atomic::Ordering;
 use delay_support::DelayMem;
 use ziob::{DmaBuf, Geometry, Runtime, Ziob, ZiobConfig, ZonedDevice};
 
+/// Records as (zone, offset, data).
+type Records = Rc<RefCell<Vec<(u32, u64, Vec<u8>)>>>;
+
 fn record(zone: u32, id: u64, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| ((u64::from(zone) * 131 + id * 31 + i as u64 * 7) % 251) as u8 | 1)
@@ -44,7 +47,7 @@ fn concurrent_flushes_share_device_flushes() {
                 let z = Ziob::with_device(dev.clone(), ZiobConfig::default())
                     .await
                     .unwrap();
-                let tasks = 16 + (mix(seed) % 32) as u64;
+                let tasks = 16 + mix(seed) % 32;
                 let mut handles = Vec::new();
                 for t in 0..tasks {
                     let z = z.clone();
@@ -101,8 +104,8 @@ fn what_a_shared_flush_covered_survives_a_power_cut() {
                 };
                 let z = Ziob::with_device(dev.clone(), cfg).await.unwrap();
                 // Records whose flush completed: (zone, offset, data).
-                let durable: Rc<RefCell<Vec<(u32, u64, Vec<u8>)>>> = Rc::default();
-                let covered: Rc<RefCell<Vec<(u32, u64, Vec<u8>)>>> = Rc::default();
+                let durable: Records = Rc::default();
+                let covered: Records = Rc::default();
                 let crashed = Rc::new(std::cell::Cell::new(false));
                 let flushes_done = Rc::new(std::cell::Cell::new(0u64));
                 let cut_after = 5 + mix(seed ^ 7) % 60;

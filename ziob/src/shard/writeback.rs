@@ -23,7 +23,7 @@ impl<D: ZonedDevice> Shard<D> {
             || z.op == ZoneOp::Resetting
             || z.writeback_running()
             || z.error.is_some()
-            || policy::next_writeback(z, bs).is_none()
+            || policy::next_writeback(z, bs, self.unit_bytes).is_none()
         {
             return;
         }
@@ -173,7 +173,7 @@ impl<D: ZonedDevice> Shard<D> {
                     if z.generation != generation || z.error.is_some() || self.closed.get() {
                         None
                     } else {
-                        policy::next_writeback(z, bs).map(|plan| {
+                        policy::next_writeback(z, bs, self.unit_bytes).map(|plan| {
                             z.issued_wp = plan.end;
                             let c = &mut z.chunks[plan.chunk];
                             // The device reads a view; the chunk keeps its memory for reads

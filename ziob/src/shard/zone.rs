@@ -224,6 +224,17 @@ impl ZoneBuf {
         assert!(data.is_empty(), "copy_in was given too little room");
     }
 
+    /// Moves the tail chunk's data into `buf`, a larger memory of `cap` bytes (charged by
+    /// the caller, who gives the old capacity back). A write-back still holding a view of
+    /// the old memory keeps it alive until it ends; the bytes it writes are the same.
+    pub(crate) fn grow_tail(&mut self, cap: u64, mut buf: DmaBuf) {
+        let t = self.chunks.back_mut().expect("a tail to grow");
+        debug_assert!(cap > t.cap && buf.is_empty());
+        buf.extend_from_slice(&t.buf[..t.filled as usize]);
+        t.buf = buf;
+        t.cap = cap;
+    }
+
     /// Copies `[offset, offset + out.len())` from memory into `out`, where memory holds it.
     /// Returns `None` if part of the range below `wp` is in no chunk's memory (on the device
     /// only), else `Some(())`. Bytes at or past `wp` are zeros.
