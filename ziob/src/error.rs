@@ -25,9 +25,10 @@ pub enum ZiobError {
         /// The device error's message.
         message: String,
     },
-    /// Memory is full of data that cannot be written back because every active-zone resource
-    /// of this core is taken (the buffer's own limit).
-    #[error("buffer full: zone {zone} needs {needed_bytes} bytes, but the {budget_bytes}-byte budget of core {core} holds data of zones that cannot become active on the device ({active_max} active zones per core); flush, finish or reset a zone")]
+    /// The shard's memory budget is taken by data that cannot be written back now (the
+    /// buffer's own limit); `cause` says why, e.g. every active-zone resource of the core is
+    /// held and the data belongs to zones that would need one.
+    #[error("buffer full: zone {zone} needs {needed_bytes} bytes, but core {core}'s {budget_bytes}-byte budget has {used_bytes} bytes charged ({dirty_bytes} bytes not yet on the device) and none can be freed: {cause}; flush, finish or reset a zone")]
     BufferFull {
         /// The zone being written.
         zone: u32,
@@ -35,10 +36,14 @@ pub enum ZiobError {
         needed_bytes: u64,
         /// The shard budget.
         budget_bytes: u64,
+        /// Bytes of the budget charged now.
+        used_bytes: u64,
+        /// Bytes buffered and not yet on the device (all zones of the core).
+        dirty_bytes: u64,
         /// The core.
         core: usize,
-        /// Active zones this core may hold on the device.
-        active_max: u32,
+        /// Why nothing can be written back, with the numbers behind it.
+        cause: String,
     },
     /// A configuration that does not fit the device or the runtime.
     #[error("invalid ZIOB configuration: {0}")]

@@ -11,8 +11,10 @@
 //! message passing, so callers never need to know the owner.
 //!
 //! ## Write-back
-//! Data is staged in chunks of one write-back unit ([`ZiobConfig::writeback_unit_bytes`],
-//! 512 KiB by default). A zone's data goes to the device in order — one write at a time per
+//! Data is staged in chunks that fit it: a zone's first chunk is what its first write needs
+//! in whole blocks, and each next chunk doubles the last up to one write-back unit
+//! ([`ZiobConfig::writeback_unit_bytes`], 512 KiB by default), so thousands of zones with a
+//! few bytes each fit the budget. A zone's data goes to the device in order — one write at a time per
 //! zone, or up to [`ZonedDevice::ordered_writes_in_flight`] for devices that keep per-zone
 //! order — several zones at once, when a chunk fills, when the zone reaches its capacity,
 //! on [`Ziob::flush`] / [`Ziob::sync`] / finish, when memory runs short (least recently
@@ -20,6 +22,18 @@
 //! uses device writes at the write pointer: the buffer has already fixed every offset, so
 //! Zone Append would add nothing. Written-back chunks stay in memory as a read cache until
 //! memory is needed.
+//!
+//! A write-back does not take the chunk away: the device writes a read-only view of the
+//! issued blocks ([`DmaBuf::share`]) while appends keep landing in the same chunk past them
+//! and reads of any buffered byte are served from memory. No append or read waits for a
+//! device I/O unless the memory budget is exhausted.
+//!
+//! ## Group commit
+//! [`Ziob::flush`], [`Ziob::sync`] and finish end with a flush of the device's write cache.
+//! Calls that arrive while such a flush is in progress on the zone's core share the next
+//! one (it starts after all their data is on the device, so it covers them), so many tasks
+//! flushing at once cost a few device flushes, not one each ([`ShardStats::device_flushes`]
+//! counts them). If a shared device flush fails, every call that waited for it fails.
 //!
 //! ## Open and active zones
 //! Applications may write to any number of zones. The device only sees zones being written
@@ -34,7 +48,10 @@
 //! ## Memory
 //! Each shard has a hard budget ([`ZiobConfig::shard_budget_bytes`]). A writer that needs
 //! memory first drops clean (written-back) chunks, then starts write-back and waits: writers
-//! wait, they never fail for memory alone and the budget is never exceeded.
+//! wait, they never fail for memory alone and the budget is never exceeded. When only
+//! partial blocks are left to write, pressure write-back pads the partial last block of the
+//! least recently written idle zones with zeros and writes it out; such a zone's next append
+//! starts at the next block boundary, exactly as after [`Ziob::flush`].
 //!
 //! Chunks come from the core's buffer pool. When the runtime has registered buffers
 //! ([`runtime::Builder::fixed_buffers`], slots at least one write-back unit large), chunks

@@ -47,6 +47,8 @@ pub struct ShardStats {
     pub backpressure_wait_ns: u64,
     /// Device flushes issued.
     pub device_flushes: u64,
+    /// Partial blocks padded and written back because memory was short.
+    pub pressure_pads: u64,
 }
 
 /// The live counters of a shard, with the write-back size histogram.
@@ -112,6 +114,7 @@ impl ShardStats {
             t.backpressure_waits += s.backpressure_waits;
             t.backpressure_wait_ns += s.backpressure_wait_ns;
             t.device_flushes += s.device_flushes;
+            t.pressure_pads += s.pressure_pads;
         }
         t
     }

@@ -281,6 +281,15 @@ fn the_buffers_own_limit_is_a_clear_error() {
                 err.to_string().starts_with("buffer full: zone 2 needs"),
                 "{err}"
             );
+            // The message names the real cause and its numbers (issue #12: it used to blame
+            // an active-zone limit even where there was none).
+            let text = err.to_string();
+            assert!(
+                text.contains("wait for a device resource")
+                    && text.contains("of 2 active zones")
+                    && text.contains("65536-byte budget"),
+                "{text}"
+            );
             // Finishing an active zone frees a resource: zone 2 can go now.
             z.zone_action(ZoneAction::Finish, ZoneTarget::One(0))
                 .await

@@ -43,7 +43,7 @@ fn chunks_come_from_the_fixed_arena_and_write_back_intact() {
     let expect = rt
         .block_on(move || async move {
             let mut expect = vec![Vec::new(); 4];
-            for i in 0..200u32 {
+            for i in 0..320u32 {
                 let zone = i % 4;
                 let data: Vec<u8> = (0..(3000 + i * 13)).map(|j| (i * 3 + j) as u8).collect();
                 let off = zc.append(zone, DmaBuf::from_slice(&data)).await.unwrap();

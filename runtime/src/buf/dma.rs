@@ -32,9 +32,37 @@ pub(crate) enum Origin {
         slot: u16,
         arena: Arc<FixedArena>,
     },
+    /// Memory shared by one writable owner and read-only views ([`DmaBuf::share`]); it goes
+    /// back to where it came from when the last of them is dropped.
+    Shared { mem: Arc<SharedMem>, view: bool },
+}
+
+/// The allocation behind a shared buffer ([`DmaBuf::share`]): freed to its origin when the
+/// owner and every view are gone.
+pub(crate) struct SharedMem {
+    ptr: NonNull<u8>,
+    cap: usize,
+    origin: Option<Origin>,
+}
+
+// SAFETY: the struct only records where the memory came from; who may touch which bytes is
+// ruled by the owner/view protocol of `DmaBuf::share`.
+unsafe impl Send for SharedMem {}
+// SAFETY: as above; `SharedMem` itself has no interior mutability.
+unsafe impl Sync for SharedMem {}
+
+impl Drop for SharedMem {
+    fn drop(&mut self) {
+        if let Some(origin) = self.origin.take() {
+            pool::give_back(self.ptr, self.cap, origin);
+        }
+    }
 }
 
 /// An aligned, owned byte buffer: `len` initialised bytes inside `capacity` bytes.
+///
+/// A buffer can hand out read-only views of its initialised bytes ([`DmaBuf::share`]), e.g.
+/// to write them to a device while the owner keeps appending past them.
 ///
 /// Take one with [`DmaBuf::with_capacity`] (pooled), [`DmaBuf::zeroed`], [`DmaBuf::from_slice`]
 /// or [`DmaBuf::fixed`] (from the core's registered arena when there is a free slot). Dropping
@@ -50,12 +78,17 @@ pub struct DmaBuf {
     len: usize,
     /// High-water mark of initialised bytes, from `ptr`.
     init: usize,
+    /// Owner of shared memory: bytes from `ptr` below this mark are (or were) seen by views
+    /// and must not change while any view is alive. 0 for unshared buffers and views.
+    frozen: usize,
     origin: Origin,
 }
 
-// SAFETY: a DmaBuf owns its memory exclusively; the fixed arena it may point into is kept
-// alive by an Arc, and a slot freed on another thread goes back through the owning core's
-// mailbox.
+// SAFETY: a DmaBuf owns its memory exclusively, or shares it under the owner/view protocol
+// of `DmaBuf::share` (views never write, the owner never writes below the frozen mark while a
+// view is alive, so concurrent accesses from different threads touch disjoint bytes or only
+// read); the fixed arena it may point into is kept alive by an Arc, and a slot freed on
+// another thread goes back through the owning core's mailbox.
 unsafe impl Send for DmaBuf {}
 // SAFETY: shared references only read the initialised bytes.
 unsafe impl Sync for DmaBuf {}
@@ -72,6 +105,7 @@ impl DmaBuf {
             head: 0,
             len: 0,
             init: 0,
+            frozen: 0,
             origin,
         }
     }
@@ -103,6 +137,7 @@ impl DmaBuf {
                 head: 0,
                 len: 0,
                 init: 0,
+                frozen: 0,
                 origin,
             },
             None => DmaBuf::with_capacity(cap),
@@ -146,6 +181,84 @@ impl DmaBuf {
         self.head
     }
 
+    /// A read-only view of bytes `start..end` of the whole buffer (same rules as
+    /// [`DmaBuf::set_window`]), sharing the memory instead of copying it: e.g. to write a
+    /// staging buffer's first blocks to a device while the owner keeps appending.
+    ///
+    /// The view derefs to those bytes and can be written to a device (it implements
+    /// [`IoBuf`]); anything that would write into it panics. The owner keeps working, but
+    /// while any view is alive it may only write at or past the largest `end` ever shared
+    /// (appending is fine, rewriting shared bytes panics). The memory goes back to its pool
+    /// when the owner and all views are dropped. Sharing a view is not possible (panics).
+    pub fn share(&mut self, start: usize, end: usize) -> DmaBuf {
+        assert!(
+            start % WINDOW_ALIGN_BYTES == 0,
+            "view start {start} is not 512-byte aligned"
+        );
+        assert!(
+            start <= end && end <= self.init,
+            "view {start}..{end} outside the {} initialised bytes",
+            self.init
+        );
+        let mem = match &self.origin {
+            Origin::Shared { view: true, .. } => panic!("a read-only view cannot be shared"),
+            Origin::Shared { mem, .. } => mem.clone(),
+            _ => {
+                let origin = std::mem::replace(&mut self.origin, Origin::Direct(Mem::Heap));
+                let mem = Arc::new(SharedMem {
+                    ptr: self.ptr,
+                    cap: self.cap,
+                    origin: Some(origin),
+                });
+                self.origin = Origin::Shared {
+                    mem: mem.clone(),
+                    view: false,
+                };
+                mem
+            }
+        };
+        self.frozen = self.frozen.max(end);
+        DmaBuf {
+            ptr: self.ptr,
+            cap: self.cap,
+            head: start,
+            len: end - start,
+            init: end,
+            frozen: 0,
+            origin: Origin::Shared { mem, view: true },
+        }
+    }
+
+    /// Whether this is a read-only view made by [`DmaBuf::share`].
+    pub fn is_view(&self) -> bool {
+        matches!(self.origin, Origin::Shared { view: true, .. })
+    }
+
+    /// Panics unless bytes from `from` (from `ptr`) on may be written now: never in a view;
+    /// in a shared owner only at or past the frozen mark while a view is alive.
+    fn check_writable(&mut self, from: usize) {
+        if let Origin::Shared { mem, view } = &mut self.origin {
+            assert!(!*view, "a read-only DmaBuf view cannot be written");
+            // `get_mut` succeeds only when no view is alive, and synchronises with their
+            // drops (on any thread), so their reads happened before our writes.
+            if from < self.frozen {
+                assert!(
+                    Arc::get_mut(mem).is_some(),
+                    "DmaBuf write at {from} below {} bytes shared with a live view",
+                    self.frozen
+                );
+            }
+        }
+    }
+
+    /// The origin that decides where the memory goes back (looking through sharing).
+    fn root_origin(&self) -> Option<&Origin> {
+        match &self.origin {
+            Origin::Shared { mem, .. } => mem.origin.as_ref(),
+            o => Some(o),
+        }
+    }
+
     fn base(&self) -> *mut u8 {
         // SAFETY: head <= cap, so the result stays inside (or one past) the allocation.
         unsafe { self.ptr.as_ptr().add(self.head) }
@@ -165,6 +278,7 @@ impl DmaBuf {
     /// Appends `data`. Panics if it does not fit the capacity (buffers never reallocate: the
     /// kernel may hold their address).
     pub fn extend_from_slice(&mut self, data: &[u8]) {
+        self.check_writable(self.head + self.len);
         assert!(
             self.len + data.len() <= self.capacity(),
             "DmaBuf overflow: {} + {} > capacity {}",
@@ -188,6 +302,7 @@ impl DmaBuf {
             self.capacity()
         );
         if len > self.len {
+            self.check_writable(self.head + self.len);
             // SAFETY: the range [self.len, len) lies inside our allocation.
             unsafe { std::ptr::write_bytes(self.base().add(self.len), value, len - self.len) };
         }
@@ -196,19 +311,19 @@ impl DmaBuf {
     }
     /// Whether the memory is in a registered arena.
     pub fn is_fixed(&self) -> bool {
-        matches!(self.origin, Origin::Fixed { .. })
+        matches!(self.root_origin(), Some(Origin::Fixed { .. }))
     }
 
     /// Whether the memory came from `alloc` (see [`set_dma_allocator`](super::set_dma_allocator)):
     /// a backend whose driver needs its own DMA memory uses such a buffer in place instead
     /// of copying it.
     pub fn allocated_by(&self, alloc: &Arc<dyn DmaAllocator>) -> bool {
-        match &self.origin {
-            Origin::Direct(Mem::External(a))
-            | Origin::Pooled {
+        match self.root_origin() {
+            Some(Origin::Direct(Mem::External(a)))
+            | Some(Origin::Pooled {
                 mem: Mem::External(a),
                 ..
-            } => Arc::ptr_eq(a, alloc),
+            }) => Arc::ptr_eq(a, alloc),
             _ => false,
         }
     }
@@ -234,7 +349,9 @@ impl Deref for DmaBuf {
 
 impl DerefMut for DmaBuf {
     fn deref_mut(&mut self) -> &mut [u8] {
-        // SAFETY: the first `len` bytes are initialised and owned by us exclusively.
+        self.check_writable(self.head);
+        // SAFETY: the first `len` bytes are initialised and, after the check above (no view
+        // sees them, or this is not shared memory), ours exclusively.
         unsafe { std::slice::from_raw_parts_mut(self.base(), self.len) }
     }
 }
@@ -246,6 +363,7 @@ impl std::fmt::Debug for DmaBuf {
             .field("capacity", &self.capacity())
             .field("window_start", &self.head)
             .field("fixed", &self.is_fixed())
+            .field("view", &self.is_view())
             .finish()
     }
 }
@@ -257,7 +375,9 @@ impl Drop for DmaBuf {
     }
 }
 
-// SAFETY: the memory is owned by the DmaBuf and never moves; `len` bytes are initialised.
+// SAFETY: the memory is owned by the DmaBuf (or shared, kept alive by the Arc) and never
+// moves; `len` bytes are initialised, and in shared memory they do not change while a view
+// is alive (`check_writable`).
 unsafe impl IoBuf for DmaBuf {
     fn stable_ptr(&self) -> *const u8 {
         self.base()
@@ -266,9 +386,11 @@ unsafe impl IoBuf for DmaBuf {
         self.len
     }
     fn fixed_index(&self) -> Option<u16> {
-        match &self.origin {
+        match self.root_origin() {
             // Only on the ring it is registered with (not core 0 of another runtime).
-            Origin::Fixed { ring, slot, .. } if crate::registry::is_current(*ring) => Some(*slot),
+            Some(Origin::Fixed { ring, slot, .. }) if crate::registry::is_current(*ring) => {
+                Some(*slot)
+            }
             _ => None,
         }
     }
@@ -277,12 +399,14 @@ unsafe impl IoBuf for DmaBuf {
 // SAFETY: `cap` bytes are allocated and writable; set_init is bounded by the capacity.
 unsafe impl IoBufMut for DmaBuf {
     fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.check_writable(self.head);
         self.base()
     }
     fn bytes_total(&self) -> usize {
         self.capacity()
     }
     unsafe fn set_init(&mut self, n: usize) {
+        self.check_writable(self.head);
         self.len = n.min(self.capacity());
         self.mark_init();
     }
@@ -325,6 +449,58 @@ mod tests {
         let mut b = DmaBuf::with_capacity(2 * 4096);
         b.extend_from_slice(&[1; 10]);
         b.set_window(0, 4096);
+    }
+
+    #[test]
+    fn views_share_memory_while_the_owner_appends() {
+        let mut b = DmaBuf::with_capacity(3 * 4096);
+        b.extend_from_slice(&[1; 4096 + 10]);
+        let view = b.share(0, 4096);
+        assert!(view.is_view() && !b.is_view());
+        assert_eq!(view.stable_ptr(), b.stable_ptr());
+        assert_eq!(view.bytes_init(), 4096);
+        b.extend_from_slice(&[2; 4096]);
+        assert!(
+            view.iter().all(|&x| x == 1),
+            "the view's bytes do not change"
+        );
+        assert_eq!(&b[4096..4106], &[1; 10]);
+        let second = b.share(4096, 2 * 4096);
+        assert_eq!(second.stable_ptr() as usize % DMA_ALIGN_BYTES, 0);
+        drop(b);
+        assert!(
+            second[..10].iter().all(|&x| x == 1),
+            "memory outlives the owner"
+        );
+        drop((view, second));
+    }
+
+    #[test]
+    #[should_panic(expected = "shared with a live view")]
+    fn the_owner_cannot_rewrite_shared_bytes() {
+        let mut b = DmaBuf::with_capacity(4096);
+        b.extend_from_slice(&[1; 512]);
+        let _view = b.share(0, 512);
+        b.truncate(0);
+        b.extend_from_slice(&[2; 10]);
+    }
+
+    #[test]
+    fn the_owner_may_rewrite_once_views_are_gone() {
+        let mut b = DmaBuf::with_capacity(4096);
+        b.extend_from_slice(&[1; 512]);
+        drop(b.share(0, 512));
+        b[0] = 9;
+        assert_eq!(b[0], 9);
+    }
+
+    #[test]
+    #[should_panic(expected = "read-only")]
+    fn a_view_cannot_be_written() {
+        let mut b = DmaBuf::with_capacity(4096);
+        b.extend_from_slice(&[1; 512]);
+        let mut v = b.share(0, 512);
+        v[0] = 2;
     }
 
     #[test]

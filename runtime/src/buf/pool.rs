@@ -319,6 +319,8 @@ pub(crate) fn give_back(ptr: NonNull<u8>, cap: usize, origin: Origin) {
                 unsafe { mem.free(ptr, bytes) }
             }
         }
+        // The shared allocation goes back when its last holder drops (`SharedMem::drop`).
+        Origin::Shared { mem, .. } => drop(mem),
         Origin::Fixed { ring, slot, arena } => {
             let returned = crate::core::with_core(|c| {
                 if c.remote.ring_id == ring {

@@ -92,12 +92,6 @@ impl<D: ZonedDevice> Shard<D> {
         self.device_flush().await
     }
 
-    pub(super) async fn device_flush(&self) -> Result<()> {
-        self.device.flush().await?;
-        self.stats.borrow_mut().s.device_flushes += 1;
-        Ok(())
-    }
-
     /// Makes every zone of this shard durable. Reports the first error after trying all.
     /// Cancel safety as [`Shard::flush_zone`].
     pub(crate) async fn sync(self: &Rc<Self>) -> Result<()> {

@@ -7,6 +7,7 @@ use std::time::Instant;
 use ziob_backends::ZonedDevice;
 
 use super::guards::Reservation;
+use super::zone::ZoneOp;
 use super::{policy, Shard};
 use crate::error::{Result, ZiobError};
 
@@ -72,6 +73,7 @@ impl<D: ZonedDevice> Shard<D> {
             if self.evict(short) >= short {
                 continue;
             }
+            // Whole dirty blocks first: the least recently written zones start write-back.
             let victims = policy::pressure_victims(self.zones.borrow().iter(), self.bs());
             for v in victims {
                 {
@@ -81,15 +83,14 @@ impl<D: ZonedDevice> Shard<D> {
                 }
                 self.kick(v);
             }
-            let progress_possible = self.zones.borrow().iter().any(|z| z.writeback_running());
+            let mut progress_possible = self.zones.borrow().iter().any(|z| z.writeback_running());
             if !progress_possible {
-                return Err(ZiobError::BufferFull {
-                    zone,
-                    needed_bytes: bytes,
-                    budget_bytes: self.budget_bytes,
-                    core: self.core,
-                    active_max: self.active_max.unwrap_or(u32::MAX),
-                });
+                // What is left are partial blocks: pad and write some out.
+                self.pad_for_pressure(zone, short);
+                progress_possible = self.zones.borrow().iter().any(|z| z.writeback_running());
+            }
+            if !progress_possible {
+                return Err(self.buffer_full(zone, bytes));
             }
             waited_since.get_or_insert_with(Instant::now);
             let listener = self.progress.listen();
@@ -97,6 +98,100 @@ impl<D: ZonedDevice> Shard<D> {
                 continue;
             }
             listener.await;
+        }
+    }
+
+    /// Memory is short and no whole block is left to write back: pads the partial last
+    /// block of the least recently written zones (not `requester`, none held by an
+    /// operation, failed or waiting for a device resource) and writes them back, until
+    /// their memory covers `short` bytes. Their next append starts at the next block, as
+    /// after a flush; their chunks become clean and can be evicted.
+    fn pad_for_pressure(self: &Rc<Self>, requester: u32, short: u64) {
+        let bs = self.bs();
+        let mut candidates: Vec<(u64, usize)> = {
+            let zones = self.zones.borrow();
+            zones
+                .iter()
+                .enumerate()
+                .filter(|(_, z)| {
+                    z.index != requester
+                        && z.op == ZoneOp::Idle
+                        && z.error.is_none()
+                        && !z.writeback_running()
+                        && !z.waiting_for_tokens()
+                        && z.wp % bs != 0
+                        && z.dirty_bytes() > 0
+                })
+                .map(|(i, z)| (z.last_write_seq, i))
+                .collect()
+        };
+        candidates.retain(|&(_, i)| !self.activation_blocked(i));
+        candidates.sort_unstable();
+        let mut covered = 0;
+        let mut padded = Vec::new();
+        {
+            let mut zones = self.zones.borrow_mut();
+            for (_, i) in candidates {
+                if covered >= short {
+                    break;
+                }
+                let z = &mut zones[i];
+                self.pad_now(z);
+                z.target = z.target.max(z.wp);
+                covered += z.memory_bytes();
+                padded.push(z.index);
+            }
+        }
+        self.stats.borrow_mut().s.pressure_pads += padded.len() as u64;
+        for zone in padded {
+            self.kick(zone);
+        }
+    }
+
+    /// The buffer's own limit, with the reason nothing can be written back and its numbers.
+    fn buffer_full(&self, zone: u32, needed_bytes: u64) -> ZiobError {
+        let zones = self.zones.borrow();
+        let dirty_bytes = zones.iter().map(|z| z.dirty_bytes()).sum();
+        let limit = |v: Option<u32>| v.map_or("unlimited".to_string(), |m| m.to_string());
+        let holding = |f: &dyn Fn(&super::zone::ZoneBuf) -> bool| {
+            let held: Vec<_> = zones
+                .iter()
+                .filter(|z| z.memory_bytes() > 0 && f(z))
+                .collect();
+            (
+                held.len(),
+                held.iter().map(|z| z.memory_bytes()).sum::<u64>(),
+            )
+        };
+        let (queued, queued_bytes) = holding(&|z| z.waiting_for_tokens());
+        let (failed, failed_bytes) = holding(&|z| z.error.is_some());
+        let (busy, busy_bytes) = holding(&|z| z.op != ZoneOp::Idle);
+        let (any, any_bytes) = holding(&|_| true);
+        let cause = if queued > 0 {
+            format!(
+                "{queued} zones holding {queued_bytes} bytes wait for a device resource (this core holds {} of {} open and {} of {} active zones)",
+                self.open_used.get(),
+                limit(self.open_max),
+                self.active_used.get(),
+                limit(self.active_max)
+            )
+        } else if failed > 0 {
+            format!("{failed} zones with a failed write-back hold {failed_bytes} bytes until they are reset")
+        } else if busy > 0 {
+            format!(
+                "{busy} zones held by a finish, reset or streamed write hold {busy_bytes} bytes"
+            )
+        } else {
+            format!("{any} zones hold {any_bytes} bytes and none has data that can be written back")
+        };
+        ZiobError::BufferFull {
+            zone,
+            needed_bytes,
+            budget_bytes: self.budget_bytes,
+            used_bytes: self.memory_used.get(),
+            dirty_bytes,
+            core: self.core,
+            cause,
         }
     }
 }

@@ -6,7 +6,7 @@
 //! condition after every wake-up.
 //!
 //! Modules by job: `write` (appends, writes, padding), `memory` (the budget), `read`,
-//! `flush` (flush, sync, idle write-back), `actions` (zone management), `report` (reports,
+//! `flush` (flush, sync, idle write-back), `group_commit` (shared device cache flushes), `actions` (zone management), `report` (reports,
 //! stats), `writeback` (the write-back tasks, decisions in `policy`), `zone` (one zone's
 //! buffer, pure data) and `guards` (what an operation holds across an `.await`, given back
 //! on drop).
@@ -21,6 +21,7 @@
 
 mod actions;
 mod flush;
+mod group_commit;
 mod guards;
 mod memory;
 mod policy;
@@ -63,6 +64,8 @@ pub(crate) struct Shard<D: ZonedDevice> {
     active_max: Option<u32>,
     open_used: Cell<u32>,
     active_used: Cell<u32>,
+    /// Device cache flushes, shared by the callers that wait for the same one.
+    flush_group: group_commit::FlushGroupCell,
     /// Zones waiting for a resource to start write-back, first come first served.
     token_queue: RefCell<VecDeque<u32>>,
     progress: Event,
@@ -136,6 +139,7 @@ impl<D: ZonedDevice> Shard<D> {
             active_max,
             open_used: Cell::new(open_used),
             active_used: Cell::new(active_used),
+            flush_group: RefCell::new(group_commit::FlushGroup::new()),
             token_queue: RefCell::new(VecDeque::new()),
             progress: Event::new(),
             seq: Cell::new(1),

@@ -14,9 +14,10 @@ pub(crate) struct Plan {
 }
 
 /// What to write next, if anything, from where the last issued write-back ended: the rest of
-/// a full chunk always; whole blocks of a partly filled chunk only up to the zone's `target`
-/// (flush, idle, memory pressure).
-pub(crate) fn next_writeback(zone: &ZoneBuf, block_bytes: u64) -> Option<Plan> {
+/// a full chunk of a whole write-back unit (`unit_bytes`) always; whole blocks of a smaller
+/// or partly filled chunk only up to the zone's `target` (flush, idle, memory pressure, the
+/// zone filled to capacity). A small full chunk waits: the next write grows it.
+pub(crate) fn next_writeback(zone: &ZoneBuf, block_bytes: u64, unit_bytes: u64) -> Option<Plan> {
     let start = zone.issued_wp;
     if start >= zone.wp {
         return None;
@@ -26,8 +27,7 @@ pub(crate) fn next_writeback(zone: &ZoneBuf, block_bytes: u64) -> Option<Plan> {
         .iter()
         .enumerate()
         .find(|(_, c)| c.start <= start && start < c.end())?;
-    c.buf.as_ref()?;
-    let end = if c.is_full() {
+    let end = if c.is_full() && c.cap >= unit_bytes {
         c.end()
     } else {
         let limit = c.end().min(zone.target);
@@ -89,7 +89,7 @@ mod tests {
     fn full_chunks_go_partial_ones_wait_for_a_target() {
         let mut z = zone_with(8192 + 5000, 8192);
         assert_eq!(
-            next_writeback(&z, 4096),
+            next_writeback(&z, 4096, 8192),
             Some(Plan {
                 chunk: 0,
                 start: 0,
@@ -100,13 +100,13 @@ mod tests {
         z.complete_writeback(0, 8192);
         assert_eq!(z.device_wp, 8192);
         assert_eq!(
-            next_writeback(&z, 4096),
+            next_writeback(&z, 4096, 8192),
             None,
             "partial chunk without a target"
         );
         z.target = z.wp;
         assert_eq!(
-            next_writeback(&z, 4096),
+            next_writeback(&z, 4096, 8192),
             Some(Plan {
                 chunk: 1,
                 start: 8192,
@@ -116,7 +116,7 @@ mod tests {
         );
         z.issued_wp = 8192 + 4096;
         assert_eq!(
-            next_writeback(&z, 4096),
+            next_writeback(&z, 4096, 8192),
             None,
             "a partial block is never written"
         );

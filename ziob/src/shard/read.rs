@@ -10,8 +10,9 @@ use super::Shard;
 use crate::error::Result;
 
 impl<D: ZonedDevice> Shard<D> {
-    /// Reads `len` bytes at `offset` of `zone`: from memory where the buffer holds the data,
-    /// from the device below it; bytes past the logical write pointer read as zeros.
+    /// Reads `len` bytes at `offset` of `zone`: from memory where the buffer holds the data
+    /// (also while a write-back of it is in flight: the device only reads a view), from the
+    /// device below it; bytes past the logical write pointer read as zeros.
     ///
     /// Cancel safety: changes nothing but a count of device reads in flight, which a guard
     /// takes back if the call is dropped.
@@ -55,18 +56,6 @@ impl<D: ZonedDevice> Shard<D> {
                     offset_blocks: offset / bs,
                 }
                 .into());
-            }
-            if offset >= mem_start {
-                // Part of the range is held by a write-back right now. When it completes the
-                // range is in memory again, unless a writer evicted the (then clean) chunk
-                // first or a reset dropped it: wake on any of these and look again (an
-                // evicted range is read from the device).
-                self.wait_until(|s| {
-                    let z = &s.zones.borrow()[i];
-                    z.in_memory(offset, end) || offset < z.mem_start() || z.exclusive()
-                })
-                .await;
-                continue;
             }
             // [offset, dev_end) from the device, the rest from memory.
             let dev_end = end.min(mem_start);

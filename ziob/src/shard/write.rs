@@ -13,6 +13,16 @@ use super::{run_to_completion, Shard};
 use crate::error::Result;
 use crate::logical;
 
+/// What a write needs, decided by [`Shard::admit`].
+struct Admission {
+    /// Grow the tail chunk to this capacity first.
+    grow_to: Option<u64>,
+    /// Capacities of the new chunks after it.
+    caps: Vec<u64>,
+    /// Bytes of budget to charge: the growth plus the new chunks.
+    need: u64,
+}
+
 impl<D: ZonedDevice> Shard<D> {
     /// Largest piece a write is taken in: half the budget in whole write-back units, so a
     /// write larger than the budget streams through it instead of failing.
@@ -81,18 +91,19 @@ impl<D: ZonedDevice> Shard<D> {
         (res, data)
     }
 
-    /// Checks a write against the zone as it is now; returns the new chunk capacities needed
-    /// (`None`: wait for the write-back holding the tail's memory).
-    fn admit(
-        &self,
-        zone: u32,
-        offset: Option<u64>,
-        len: u64,
-        op: IoOp,
-    ) -> Result<Option<Vec<u64>>> {
+    /// Checks a write against the zone as it is now; returns the memory it needs.
+    /// Never waits for a write-back: the tail chunk takes appends while its first blocks are
+    /// being written (the device writes a read-only view of them).
+    ///
+    /// Chunks fit the data: a zone's first chunk is what the write needs in whole blocks
+    /// (one block for a tiny append); a tail chunk smaller than the write-back unit that
+    /// cannot take the write grows (doubling, to at most the unit: its data is copied into
+    /// the new memory); further chunks are whole units (the last one only what is left).
+    fn admit(&self, zone: u32, offset: Option<u64>, len: u64, op: IoOp) -> Result<Admission> {
         let zones = self.zones.borrow();
         let z = &zones[self.local(zone)];
         let cap = self.geometry.zone_capacity_bytes;
+        let bs = self.bs();
         if let Some(e) = &z.error {
             return Err(e.clone());
         }
@@ -102,20 +113,44 @@ impl<D: ZonedDevice> Shard<D> {
                 DeviceError::InvalidArgument(format!("{op} of 0 bytes to zone {zone}")).into(),
             );
         }
-        if z.tail_busy() {
-            return Ok(None);
+        let mut room = z.tail_room();
+        let mut grow_to = None;
+        if let Some(t) = z.chunks.back() {
+            if room < len && t.end() == z.wp && t.cap < self.unit_bytes {
+                let want = (t.filled + len).div_ceil(bs) * bs;
+                let new_cap = want.max(2 * t.cap).min(self.unit_bytes).min(cap - t.start);
+                if new_cap > t.cap {
+                    grow_to = Some(new_cap);
+                    room = new_cap - t.filled;
+                }
+            }
         }
-        let room = z.tail_room();
         let mut rest = len.saturating_sub(room);
         let mut pos = z.wp + room.min(len);
         let mut caps = Vec::new();
         while rest > 0 {
-            let c = self.unit_bytes.min(cap - pos);
+            let c = (rest.div_ceil(bs) * bs).min(self.unit_bytes).min(cap - pos);
             caps.push(c);
             rest -= c.min(rest);
             pos += c;
         }
-        Ok(Some(caps))
+        let tail_cap = z.chunks.back().map_or(0, |t| t.cap);
+        let need = grow_to.map_or(0, |g| g - tail_cap) + caps.iter().sum::<u64>();
+        Ok(Admission {
+            grow_to,
+            caps,
+            need,
+        })
+    }
+
+    /// Memory for a chunk of `cap` bytes: a whole unit takes a registered slot if there is
+    /// one (slots are unit-sized), anything smaller comes from the pool.
+    fn chunk_memory(&self, cap: u64) -> DmaBuf {
+        if cap == self.unit_bytes {
+            DmaBuf::fixed(cap as usize)
+        } else {
+            DmaBuf::with_capacity(cap as usize)
+        }
     }
 
     /// A write larger than [`Shard::max_piece_bytes`]: checked whole first (refused whole if
@@ -161,26 +196,28 @@ impl<D: ZonedDevice> Shard<D> {
             if !holder {
                 self.wait_idle(i).await;
             }
-            let Some(caps) = self.admit(zone, offset, len, op)? else {
-                self.wait_until(|s| !s.zones.borrow()[i].tail_busy()).await;
-                continue;
-            };
-            let need: u64 = caps.iter().sum();
+            let adm = self.admit(zone, offset, len, op)?;
+            let need = adm.need;
             if need > reserved.bytes() {
                 reserved.merge(self.acquire_memory(zone, need - reserved.bytes()).await?);
                 continue; // we may have waited: check the zone again
             }
             // Nothing awaited since `admit`: commit.
-            let bufs = caps
+            let bufs = adm
+                .caps
                 .iter()
-                .map(|&c| (c, DmaBuf::fixed(c as usize)))
+                .map(|&c| (c, self.chunk_memory(c)))
                 .collect();
+            let grown = adm.grow_to.map(|c| (c, self.chunk_memory(c)));
             reserved.commit(need);
             let seq = self.seq.get();
             self.seq.set(seq + 1);
             let mut zones = self.zones.borrow_mut();
             let z = &mut zones[i];
             let at = z.wp;
+            if let Some((cap, buf)) = grown {
+                z.grow_tail(cap, buf);
+            }
             z.copy_in(data, bufs);
             let full = z.wp == self.geometry.zone_capacity_bytes;
             z.state = logical::after_write(z.state, full);
@@ -189,30 +226,21 @@ impl<D: ZonedDevice> Shard<D> {
             if full {
                 z.target = z.wp;
             }
-            let kick = full
-                || z.chunks
-                    .iter()
-                    .any(|c| c.is_full() && c.end() > z.device_wp);
             drop(zones);
             self.stats.borrow_mut().s.bytes_written += len;
-            if kick {
-                self.kick(zone);
-            }
+            self.kick(zone);
             return Ok(at);
         }
     }
 
-    /// Waits until zone `i`'s partial last block (if any) can be padded now: its tail chunk's
-    /// memory is not held by a write-back. Whoever calls it holds the zone or checks it is
-    /// idle in the same step, then pads with [`Shard::pad_now`] without awaiting in between.
+    /// Waits until zone `i` can be padded now: no operation holds it (if `need_idle`).
+    /// Padding never waits for a write-back (it writes past the issued range). Whoever calls
+    /// it holds the zone or checks it is idle in the same step, then pads with
+    /// [`Shard::pad_now`] without awaiting in between.
     pub(super) async fn wait_paddable(&self, i: usize, need_idle: bool) {
-        let bs = self.bs();
-        self.wait_until(|s| {
-            let z = &s.zones.borrow()[i];
-            (!need_idle || z.op == ZoneOp::Idle)
-                && (z.wp % bs == 0 || z.state == ZoneState::Full || !z.tail_busy())
-        })
-        .await;
+        if need_idle {
+            self.wait_idle(i).await;
+        }
     }
 
     /// Pads the zone's partial last block with zeros, now: the write pointer moves to the
@@ -225,7 +253,7 @@ impl<D: ZonedDevice> Shard<D> {
         }
         let pad = bs - z.wp % bs;
         // A partial block lives in the tail chunk, whose capacity is a block multiple from a
-        // block boundary; only a write-back holding its memory (waited for) keeps it.
+        // block boundary; write-backs only ever hold whole blocks below it.
         assert!(z.tail_room() >= pad, "padding fits the tail chunk");
         z.copy_in(&vec![0u8; pad as usize], Vec::new());
         let full = z.wp == self.geometry.zone_capacity_bytes;

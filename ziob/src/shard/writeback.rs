@@ -23,7 +23,7 @@ impl<D: ZonedDevice> Shard<D> {
             || z.op == ZoneOp::Resetting
             || z.writeback_running()
             || z.error.is_some()
-            || policy::next_writeback(z, bs).is_none()
+            || policy::next_writeback(z, bs, self.unit_bytes).is_none()
         {
             return;
         }
@@ -173,26 +173,27 @@ impl<D: ZonedDevice> Shard<D> {
                     if z.generation != generation || z.error.is_some() || self.closed.get() {
                         None
                     } else {
-                        policy::next_writeback(z, bs).map(|plan| {
+                        policy::next_writeback(z, bs, self.unit_bytes).map(|plan| {
                             z.issued_wp = plan.end;
                             let c = &mut z.chunks[plan.chunk];
-                            let mut buf = c.buf.take().expect("a plan only names present memory");
-                            buf.set_window(
+                            // The device reads a view; the chunk keeps its memory for reads
+                            // and appends, which land past `issued_wp` only (see `Chunk::buf`).
+                            let view = c.buf.share(
                                 (plan.start - c.start) as usize,
                                 (plan.end - c.start) as usize,
                             );
-                            (plan, c.start, c.filled, buf)
+                            (plan, view)
                         })
                     }
                 };
-                let Some((plan, chunk_start, filled, buf)) = step else {
+                let Some((plan, buf)) = step else {
                     break;
                 };
                 tracing::trace!(zone, start = plan.start, end = plan.end, "write-back");
                 let device = self.device.clone();
                 let mut write = Box::pin(async move {
-                    let (res, buf) = device.write(zone, plan.start, buf).await;
-                    (plan, chunk_start, filled, res, buf)
+                    let (res, _view) = device.write(zone, plan.start, buf).await;
+                    (plan, res)
                 });
                 // Poll once now: the device takes the write at its first poll, so writes are
                 // issued in write-pointer order whatever order they complete in.
@@ -203,18 +204,11 @@ impl<D: ZonedDevice> Shard<D> {
                     std::task::Poll::Pending => in_flight.push(write),
                 }
             }
-            let Some((plan, chunk_start, filled, res, mut buf)) = in_flight.next().await else {
+            let Some((plan, res)) = in_flight.next().await else {
                 break;
             };
-            buf.set_window(0, filled as usize);
             let mut zones = self.zones.borrow_mut();
             let z = &mut zones[i];
-            let chunk = z
-                .chunks
-                .iter_mut()
-                .find(|c| c.start == chunk_start)
-                .expect("a chunk held by a write-back is never dropped");
-            chunk.buf = Some(buf);
             match res {
                 Ok(()) => {
                     z.complete_writeback(plan.start, plan.end);

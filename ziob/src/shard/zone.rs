@@ -17,8 +17,11 @@ pub(crate) struct Chunk {
     pub(crate) cap: u64,
     /// Bytes of data.
     pub(crate) filled: u64,
-    /// The memory; `None` while a write-back owns it.
-    pub(crate) buf: Option<DmaBuf>,
+    /// The memory. A write-back writes a read-only view of it ([`DmaBuf::share`]) and the
+    /// chunk keeps it: while the view is out, the issued range `[.., issued_wp)` is
+    /// immutable (appends and padding only write at the write pointer, which is past it),
+    /// and reads of any byte are served from here.
+    pub(crate) buf: DmaBuf,
 }
 
 impl Chunk {
@@ -182,17 +185,12 @@ impl ZoneBuf {
         }
     }
 
-    /// Free bytes in the tail chunk (0 if there is none or it is being written back).
+    /// Free bytes in the tail chunk (0 if there is none).
     pub(crate) fn tail_room(&self) -> u64 {
         match self.chunks.back() {
-            Some(c) if c.buf.is_some() && c.end() == self.wp => c.cap - c.filled,
+            Some(c) if c.end() == self.wp => c.cap - c.filled,
             _ => 0,
         }
-    }
-
-    /// The tail chunk exists but a write-back holds its memory.
-    pub(crate) fn tail_busy(&self) -> bool {
-        matches!(self.chunks.back(), Some(c) if c.buf.is_none() && !c.is_full())
     }
 
     /// Copies `data` at the write pointer: first into the tail chunk, then into `new_chunks`
@@ -203,10 +201,7 @@ impl ZoneBuf {
         if room > 0 {
             let n = room.min(data.len() as u64) as usize;
             let tail = self.chunks.back_mut().expect("room implies a tail");
-            tail.buf
-                .as_mut()
-                .expect("room implies memory")
-                .extend_from_slice(&data[..n]);
+            tail.buf.extend_from_slice(&data[..n]);
             tail.filled += n as u64;
             self.wp += n as u64;
             data = &data[n..];
@@ -217,14 +212,10 @@ impl ZoneBuf {
                 start: self.wp,
                 cap,
                 filled: 0,
-                buf: Some(buf),
+                buf,
             };
             let n = cap.min(data.len() as u64) as usize;
-            chunk
-                .buf
-                .as_mut()
-                .expect("fresh")
-                .extend_from_slice(&data[..n]);
+            chunk.buf.extend_from_slice(&data[..n]);
             chunk.filled = n as u64;
             self.wp += n as u64;
             data = &data[n..];
@@ -233,9 +224,20 @@ impl ZoneBuf {
         assert!(data.is_empty(), "copy_in was given too little room");
     }
 
+    /// Moves the tail chunk's data into `buf`, a larger memory of `cap` bytes (charged by
+    /// the caller, who gives the old capacity back). A write-back still holding a view of
+    /// the old memory keeps it alive until it ends; the bytes it writes are the same.
+    pub(crate) fn grow_tail(&mut self, cap: u64, mut buf: DmaBuf) {
+        let t = self.chunks.back_mut().expect("a tail to grow");
+        debug_assert!(cap > t.cap && buf.is_empty());
+        buf.extend_from_slice(&t.buf[..t.filled as usize]);
+        t.buf = buf;
+        t.cap = cap;
+    }
+
     /// Copies `[offset, offset + out.len())` from memory into `out`, where memory holds it.
     /// Returns `None` if part of the range below `wp` is in no chunk's memory (on the device
-    /// only, or held by a write-back), else `Some(())`. Bytes at or past `wp` are zeros.
+    /// only), else `Some(())`. Bytes at or past `wp` are zeros.
     pub(crate) fn copy_out(&self, offset: u64, out: &mut [u8]) -> Option<()> {
         let end = offset + out.len() as u64;
         let mem_start = self.chunks.front().map_or(self.wp, |c| c.start);
@@ -247,8 +249,7 @@ impl ZoneBuf {
             if lo >= hi {
                 continue;
             }
-            let buf = c.buf.as_ref()?;
-            let src = &buf[(lo - c.start) as usize..(hi - c.start) as usize];
+            let src = &c.buf[(lo - c.start) as usize..(hi - c.start) as usize];
             out[(lo - offset) as usize..(hi - offset) as usize].copy_from_slice(src);
         }
         if end > self.wp {
@@ -258,19 +259,10 @@ impl ZoneBuf {
         Some(())
     }
 
-    /// Whether `[offset, end)` below `wp` is held by chunks whose memory is present.
+    /// Whether `[offset, end)` below `wp` is held by chunks (chunks are contiguous from
+    /// [`ZoneBuf::mem_start`] to the write pointer).
     pub(crate) fn in_memory(&self, offset: u64, end: u64) -> bool {
-        let end = end.min(self.wp);
-        if offset >= end {
-            return true;
-        }
-        let mem_start = self.chunks.front().map_or(self.wp, |c| c.start);
-        offset >= mem_start
-            && self
-                .chunks
-                .iter()
-                .filter(|c| c.start < end && c.end() > offset)
-                .all(|c| c.buf.is_some())
+        offset >= end.min(self.wp) || offset >= self.mem_start()
     }
 
     /// Drops every chunk (reset); returns the memory bytes released.
@@ -278,12 +270,12 @@ impl ZoneBuf {
         self.chunks.drain(..).map(|c| c.cap).sum()
     }
 
-    /// Whether chunk `i` is clean (wholly on the device, memory present) and may be dropped.
+    /// Whether chunk `i` is clean (wholly on the device) and may be dropped.
     /// A clean tail can go too: its end is the write pointer, block aligned (a partial block
     /// is never on the device), so the next write starts a fresh chunk there.
     fn evictable(&self, i: usize) -> bool {
         let c = &self.chunks[i];
-        c.end() <= self.device_wp && c.buf.is_some()
+        c.end() <= self.device_wp
     }
 
     /// Drops clean chunks from the front until `want_bytes` are released; returns the
