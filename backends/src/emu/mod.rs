@@ -26,6 +26,9 @@
 //! while later writes are in flight. A failed transfer (a host I/O error such as `ENOSPC`)
 //! fails that write and aborts the ones issued after it; once they have completed the write
 //! pointer goes back to where the completed data ends and the zone takes writes again.
+//! A reset or finish first waits until the zone has no write in flight (a transfer still
+//! running would otherwise land over data written after the reset); writes issued to the
+//! zone meanwhile wait until the action has completed, and then go after it.
 //!
 //! ## Locking and read-only opens
 //! A read-write open takes an exclusive `flock` on the file, a read-only open
@@ -59,11 +62,49 @@ use format::Layout;
 use open::{corrupt, io_err};
 pub use open::{OpenMode, TableRecovery};
 
-/// The modelled controller: the zone table and, per zone, the tasks waiting for a write's
-/// fate. Held only for table calls, never across an `.await`.
+/// The modelled controller: the zone table and, per zone, the tasks waiting for something of
+/// the zone (a write's fate, the zone's writes in flight to drain, a zone action to end). Held
+/// only for table calls, never across an `.await`.
 struct Controller {
     table: ZoneTable,
     waiters: Vec<Vec<Waker>>,
+    /// Per zone: reset and finish actions in progress. They wait until the zone has no write
+    /// in flight (a transfer still running when a zone is reset would land over the data
+    /// written after the reset); new writes to the zone wait until they have ended.
+    draining: Vec<u32>,
+}
+
+impl Controller {
+    /// Takes the waiters of `zone`, to be woken once the lock is released.
+    fn take_waiters(&mut self, zone: u32) -> Vec<Waker> {
+        self.waiters
+            .get_mut(zone as usize)
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+}
+
+/// A reset or finish in progress on some zones ([`EmuDevice::drain`]): while it lives, new
+/// writes to those zones wait. Dropping it (the action ended or its future was dropped) lets
+/// them go on.
+struct Draining<'a> {
+    dev: &'a EmuDevice,
+    zones: Vec<u32>,
+}
+
+impl Drop for Draining<'_> {
+    fn drop(&mut self) {
+        let waiters: Vec<Waker> = {
+            let mut c = self.dev.controller();
+            let mut waiters = Vec::new();
+            for &z in &self.zones {
+                c.draining[z as usize] -= 1;
+                waiters.extend(c.take_waiters(z));
+            }
+            waiters
+        };
+        waiters.into_iter().for_each(Waker::wake);
+    }
 }
 
 struct EmuInner {
@@ -83,8 +124,8 @@ struct EmuInner {
     faults: HostFaults,
     /// Whether a reset punches a hole over the zone's data ([`EmuDevice::discard_on_reset`]).
     discard: AtomicBool,
-    /// This process's lock on the file, shared by its opens.
-    _lock: Arc<lock::DeviceLock>,
+    /// This device's share of the process's lock on the file.
+    _lock: lock::DeviceClaim,
 }
 
 /// Injected host I/O errors of data writes (see [`EmuDevice::fail_data_write`]).
@@ -279,7 +320,7 @@ impl EmuDevice {
 
     /// Builds the device on a locked descriptor of its file.
     fn from_locked(
-        (f, device_lock): (std::fs::File, Arc<lock::DeviceLock>),
+        (f, device_lock): (std::fs::File, lock::DeviceClaim),
         path: &Path,
         latency: LatencyModel,
         name: String,
@@ -303,6 +344,7 @@ impl EmuDevice {
                 controller: Mutex::new(Controller {
                     table: loaded.table,
                     waiters: vec![Vec::new(); zones],
+                    draining: vec![0; zones],
                 }),
                 persist: futures::lock::Mutex::new(loaded.sequence + 1),
                 faults: HostFaults::default(),
@@ -396,24 +438,64 @@ impl EmuDevice {
         }
     }
 
-    /// Ends a reservation in the table and wakes the zone's waiting writes.
+    /// Ends a reservation in the table and wakes the zone's waiting writes and actions.
     fn complete(&self, r: Reservation, ok: bool) -> WriteFate {
         let (fate, waiters) = {
             let mut c = self.controller();
             let fate = c.table.complete(r, ok);
-            (fate, std::mem::take(&mut c.waiters[r.zone as usize]))
+            (fate, c.take_waiters(r.zone))
         };
         waiters.into_iter().for_each(Waker::wake);
         fate
     }
 
-    /// Wakes every waiting write (their fates may have been decided by a zone action).
-    fn wake_all(&self) {
-        let waiters: Vec<Waker> = {
+    /// Reserves a write's range with `begin` once no reset or finish of `zone` is in progress
+    /// (a zone that does not exist goes straight to `begin`, which refuses it).
+    async fn reserve(
+        &self,
+        zone: u32,
+        mut begin: impl FnMut(&mut ZoneTable) -> Result<Reservation>,
+    ) -> Result<Reservation> {
+        std::future::poll_fn(|cx| {
             let mut c = self.controller();
-            c.waiters.iter_mut().flat_map(std::mem::take).collect()
+            if c.draining.get(zone as usize).is_some_and(|&n| n > 0) {
+                c.waiters[zone as usize].push(cx.waker().clone());
+                return Poll::Pending;
+            }
+            Poll::Ready(begin(&mut c.table))
+        })
+        .await
+    }
+
+    /// Starts a reset or finish of `target`: new writes to its zones wait from now on; returns
+    /// once none of them has a write in flight. The zones go back to taking writes when the
+    /// returned guard is dropped.
+    async fn drain(&self, target: ZoneTarget) -> Draining<'_> {
+        let zones: Vec<u32> = match target {
+            ZoneTarget::One(z) if z < self.inner.geometry.zone_count => vec![z],
+            // A zone that does not exist: the action itself refuses it.
+            ZoneTarget::One(_) => Vec::new(),
+            ZoneTarget::All => (0..self.inner.geometry.zone_count).collect(),
         };
-        waiters.into_iter().for_each(Waker::wake);
+        {
+            let mut c = self.controller();
+            for &z in &zones {
+                c.draining[z as usize] += 1;
+            }
+        }
+        let guard = Draining { dev: self, zones };
+        std::future::poll_fn(|cx| {
+            let mut c = self.controller();
+            match guard.zones.iter().find(|&&z| c.table.has_in_flight(z)) {
+                Some(&z) => {
+                    c.waiters[z as usize].push(cx.waker().clone());
+                    Poll::Pending
+                }
+                None => Poll::Ready(()),
+            }
+        })
+        .await;
+        guard
     }
 
     /// Waits until the fate of a reservation that completed as [`WriteFate::Pending`] is
@@ -475,7 +557,7 @@ impl EmuDevice {
                 op: r.op,
                 zone: r.zone,
                 offset_blocks: r.offset_bytes / bs,
-                reason: "an earlier write to the zone failed, or the zone was reset, while it \
+                reason: "an earlier write to the zone failed while it \
                          was in flight; it does not count as written"
                     .into(),
             }),
@@ -501,9 +583,9 @@ impl EmuDevice {
 
     /// With [`EmuDevice::discard_on_reset`] on, gives the space of reset zones back to the
     /// host filesystem (best effort): punches a
-    /// hole over the data of each zone in `zones` that is still Empty with nothing in flight.
-    /// Runs under the controller lock, so no write can be reserved in a zone while its hole is
-    /// punched.
+    /// hole over the data of each zone in `zones` that is still Empty. Called while the reset
+    /// still holds its [`Draining`] guard: no write is in flight in those zones, and none can
+    /// be reserved there, while the hole is punched.
     fn punch_reset_zones(&self, zones: &[u32]) {
         if zones.is_empty() || !self.inner.discard.load(Ordering::Relaxed) {
             return;
@@ -513,9 +595,10 @@ impl EmuDevice {
             let Ok(info) = c.table.info(zone) else {
                 continue;
             };
-            if info.state != ZoneState::Empty || c.table.has_in_flight(zone) {
+            if info.state != ZoneState::Empty {
                 continue;
             }
+            debug_assert!(!c.table.has_in_flight(zone), "punching under a write");
             let pos = self.data_pos(zone, 0) as libc::off_t;
             let len = self.inner.geometry.zone_size_bytes as libc::off_t;
             // SAFETY: fallocate on the device's own descriptor; no memory is passed.
@@ -615,10 +698,10 @@ impl ZonedDevice for EmuDevice {
         if let Err(e) = self.check_may_change(format!("write to zone {zone}")) {
             return (Err(e), buf);
         }
+        let len = buf.len() as u64;
         let r = self
-            .controller()
-            .table
-            .begin_write(zone, offset_bytes, buf.len() as u64);
+            .reserve(zone, |t| t.begin_write(zone, offset_bytes, len))
+            .await;
         let (res, buf) = self.write_reserved(r, buf).await;
         (res.map(|_| ()), buf)
     }
@@ -627,12 +710,19 @@ impl ZonedDevice for EmuDevice {
         if let Err(e) = self.check_may_change(format!("append to zone {zone}")) {
             return (Err(e), buf);
         }
-        let r = self.controller().table.begin_append(zone, buf.len() as u64);
+        let len = buf.len() as u64;
+        let r = self.reserve(zone, |t| t.begin_append(zone, len)).await;
         self.write_reserved(r, buf).await
     }
 
     async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
         self.check_may_change(format!("{action} {target:?}"))?;
+        // A reset or finish waits for the zone's writes in flight (and holds new ones back)
+        // until it is persisted: a transfer still running would land after it.
+        let _draining = match action {
+            ZoneAction::Reset | ZoneAction::Finish => Some(self.drain(target).await),
+            _ => None,
+        };
         let reset_zones: Vec<u32> = {
             let mut c = self.controller();
             let reset_zones = match (action, target) {
@@ -649,8 +739,6 @@ impl ZonedDevice for EmuDevice {
             c.table.apply(action, target)?;
             reset_zones
         };
-        // A reset decides the fate of the zone's writes in flight.
-        self.wake_all();
         self.model_delay(0).await;
         self.persist().await?;
         self.punch_reset_zones(&reset_zones);
