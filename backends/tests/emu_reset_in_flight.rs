@@ -329,3 +329,68 @@ async fn run_seed(seed: u64, path: std::path::PathBuf, what: String) {
         }
     }
 }
+
+#[test]
+fn a_zone_action_whose_table_write_fails_is_not_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("dev.zns");
+    on_core_watched("failed table write".into(), move || async move {
+        drop(
+            EmuDevice::create(&p, &Geometry::new(4, 1 << 20))
+                .await
+                .unwrap(),
+        );
+        let actions = [
+            ZoneAction::Reset,
+            ZoneAction::Finish,
+            ZoneAction::Open,
+            ZoneAction::Close,
+        ];
+        for (zone, &action) in actions.iter().enumerate() {
+            let zone = zone as u32;
+            let dev = EmuDevice::open(&p, LatencyModel::default()).await.unwrap();
+            let (r, _) = dev.append(zone, DmaBuf::from_slice(&[9; 4096])).await;
+            r.unwrap();
+            if action == ZoneAction::Open {
+                dev.zone_action(ZoneAction::Close, ZoneTarget::One(zone))
+                    .await
+                    .unwrap();
+            }
+            dev.flush().await.unwrap();
+            let before = dev.report_zones(zone, 1).await.unwrap()[0];
+            dev.fail_table_write(libc::EIO);
+            let e = dev
+                .zone_action(action, ZoneTarget::One(zone))
+                .await
+                .expect_err("the table write fails");
+            assert!(e.to_string().contains("injected"), "{action}: {e}");
+            let after = dev.report_zones(zone, 1).await.unwrap()[0];
+            assert_eq!(
+                after, before,
+                "{action} was applied although it is not durable"
+            );
+            if action == ZoneAction::Reset {
+                let (r, _) = dev.append(zone, DmaBuf::from_slice(&[7; 4096])).await;
+                assert_eq!(r.unwrap(), 4096, "an append after the failed reset");
+                dev.flush().await.unwrap();
+            }
+            // Without the fault the action is applied and durable.
+            dev.zone_action(action, ZoneTarget::One(zone))
+                .await
+                .unwrap();
+            let applied = dev.report_zones(zone, 1).await.unwrap()[0];
+            assert_ne!(applied.state, before.state, "{action}");
+            drop(dev);
+            let dev = EmuDevice::open(&p, LatencyModel::default()).await.unwrap();
+            let reopened = dev.report_zones(zone, 1).await.unwrap()[0];
+            let expected = match action {
+                ZoneAction::Reset => ZoneState::Empty,
+                ZoneAction::Finish => ZoneState::Full,
+                // Opened zones come back Closed after a power cycle.
+                ZoneAction::Open | ZoneAction::Close => ZoneState::Closed,
+                _ => unreachable!(),
+            };
+            assert_eq!(reopened.state, expected, "{action} after reopen");
+        }
+    });
+}

@@ -5,7 +5,10 @@
 //! the process's lock, with one rule of their own: at most one read-write device per file per
 //! process (two would keep two zone tables and each flush would undo the other's writes), so a
 //! second read-write open while the first device (or a clone of it) lives is
-//! [`DeviceError::Busy`]; read-only opens share with anything. A test that reopens a device to
+//! [`DeviceError::Busy`] (after the same retrying as a conflict with another process: a device
+//! whose last clones are held by its writes in flight goes away once they complete; only
+//! then can a reopen be sure none of them lands after it); read-only opens share with
+//! anything. A test that reopens a device to
 //! simulate a crash drops the first one before. A read-write open upgrades a shared lock the
 //! process holds; when the upgrade fails (another process reads the file), the shared lock is
 //! taken again at once, so the process's read-only devices stay protected (Linux drops the
@@ -103,7 +106,8 @@ fn try_flock(path: &Path, f: &std::fs::File, exclusive: bool) -> Result<Attempt>
 /// Takes (or shares) this process's lock on the file `io` is open on, for `mode`. A conflict
 /// with another process is retried for up to [`EMU_LOCK_RETRY`] (sleeping on the runtime),
 /// then reported as [`DeviceError::Busy`]; so is a read-write open while this process has a
-/// read-write device on the file (at once: that one is not going away by itself).
+/// read-write device on the file (retried as long: a device whose last clones are held by its
+/// writes still in flight goes away when they complete).
 pub(crate) async fn acquire(
     path: &Path,
     io: &std::fs::File,
@@ -114,22 +118,20 @@ pub(crate) async fn acquire(
     let exclusive = mode == OpenMode::ReadWrite;
     let start = std::time::Instant::now();
     loop {
+        let mut writer_here = false;
         if let Some(lock) = try_acquire(path, key, exclusive)? {
-            if exclusive && lock.writer.swap(true, Ordering::AcqRel) {
-                return Err(DeviceError::Busy {
-                    path: path.display().to_string(),
-                    holder: "this process has it open read-write already (drop that device \
-                             first)"
-                        .into(),
+            if !(exclusive && lock.writer.swap(true, Ordering::AcqRel)) {
+                return Ok(DeviceClaim {
+                    lock,
+                    writer: exclusive,
                 });
             }
-            return Ok(DeviceClaim {
-                lock,
-                writer: exclusive,
-            });
+            writer_here = true;
         }
         if start.elapsed() >= EMU_LOCK_RETRY {
-            let holder = if exclusive {
+            let holder = if writer_here {
+                "this process has it open read-write already (drop that device first)"
+            } else if exclusive {
                 "another process has it open (a read-write open needs it alone)"
             } else {
                 "another process has it open read-write"

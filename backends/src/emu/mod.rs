@@ -45,7 +45,7 @@ mod open;
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
@@ -56,7 +56,7 @@ use crate::limits::EMU_DIRECT_BLOCK_SIZE_BYTES_MIN;
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
 use crate::model::spec::LatencyModel;
-use crate::model::state::{Reservation, WriteFate, ZoneTable};
+use crate::model::state::{PersistedZone, Reservation, WriteFate, ZoneTable};
 use crate::model::zone::{ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
 use format::Layout;
 use open::{corrupt, io_err};
@@ -128,22 +128,40 @@ struct EmuInner {
     _lock: lock::DeviceClaim,
 }
 
-/// Injected host I/O errors of data writes (see [`EmuDevice::fail_data_write`]).
+/// Injected host I/O errors (see [`EmuDevice::fail_data_write`] and
+/// [`EmuDevice::fail_table_write`]).
 #[derive(Default)]
 struct HostFaults {
     /// Data writes issued since the device was opened.
     issued: AtomicU64,
+    /// Whether `planned` may be non-empty: the data write path takes the lock only then.
+    armed: AtomicBool,
     /// `(index of the data write, errno)` still to fire.
     planned: Mutex<Vec<(u64, i32)>>,
+    /// The errno the next zone-table write fails with (0: none).
+    table: AtomicI32,
 }
 
 impl HostFaults {
     /// Counts a data write; the errno to fail it with, if one was planned for it.
     fn next(&self) -> Option<i32> {
         let index = self.issued.fetch_add(1, Ordering::Relaxed);
+        if !self.armed.load(Ordering::Acquire) {
+            return None;
+        }
         let mut planned = self.planned.lock().unwrap_or_else(|p| p.into_inner());
         let pos = planned.iter().position(|(i, _)| *i == index)?;
-        Some(planned.swap_remove(pos).1)
+        let errno = planned.swap_remove(pos).1;
+        if planned.is_empty() {
+            self.armed.store(false, Ordering::Release);
+        }
+        Some(errno)
+    }
+
+    fn plan(&self, data_write_index: u64, errno: i32) {
+        let mut planned = self.planned.lock().unwrap_or_else(|p| p.into_inner());
+        planned.push((data_write_index, errno));
+        self.armed.store(true, Ordering::Release);
     }
 }
 
@@ -391,12 +409,14 @@ impl EmuDevice {
     /// order their transfers start) fails with `errno` (e.g. `libc::ENOSPC`) without writing
     /// anything, as a host I/O error would.
     pub fn fail_data_write(&self, data_write_index: u64, errno: i32) {
-        self.inner
-            .faults
-            .planned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((data_write_index, errno));
+        self.inner.faults.plan(data_write_index, errno);
+    }
+
+    /// Fault injection for tests: the next zone-table write (of a flush or zone action) fails
+    /// with `errno` (non-zero, e.g. `libc::EIO`) without writing anything, as a host I/O
+    /// error would.
+    pub fn fail_table_write(&self, errno: i32) {
+        self.inner.faults.table.store(errno, Ordering::Relaxed);
     }
 
     fn controller(&self) -> MutexGuard<'_, Controller> {
@@ -409,7 +429,8 @@ impl EmuDevice {
 
     /// Refuses a change on a read-only device, and a write off a runtime core (its transfer
     /// task needs the core; refused before anything is reserved).
-    fn check_may_change(&self, what: impl Into<String>) -> Result<()> {
+    /// `what` names the change for the error (built only on error).
+    fn check_may_change(&self, what: impl FnOnce() -> String) -> Result<()> {
         if !ziob_runtime::on_core() {
             return Err(rt_err(
                 &self.inner.path,
@@ -419,7 +440,7 @@ impl EmuDevice {
         if self.inner.mode == OpenMode::ReadOnly {
             return Err(DeviceError::ReadOnlyDevice {
                 name: self.inner.name.clone(),
-                what: what.into(),
+                what: what(),
             });
         }
         Ok(())
@@ -568,13 +589,33 @@ impl EmuDevice {
 
     /// Persists the zone table: snapshot, fdatasync the data, write the next slot, fdatasync.
     async fn persist(&self) -> Result<()> {
+        self.persist_with(|table| Ok(table.snapshot())).await
+    }
+
+    /// Persists the zones `snapshot` makes of the zone table (called under the controller
+    /// lock, once table writes are serialised): fdatasync the data, write the next slot,
+    /// fdatasync. Nothing is written if `snapshot` fails.
+    async fn persist_with(
+        &self,
+        snapshot: impl FnOnce(&ZoneTable) -> Result<Vec<PersistedZone>>,
+    ) -> Result<()> {
         let path = &self.inner.path;
         let mut next_seq = self.inner.persist.lock().await;
-        let zones = self.controller().table.snapshot();
+        let zones = snapshot(&self.controller().table)?;
         let file = &self.inner.file;
         file.sync_data().await.map_err(|e| rt_err(path, e))?;
         let seq = *next_seq;
         let slot = format::encode_table(&self.inner.layout, seq, &zones);
+        let injected = self.inner.faults.table.swap(0, Ordering::Relaxed);
+        if injected != 0 {
+            return Err(DeviceError::io(
+                format!(
+                    "emu:{}: zone table write (injected host error)",
+                    path.display()
+                ),
+                std::io::Error::from_raw_os_error(injected),
+            ));
+        }
         write_region(file, path, self.inner.layout.slot_offset(seq % 2), &slot).await?;
         file.sync_data().await.map_err(|e| rt_err(path, e))?;
         *next_seq = seq + 1;
@@ -695,7 +736,7 @@ impl ZonedDevice for EmuDevice {
     }
 
     async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (Result<()>, DmaBuf) {
-        if let Err(e) = self.check_may_change(format!("write to zone {zone}")) {
+        if let Err(e) = self.check_may_change(|| format!("write to zone {zone}")) {
             return (Err(e), buf);
         }
         let len = buf.len() as u64;
@@ -707,7 +748,7 @@ impl ZonedDevice for EmuDevice {
     }
 
     async fn append(&self, zone: u32, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
-        if let Err(e) = self.check_may_change(format!("append to zone {zone}")) {
+        if let Err(e) = self.check_may_change(|| format!("append to zone {zone}")) {
             return (Err(e), buf);
         }
         let len = buf.len() as u64;
@@ -716,13 +757,23 @@ impl ZonedDevice for EmuDevice {
     }
 
     async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
-        self.check_may_change(format!("{action} {target:?}"))?;
+        self.check_may_change(|| format!("{action} {target:?}"))?;
         // A reset or finish waits for the zone's writes in flight (and holds new ones back)
         // until it is persisted: a transfer still running would land after it.
         let _draining = match action {
             ZoneAction::Reset | ZoneAction::Finish => Some(self.drain(target).await),
             _ => None,
         };
+        self.model_delay(0).await;
+        // The table as it is after the action is persisted first, and only then is the action
+        // applied: a failed table write leaves it undone (not done in memory but not durable,
+        // where writes after a reset could mix with the old data after a crash).
+        self.persist_with(|table| {
+            let mut after = table.clone();
+            after.apply(action, target)?;
+            Ok(after.snapshot())
+        })
+        .await?;
         let reset_zones: Vec<u32> = {
             let mut c = self.controller();
             let reset_zones = match (action, target) {
@@ -736,11 +787,13 @@ impl ZonedDevice for EmuDevice {
                     .collect(),
                 _ => Vec::new(),
             };
+            // The zones of a reset or finish cannot have changed since the snapshot (they are
+            // drained and hold new writes back). An open or close can meet a change another
+            // zone's writes made to the open resources meanwhile; then it is refused here,
+            // and the next table write stores the table without it.
             c.table.apply(action, target)?;
             reset_zones
         };
-        self.model_delay(0).await;
-        self.persist().await?;
         self.punch_reset_zones(&reset_zones);
         Ok(())
     }
