@@ -394,3 +394,61 @@ fn a_zone_action_whose_table_write_fails_is_not_applied() {
         }
     });
 }
+
+#[test]
+fn writes_held_back_by_a_reset_are_accepted_in_issue_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("dev.zns");
+    on_core_watched("issue order".into(), move || async move {
+        drop(
+            EmuDevice::create(&p, &Geometry::new(2, 4 << 20))
+                .await
+                .unwrap(),
+        );
+        let dev = EmuDevice::open(&p, slow(10_000_000)).await.unwrap();
+        let d = dev.clone();
+        let slow_write = ziob_runtime::spawn(async move {
+            d.write(0, 0, DmaBuf::from_slice(&vec![0xAAu8; 1 << 20]))
+                .await
+                .0
+        });
+        ziob_runtime::yield_now().await;
+        let d = dev.clone();
+        let reset = ziob_runtime::spawn(async move {
+            d.zone_action(ZoneAction::Reset, ZoneTarget::One(0)).await
+        });
+        ziob_runtime::yield_now().await;
+        let append = |n: u8| {
+            let d = dev.clone();
+            Box::pin(async move { d.append(0, DmaBuf::from_slice(&[n; 4096])).await.0 })
+        };
+        // Issued (first polled) while the reset holds the zone: they wait, in this order.
+        let (mut first, mut second) = (append(1), append(2));
+        assert!(futures::poll!(first.as_mut()).is_pending());
+        assert!(futures::poll!(second.as_mut()).is_pending());
+        slow_write.await.unwrap();
+        reset.await.unwrap();
+        // A third one issued before the waiting ones are polled again still goes after them.
+        let mut third = append(3);
+        let _ = futures::poll!(third.as_mut());
+        let (first, second) = (first.await.unwrap(), second.await.unwrap());
+        let third = third.await.unwrap();
+        assert_eq!(
+            (first, second, third),
+            (0, 4096, 8192),
+            "accepted out of issue order"
+        );
+        // A waiting write that is dropped leaves the queue.
+        let d = dev.clone();
+        let reset = ziob_runtime::spawn(async move {
+            d.zone_action(ZoneAction::Reset, ZoneTarget::One(0)).await
+        });
+        ziob_runtime::yield_now().await;
+        let mut dropped = append(4);
+        if futures::poll!(dropped.as_mut()).is_pending() {
+            drop(dropped);
+        }
+        reset.await.unwrap();
+        assert_eq!(append(5).await.unwrap(), 0, "the zone takes writes again");
+    });
+}

@@ -28,7 +28,7 @@
 //! pointer goes back to where the completed data ends and the zone takes writes again.
 //! A reset or finish first waits until the zone has no write in flight (a transfer still
 //! running would otherwise land over data written after the reset); writes issued to the
-//! zone meanwhile wait until the action has completed, and then go after it.
+//! zone meanwhile wait until the action has completed, and then go after it, in issue order.
 //!
 //! ## Locking and read-only opens
 //! A read-write open takes an exclusive `flock` on the file, a read-only open
@@ -72,6 +72,11 @@ struct Controller {
     /// in flight (a transfer still running when a zone is reset would land over the data
     /// written after the reset); new writes to the zone wait until they have ended.
     draining: Vec<u32>,
+    /// Per zone: tickets of the writes waiting to be reserved, in issue order (a write issued
+    /// while others wait queues behind them, so the zone accepts writes in issue order).
+    queued: Vec<std::collections::VecDeque<u64>>,
+    /// The next write ticket.
+    next_ticket: u64,
 }
 
 impl Controller {
@@ -231,6 +236,30 @@ impl Drop for Unfinished<'_> {
     }
 }
 
+/// A write waiting in its zone's queue ([`EmuDevice::reserve`]); dropped before its turn, it
+/// leaves the queue and lets the next one go.
+struct QueuedWrite<'a> {
+    dev: &'a EmuDevice,
+    zone: u32,
+    ticket: Option<u64>,
+}
+
+impl Drop for QueuedWrite<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            let waiters = {
+                let mut c = self.dev.controller();
+                let q = &mut c.queued[self.zone as usize];
+                if let Some(pos) = q.iter().position(|&x| x == t) {
+                    q.remove(pos);
+                }
+                c.take_waiters(self.zone)
+            };
+            waiters.into_iter().for_each(Waker::wake);
+        }
+    }
+}
+
 /// A spawned write's handle that lets the write run on when dropped.
 struct Detached<T>(Option<ziob_runtime::Task<T>>);
 
@@ -363,6 +392,8 @@ impl EmuDevice {
                     table: loaded.table,
                     waiters: vec![Vec::new(); zones],
                     draining: vec![0; zones],
+                    queued: vec![std::collections::VecDeque::new(); zones],
+                    next_ticket: 0,
                 }),
                 persist: futures::lock::Mutex::new(loaded.sequence + 1),
                 faults: HostFaults::default(),
@@ -471,19 +502,48 @@ impl EmuDevice {
     }
 
     /// Reserves a write's range with `begin` once no reset or finish of `zone` is in progress
-    /// (a zone that does not exist goes straight to `begin`, which refuses it).
+    /// and every write issued to the zone before it has been reserved (a zone that does not
+    /// exist goes straight to `begin`, which refuses it).
     async fn reserve(
         &self,
         zone: u32,
         mut begin: impl FnMut(&mut ZoneTable) -> Result<Reservation>,
     ) -> Result<Reservation> {
+        let i = zone as usize;
+        if i >= self.inner.geometry.zone_count as usize {
+            return begin(&mut self.controller().table);
+        }
+        let mut queued = QueuedWrite {
+            dev: self,
+            zone,
+            ticket: None,
+        };
         std::future::poll_fn(|cx| {
             let mut c = self.controller();
-            if c.draining.get(zone as usize).is_some_and(|&n| n > 0) {
-                c.waiters[zone as usize].push(cx.waker().clone());
-                return Poll::Pending;
+            let free = c.draining[i] == 0;
+            let turn = match queued.ticket {
+                None => free && c.queued[i].is_empty(),
+                Some(t) => free && c.queued[i].front() == Some(&t),
+            };
+            if turn {
+                let mut next = Vec::new();
+                if queued.ticket.take().is_some() {
+                    c.queued[i].pop_front();
+                    next = c.take_waiters(zone);
+                }
+                let r = begin(&mut c.table);
+                drop(c);
+                next.into_iter().for_each(Waker::wake);
+                return Poll::Ready(r);
             }
-            Poll::Ready(begin(&mut c.table))
+            if queued.ticket.is_none() {
+                let t = c.next_ticket;
+                c.next_ticket += 1;
+                c.queued[i].push_back(t);
+                queued.ticket = Some(t);
+            }
+            c.waiters[i].push(cx.waker().clone());
+            Poll::Pending
         })
         .await
     }
