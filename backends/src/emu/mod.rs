@@ -649,16 +649,20 @@ impl EmuDevice {
 
     /// Persists the zone table: snapshot, fdatasync the data, write the next slot, fdatasync.
     async fn persist(&self) -> Result<()> {
-        self.persist_with(|table| Ok(table.snapshot())).await
+        self.persist_with(|table| Ok(table.snapshot()), |_| Ok(()))
+            .await
     }
 
     /// Persists the zones `snapshot` makes of the zone table (called under the controller
     /// lock, once table writes are serialised): fdatasync the data, write the next slot,
-    /// fdatasync. Nothing is written if `snapshot` fails.
-    async fn persist_with(
+    /// fdatasync; then, on success and before the next table write can start, runs `then`
+    /// on the table (so no later table write can miss what `snapshot` stored). Nothing is
+    /// written if `snapshot` fails.
+    async fn persist_with<T>(
         &self,
         snapshot: impl FnOnce(&ZoneTable) -> Result<Vec<PersistedZone>>,
-    ) -> Result<()> {
+        then: impl FnOnce(&mut ZoneTable) -> Result<T>,
+    ) -> Result<T> {
         let path = &self.inner.path;
         let mut next_seq = self.inner.persist.lock().await;
         let zones = snapshot(&self.controller().table)?;
@@ -679,7 +683,9 @@ impl EmuDevice {
         write_region(file, path, self.inner.layout.slot_offset(seq % 2), &slot).await?;
         file.sync_data().await.map_err(|e| rt_err(path, e))?;
         *next_seq = seq + 1;
-        Ok(())
+        let out = then(&mut self.controller().table);
+        drop(next_seq);
+        out
     }
 
     /// With [`EmuDevice::discard_on_reset`] on, gives the space of reset zones back to the
@@ -828,32 +834,35 @@ impl ZonedDevice for EmuDevice {
         // The table as it is after the action is persisted first, and only then is the action
         // applied: a failed table write leaves it undone (not done in memory but not durable,
         // where writes after a reset could mix with the old data after a crash).
-        self.persist_with(|table| {
-            let mut after = table.clone();
-            after.apply(action, target)?;
-            Ok(after.snapshot())
-        })
-        .await?;
-        let reset_zones: Vec<u32> = {
-            let mut c = self.controller();
-            let reset_zones = match (action, target) {
-                (ZoneAction::Reset, ZoneTarget::One(z)) => vec![z],
-                (ZoneAction::Reset, ZoneTarget::All) => c
-                    .table
-                    .report(0, u32::MAX)?
-                    .iter()
-                    .filter(|z| z.state.is_active() || z.state == ZoneState::Full)
-                    .map(|z| z.index)
-                    .collect(),
-                _ => Vec::new(),
-            };
-            // The zones of a reset or finish cannot have changed since the snapshot (they are
-            // drained and hold new writes back). An open or close can meet a change another
-            // zone's writes made to the open resources meanwhile; then it is refused here,
-            // and the next table write stores the table without it.
-            c.table.apply(action, target)?;
-            reset_zones
-        };
+        let reset_zones = self
+            .persist_with(
+                |table| {
+                    let mut after = table.clone();
+                    after.apply(action, target)?;
+                    Ok(after.snapshot())
+                },
+                |table| {
+                    let reset_zones = match (action, target) {
+                        (ZoneAction::Reset, ZoneTarget::One(z)) => vec![z],
+                        (ZoneAction::Reset, ZoneTarget::All) => table
+                            .report(0, u32::MAX)?
+                            .iter()
+                            .filter(|z| z.state.is_active() || z.state == ZoneState::Full)
+                            .map(|z| z.index)
+                            .collect(),
+                        _ => Vec::new(),
+                    };
+                    // Applied before the next table write can start, so none can miss it.
+                    // The zones of a reset or finish cannot have changed since the snapshot
+                    // (they are drained and hold new writes back). An open or close can meet
+                    // a change another zone's writes made to the open resources meanwhile;
+                    // then it is refused here, and the next table write stores the table
+                    // without it.
+                    table.apply(action, target)?;
+                    Ok(reset_zones)
+                },
+            )
+            .await?;
         self.punch_reset_zones(&reset_zones);
         Ok(())
     }
