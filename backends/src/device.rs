@@ -58,7 +58,9 @@ pub trait ZonedDevice: Clone + Send + Sync + 'static {
     async fn append(&self, zone: u32, buf: DmaBuf) -> (Result<u64>, DmaBuf);
 
     /// Zone Management Send: open, close, finish, reset or offline one zone or all.
-    /// Completes only once the new state is durable.
+    /// Completes only once the new state is durable. On `emu` a reset or finish first waits
+    /// until the zone has no write in flight; writes issued to the zone meanwhile wait for it
+    /// and are then accepted in issue order.
     async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()>;
 
     /// Makes every write completed before the call durable (flush of the volatile cache).

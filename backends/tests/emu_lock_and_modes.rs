@@ -327,3 +327,80 @@ fn open_device_read_only_shares_the_file_with_other_readers() {
         drop(reader);
     });
 }
+
+#[test]
+fn a_second_read_write_open_in_the_process_is_busy_until_the_first_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = make_device(dir.path());
+    let p = path.clone();
+    on_core(move || async move {
+        let a = EmuDevice::open(&p, LatencyModel::default()).await.unwrap();
+        let wp0 = a.report_zones(0, 1).await.unwrap()[0].write_pointer_bytes;
+        // Two read-write devices would keep two zone tables; each flush would undo the other's.
+        let e = EmuDevice::open(&p, LatencyModel::default())
+            .await
+            .err()
+            .expect("a second read-write open in the process is refused");
+        assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
+        assert!(
+            e.to_string()
+                .contains("this process has it open read-write"),
+            "{e}"
+        );
+        let e = open_device(&format!("emu:{}", p.display()))
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
+        // Read-only opens share.
+        let ro = EmuDevice::open_read_only(&p, LatencyModel::default())
+            .await
+            .unwrap();
+        let (r, _) = a.append(0, DmaBuf::from_slice(&[1; 4096])).await;
+        r.unwrap();
+        a.flush().await.unwrap();
+        // A clone keeps the device (and its claim) alive.
+        let a2 = a.clone();
+        drop(a);
+        let e = EmuDevice::open(&p, LatencyModel::default())
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
+        drop(a2);
+        let c = EmuDevice::open(&p, LatencyModel::default()).await.unwrap();
+        let wp = c.report_zones(0, 1).await.unwrap()[0].write_pointer_bytes;
+        assert_eq!(wp, wp0 + 4096, "the flushed append survives");
+        drop((c, ro));
+    });
+}
+
+#[test]
+fn a_failed_upgrade_keeps_the_shared_lock_of_the_read_only_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = make_device(dir.path());
+    let p = path.clone();
+    on_core(move || async move {
+        let ro = EmuDevice::open_read_only(&p, LatencyModel::default())
+            .await
+            .unwrap();
+        let reader = OtherHolder::take(&p, false);
+        let e = EmuDevice::open(&p, LatencyModel::default())
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
+        drop(reader);
+        // Tried for a while: a child another test forks holds copies of this process's lock
+        // descriptors until it execs, which would hide a lost lock for that moment.
+        for _ in 0..40 {
+            assert!(
+                OtherHolder::try_take(&p, true).is_none(),
+                "a writer got the file while this process reads it"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(ro);
+        OtherHolder::take(&p, true);
+    });
+}

@@ -180,7 +180,14 @@ impl Target {
         match self {
             Target::Mem(m) => m.crash(),
             Target::SlowMem(m) => m.mem.crash(),
-            Target::Emu(_) => {}
+            Target::Emu(p) => {
+                // The abandoned instance's device may live on in a task the crash left behind
+                // (one read-write device per file per process): it keeps the old file, the
+                // reopen gets a crash image of it.
+                let image = p.with_extension("image");
+                std::fs::copy(p, &image).unwrap();
+                std::fs::rename(&image, p).unwrap();
+            }
         }
     }
 }

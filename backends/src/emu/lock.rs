@@ -2,8 +2,18 @@
 //!
 //! Processes exclude each other: a read-write open takes an exclusive lock, a read-only open a
 //! shared one, and a conflicting open is [`DeviceError::Busy`]. Opens within one process share
-//! the process's lock (like POSIX record locks, so a test may reopen a device to simulate a
-//! crash); a read-write open upgrades a shared lock the process holds.
+//! the process's lock, with one rule of their own: at most one read-write device per file per
+//! process (two would keep two zone tables and each flush would undo the other's writes), so a
+//! second read-write open while the first device (or a clone of it) lives is
+//! [`DeviceError::Busy`] (after the same retrying as a conflict with another process: a device
+//! whose last clones are held by its writes in flight goes away once they complete; only
+//! then can a reopen be sure none of them lands after it); read-only opens share with
+//! anything. A test that reopens a device to
+//! simulate a crash drops the first one before. A read-write open upgrades a shared lock the
+//! process holds; when the upgrade fails (another process reads the file), the shared lock is
+//! taken again at once, so the process's read-only devices stay protected (Linux drops the
+//! shared lock of a failed non-blocking upgrade; only a writer that got the file in that
+//! instant could take it, and then the failure is logged).
 //!
 //! The lock is taken on a descriptor of its own, which no I/O ever uses: the kernel releases a
 //! `flock` with the last reference to its open file description, and the io_uring of a killed
@@ -14,6 +24,7 @@ use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::emu::open::{io_err, OpenMode};
@@ -37,6 +48,23 @@ pub(crate) struct DeviceLock {
     file: std::fs::File,
     /// Whether the lock is exclusive (else shared).
     exclusive: Mutex<bool>,
+    /// Whether a read-write device of this process has the file open ([`DeviceClaim`]).
+    writer: AtomicBool,
+}
+
+/// A device's share of its process's lock: held by the device (all its clones) and released
+/// with it. A read-write device's claim is the process's only one ([`DeviceLock::writer`]).
+pub(crate) struct DeviceClaim {
+    lock: Arc<DeviceLock>,
+    writer: bool,
+}
+
+impl Drop for DeviceClaim {
+    fn drop(&mut self) {
+        if self.writer {
+            self.lock.writer.store(false, Ordering::Release);
+        }
+    }
 }
 
 impl Drop for DeviceLock {
@@ -77,22 +105,33 @@ fn try_flock(path: &Path, f: &std::fs::File, exclusive: bool) -> Result<Attempt>
 
 /// Takes (or shares) this process's lock on the file `io` is open on, for `mode`. A conflict
 /// with another process is retried for up to [`EMU_LOCK_RETRY`] (sleeping on the runtime),
-/// then reported as [`DeviceError::Busy`].
+/// then reported as [`DeviceError::Busy`]; so is a read-write open while this process has a
+/// read-write device on the file (retried as long: a device whose last clones are held by its
+/// writes still in flight goes away when they complete).
 pub(crate) async fn acquire(
     path: &Path,
     io: &std::fs::File,
     mode: OpenMode,
-) -> Result<Arc<DeviceLock>> {
+) -> Result<DeviceClaim> {
     let meta = io.metadata().map_err(|e| io_err(path, "stat", e))?;
     let key = (meta.dev(), meta.ino());
     let exclusive = mode == OpenMode::ReadWrite;
     let start = std::time::Instant::now();
     loop {
+        let mut writer_here = false;
         if let Some(lock) = try_acquire(path, key, exclusive)? {
-            return Ok(lock);
+            if !(exclusive && lock.writer.swap(true, Ordering::AcqRel)) {
+                return Ok(DeviceClaim {
+                    lock,
+                    writer: exclusive,
+                });
+            }
+            writer_here = true;
         }
         if start.elapsed() >= EMU_LOCK_RETRY {
-            let holder = if exclusive {
+            let holder = if writer_here {
+                "this process has it open read-write already (drop that device first)"
+            } else if exclusive {
                 "another process has it open (a read-write open needs it alone)"
             } else {
                 "another process has it open read-write"
@@ -114,7 +153,14 @@ fn try_acquire(path: &Path, key: FileKey, exclusive: bool) -> Result<Option<Arc<
         if exclusive && !*held_exclusive {
             match try_flock(path, &lock.file, true)? {
                 Attempt::Taken => *held_exclusive = true,
-                Attempt::Conflict => return Ok(None),
+                Attempt::Conflict => {
+                    // The failed upgrade dropped the shared lock: take it back for the
+                    // process's read-only devices.
+                    if !matches!(try_flock(path, &lock.file, false), Ok(Attempt::Taken)) {
+                        tracing::error!(path = %path.display(), "lost the shared lock of the read-only devices after a failed upgrade (a writer took the file)");
+                    }
+                    return Ok(None);
+                }
             }
         }
         drop(held_exclusive);
@@ -140,6 +186,7 @@ fn try_acquire(path: &Path, key: FileKey, exclusive: bool) -> Result<Option<Arc<
                 key,
                 file,
                 exclusive: Mutex::new(exclusive),
+                writer: AtomicBool::new(false),
             });
             map.insert(key, Arc::downgrade(&lock));
             Ok(Some(lock))

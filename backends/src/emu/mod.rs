@@ -26,6 +26,9 @@
 //! while later writes are in flight. A failed transfer (a host I/O error such as `ENOSPC`)
 //! fails that write and aborts the ones issued after it; once they have completed the write
 //! pointer goes back to where the completed data ends and the zone takes writes again.
+//! A reset or finish first waits until the zone has no write in flight (a transfer still
+//! running would otherwise land over data written after the reset); writes issued to the
+//! zone meanwhile wait until the action has completed, and then go after it, in issue order.
 //!
 //! ## Locking and read-only opens
 //! A read-write open takes an exclusive `flock` on the file, a read-only open
@@ -42,7 +45,7 @@ mod open;
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
@@ -53,17 +56,60 @@ use crate::limits::EMU_DIRECT_BLOCK_SIZE_BYTES_MIN;
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
 use crate::model::spec::LatencyModel;
-use crate::model::state::{Reservation, WriteFate, ZoneTable};
+use crate::model::state::{PersistedZone, Reservation, WriteFate, ZoneTable};
 use crate::model::zone::{ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
 use format::Layout;
 use open::{corrupt, io_err};
 pub use open::{OpenMode, TableRecovery};
 
-/// The modelled controller: the zone table and, per zone, the tasks waiting for a write's
-/// fate. Held only for table calls, never across an `.await`.
+/// The modelled controller: the zone table and, per zone, the tasks waiting for something of
+/// the zone (a write's fate, the zone's writes in flight to drain, a zone action to end). Held
+/// only for table calls, never across an `.await`.
 struct Controller {
     table: ZoneTable,
     waiters: Vec<Vec<Waker>>,
+    /// Per zone: reset and finish actions in progress. They wait until the zone has no write
+    /// in flight (a transfer still running when a zone is reset would land over the data
+    /// written after the reset); new writes to the zone wait until they have ended.
+    draining: Vec<u32>,
+    /// Per zone: tickets of the writes waiting to be reserved, in issue order (a write issued
+    /// while others wait queues behind them, so the zone accepts writes in issue order).
+    queued: Vec<std::collections::VecDeque<u64>>,
+    /// The next write ticket.
+    next_ticket: u64,
+}
+
+impl Controller {
+    /// Takes the waiters of `zone`, to be woken once the lock is released.
+    fn take_waiters(&mut self, zone: u32) -> Vec<Waker> {
+        self.waiters
+            .get_mut(zone as usize)
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+}
+
+/// A reset or finish in progress on some zones ([`EmuDevice::drain`]): while it lives, new
+/// writes to those zones wait. Dropping it (the action ended or its future was dropped) lets
+/// them go on.
+struct Draining<'a> {
+    dev: &'a EmuDevice,
+    zones: Vec<u32>,
+}
+
+impl Drop for Draining<'_> {
+    fn drop(&mut self) {
+        let waiters: Vec<Waker> = {
+            let mut c = self.dev.controller();
+            let mut waiters = Vec::new();
+            for &z in &self.zones {
+                c.draining[z as usize] -= 1;
+                waiters.extend(c.take_waiters(z));
+            }
+            waiters
+        };
+        waiters.into_iter().for_each(Waker::wake);
+    }
 }
 
 struct EmuInner {
@@ -83,26 +129,44 @@ struct EmuInner {
     faults: HostFaults,
     /// Whether a reset punches a hole over the zone's data ([`EmuDevice::discard_on_reset`]).
     discard: AtomicBool,
-    /// This process's lock on the file, shared by its opens.
-    _lock: Arc<lock::DeviceLock>,
+    /// This device's share of the process's lock on the file.
+    _lock: lock::DeviceClaim,
 }
 
-/// Injected host I/O errors of data writes (see [`EmuDevice::fail_data_write`]).
+/// Injected host I/O errors (see [`EmuDevice::fail_data_write`] and
+/// [`EmuDevice::fail_table_write`]).
 #[derive(Default)]
 struct HostFaults {
     /// Data writes issued since the device was opened.
     issued: AtomicU64,
+    /// Whether `planned` may be non-empty: the data write path takes the lock only then.
+    armed: AtomicBool,
     /// `(index of the data write, errno)` still to fire.
     planned: Mutex<Vec<(u64, i32)>>,
+    /// The errno the next zone-table write fails with (0: none).
+    table: AtomicI32,
 }
 
 impl HostFaults {
     /// Counts a data write; the errno to fail it with, if one was planned for it.
     fn next(&self) -> Option<i32> {
         let index = self.issued.fetch_add(1, Ordering::Relaxed);
+        if !self.armed.load(Ordering::Acquire) {
+            return None;
+        }
         let mut planned = self.planned.lock().unwrap_or_else(|p| p.into_inner());
         let pos = planned.iter().position(|(i, _)| *i == index)?;
-        Some(planned.swap_remove(pos).1)
+        let errno = planned.swap_remove(pos).1;
+        if planned.is_empty() {
+            self.armed.store(false, Ordering::Release);
+        }
+        Some(errno)
+    }
+
+    fn plan(&self, data_write_index: u64, errno: i32) {
+        let mut planned = self.planned.lock().unwrap_or_else(|p| p.into_inner());
+        planned.push((data_write_index, errno));
+        self.armed.store(true, Ordering::Release);
     }
 }
 
@@ -168,6 +232,30 @@ impl Drop for Unfinished<'_> {
                 WriteFate::Pending,
                 "a failed reservation is never pending"
             );
+        }
+    }
+}
+
+/// A write waiting in its zone's queue ([`EmuDevice::reserve`]); dropped before its turn, it
+/// leaves the queue and lets the next one go.
+struct QueuedWrite<'a> {
+    dev: &'a EmuDevice,
+    zone: u32,
+    ticket: Option<u64>,
+}
+
+impl Drop for QueuedWrite<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            let waiters = {
+                let mut c = self.dev.controller();
+                let q = &mut c.queued[self.zone as usize];
+                if let Some(pos) = q.iter().position(|&x| x == t) {
+                    q.remove(pos);
+                }
+                c.take_waiters(self.zone)
+            };
+            waiters.into_iter().for_each(Waker::wake);
         }
     }
 }
@@ -279,7 +367,7 @@ impl EmuDevice {
 
     /// Builds the device on a locked descriptor of its file.
     fn from_locked(
-        (f, device_lock): (std::fs::File, Arc<lock::DeviceLock>),
+        (f, device_lock): (std::fs::File, lock::DeviceClaim),
         path: &Path,
         latency: LatencyModel,
         name: String,
@@ -303,6 +391,9 @@ impl EmuDevice {
                 controller: Mutex::new(Controller {
                     table: loaded.table,
                     waiters: vec![Vec::new(); zones],
+                    draining: vec![0; zones],
+                    queued: vec![std::collections::VecDeque::new(); zones],
+                    next_ticket: 0,
                 }),
                 persist: futures::lock::Mutex::new(loaded.sequence + 1),
                 faults: HostFaults::default(),
@@ -349,12 +440,14 @@ impl EmuDevice {
     /// order their transfers start) fails with `errno` (e.g. `libc::ENOSPC`) without writing
     /// anything, as a host I/O error would.
     pub fn fail_data_write(&self, data_write_index: u64, errno: i32) {
-        self.inner
-            .faults
-            .planned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((data_write_index, errno));
+        self.inner.faults.plan(data_write_index, errno);
+    }
+
+    /// Fault injection for tests: the next zone-table write (of a flush or zone action) fails
+    /// with `errno` (non-zero, e.g. `libc::EIO`) without writing anything, as a host I/O
+    /// error would.
+    pub fn fail_table_write(&self, errno: i32) {
+        self.inner.faults.table.store(errno, Ordering::Relaxed);
     }
 
     fn controller(&self) -> MutexGuard<'_, Controller> {
@@ -367,7 +460,8 @@ impl EmuDevice {
 
     /// Refuses a change on a read-only device, and a write off a runtime core (its transfer
     /// task needs the core; refused before anything is reserved).
-    fn check_may_change(&self, what: impl Into<String>) -> Result<()> {
+    /// `what` names the change for the error (built only on error).
+    fn check_may_change(&self, what: impl FnOnce() -> String) -> Result<()> {
         if !ziob_runtime::on_core() {
             return Err(rt_err(
                 &self.inner.path,
@@ -377,7 +471,7 @@ impl EmuDevice {
         if self.inner.mode == OpenMode::ReadOnly {
             return Err(DeviceError::ReadOnlyDevice {
                 name: self.inner.name.clone(),
-                what: what.into(),
+                what: what(),
             });
         }
         Ok(())
@@ -396,24 +490,93 @@ impl EmuDevice {
         }
     }
 
-    /// Ends a reservation in the table and wakes the zone's waiting writes.
+    /// Ends a reservation in the table and wakes the zone's waiting writes and actions.
     fn complete(&self, r: Reservation, ok: bool) -> WriteFate {
         let (fate, waiters) = {
             let mut c = self.controller();
             let fate = c.table.complete(r, ok);
-            (fate, std::mem::take(&mut c.waiters[r.zone as usize]))
+            (fate, c.take_waiters(r.zone))
         };
         waiters.into_iter().for_each(Waker::wake);
         fate
     }
 
-    /// Wakes every waiting write (their fates may have been decided by a zone action).
-    fn wake_all(&self) {
-        let waiters: Vec<Waker> = {
-            let mut c = self.controller();
-            c.waiters.iter_mut().flat_map(std::mem::take).collect()
+    /// Reserves a write's range with `begin` once no reset or finish of `zone` is in progress
+    /// and every write issued to the zone before it has been reserved (a zone that does not
+    /// exist goes straight to `begin`, which refuses it).
+    async fn reserve(
+        &self,
+        zone: u32,
+        mut begin: impl FnMut(&mut ZoneTable) -> Result<Reservation>,
+    ) -> Result<Reservation> {
+        let i = zone as usize;
+        if i >= self.inner.geometry.zone_count as usize {
+            return begin(&mut self.controller().table);
+        }
+        let mut queued = QueuedWrite {
+            dev: self,
+            zone,
+            ticket: None,
         };
-        waiters.into_iter().for_each(Waker::wake);
+        std::future::poll_fn(|cx| {
+            let mut c = self.controller();
+            let free = c.draining[i] == 0;
+            let turn = match queued.ticket {
+                None => free && c.queued[i].is_empty(),
+                Some(t) => free && c.queued[i].front() == Some(&t),
+            };
+            if turn {
+                let mut next = Vec::new();
+                if queued.ticket.take().is_some() {
+                    c.queued[i].pop_front();
+                    next = c.take_waiters(zone);
+                }
+                let r = begin(&mut c.table);
+                drop(c);
+                next.into_iter().for_each(Waker::wake);
+                return Poll::Ready(r);
+            }
+            if queued.ticket.is_none() {
+                let t = c.next_ticket;
+                c.next_ticket += 1;
+                c.queued[i].push_back(t);
+                queued.ticket = Some(t);
+            }
+            c.waiters[i].push(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Starts a reset or finish of `target`: new writes to its zones wait from now on; returns
+    /// once none of them has a write in flight. The zones go back to taking writes when the
+    /// returned guard is dropped.
+    async fn drain(&self, target: ZoneTarget) -> Draining<'_> {
+        let zones: Vec<u32> = match target {
+            ZoneTarget::One(z) if z < self.inner.geometry.zone_count => vec![z],
+            // A zone that does not exist: the action itself refuses it.
+            ZoneTarget::One(_) => Vec::new(),
+            ZoneTarget::All => (0..self.inner.geometry.zone_count).collect(),
+        };
+        {
+            let mut c = self.controller();
+            for &z in &zones {
+                c.draining[z as usize] += 1;
+            }
+        }
+        let guard = Draining { dev: self, zones };
+        std::future::poll_fn(|cx| {
+            let mut c = self.controller();
+            match guard.zones.iter().find(|&&z| c.table.has_in_flight(z)) {
+                Some(&z) => {
+                    c.waiters[z as usize].push(cx.waker().clone());
+                    Poll::Pending
+                }
+                None => Poll::Ready(()),
+            }
+        })
+        .await;
+        guard
     }
 
     /// Waits until the fate of a reservation that completed as [`WriteFate::Pending`] is
@@ -475,7 +638,7 @@ impl EmuDevice {
                 op: r.op,
                 zone: r.zone,
                 offset_blocks: r.offset_bytes / bs,
-                reason: "an earlier write to the zone failed, or the zone was reset, while it \
+                reason: "an earlier write to the zone failed while it \
                          was in flight; it does not count as written"
                     .into(),
             }),
@@ -486,24 +649,50 @@ impl EmuDevice {
 
     /// Persists the zone table: snapshot, fdatasync the data, write the next slot, fdatasync.
     async fn persist(&self) -> Result<()> {
+        self.persist_with(|table| Ok(table.snapshot()), |_| Ok(()))
+            .await
+    }
+
+    /// Persists the zones `snapshot` makes of the zone table (called under the controller
+    /// lock, once table writes are serialised): fdatasync the data, write the next slot,
+    /// fdatasync; then, on success and before the next table write can start, runs `then`
+    /// on the table (so no later table write can miss what `snapshot` stored). Nothing is
+    /// written if `snapshot` fails.
+    async fn persist_with<T>(
+        &self,
+        snapshot: impl FnOnce(&ZoneTable) -> Result<Vec<PersistedZone>>,
+        then: impl FnOnce(&mut ZoneTable) -> Result<T>,
+    ) -> Result<T> {
         let path = &self.inner.path;
         let mut next_seq = self.inner.persist.lock().await;
-        let zones = self.controller().table.snapshot();
+        let zones = snapshot(&self.controller().table)?;
         let file = &self.inner.file;
         file.sync_data().await.map_err(|e| rt_err(path, e))?;
         let seq = *next_seq;
         let slot = format::encode_table(&self.inner.layout, seq, &zones);
+        let injected = self.inner.faults.table.swap(0, Ordering::Relaxed);
+        if injected != 0 {
+            return Err(DeviceError::io(
+                format!(
+                    "emu:{}: zone table write (injected host error)",
+                    path.display()
+                ),
+                std::io::Error::from_raw_os_error(injected),
+            ));
+        }
         write_region(file, path, self.inner.layout.slot_offset(seq % 2), &slot).await?;
         file.sync_data().await.map_err(|e| rt_err(path, e))?;
         *next_seq = seq + 1;
-        Ok(())
+        let out = then(&mut self.controller().table);
+        drop(next_seq);
+        out
     }
 
     /// With [`EmuDevice::discard_on_reset`] on, gives the space of reset zones back to the
     /// host filesystem (best effort): punches a
-    /// hole over the data of each zone in `zones` that is still Empty with nothing in flight.
-    /// Runs under the controller lock, so no write can be reserved in a zone while its hole is
-    /// punched.
+    /// hole over the data of each zone in `zones` that is still Empty. Called while the reset
+    /// still holds its [`Draining`] guard: no write is in flight in those zones, and none can
+    /// be reserved there, while the hole is punched.
     fn punch_reset_zones(&self, zones: &[u32]) {
         if zones.is_empty() || !self.inner.discard.load(Ordering::Relaxed) {
             return;
@@ -513,9 +702,10 @@ impl EmuDevice {
             let Ok(info) = c.table.info(zone) else {
                 continue;
             };
-            if info.state != ZoneState::Empty || c.table.has_in_flight(zone) {
+            if info.state != ZoneState::Empty {
                 continue;
             }
+            debug_assert!(!c.table.has_in_flight(zone), "punching under a write");
             let pos = self.data_pos(zone, 0) as libc::off_t;
             let len = self.inner.geometry.zone_size_bytes as libc::off_t;
             // SAFETY: fallocate on the device's own descriptor; no memory is passed.
@@ -612,47 +802,67 @@ impl ZonedDevice for EmuDevice {
     }
 
     async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (Result<()>, DmaBuf) {
-        if let Err(e) = self.check_may_change(format!("write to zone {zone}")) {
+        if let Err(e) = self.check_may_change(|| format!("write to zone {zone}")) {
             return (Err(e), buf);
         }
+        let len = buf.len() as u64;
         let r = self
-            .controller()
-            .table
-            .begin_write(zone, offset_bytes, buf.len() as u64);
+            .reserve(zone, |t| t.begin_write(zone, offset_bytes, len))
+            .await;
         let (res, buf) = self.write_reserved(r, buf).await;
         (res.map(|_| ()), buf)
     }
 
     async fn append(&self, zone: u32, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
-        if let Err(e) = self.check_may_change(format!("append to zone {zone}")) {
+        if let Err(e) = self.check_may_change(|| format!("append to zone {zone}")) {
             return (Err(e), buf);
         }
-        let r = self.controller().table.begin_append(zone, buf.len() as u64);
+        let len = buf.len() as u64;
+        let r = self.reserve(zone, |t| t.begin_append(zone, len)).await;
         self.write_reserved(r, buf).await
     }
 
     async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
-        self.check_may_change(format!("{action} {target:?}"))?;
-        let reset_zones: Vec<u32> = {
-            let mut c = self.controller();
-            let reset_zones = match (action, target) {
-                (ZoneAction::Reset, ZoneTarget::One(z)) => vec![z],
-                (ZoneAction::Reset, ZoneTarget::All) => c
-                    .table
-                    .report(0, u32::MAX)?
-                    .iter()
-                    .filter(|z| z.state.is_active() || z.state == ZoneState::Full)
-                    .map(|z| z.index)
-                    .collect(),
-                _ => Vec::new(),
-            };
-            c.table.apply(action, target)?;
-            reset_zones
+        self.check_may_change(|| format!("{action} {target:?}"))?;
+        // A reset or finish waits for the zone's writes in flight (and holds new ones back)
+        // until it is persisted: a transfer still running would land after it.
+        let _draining = match action {
+            ZoneAction::Reset | ZoneAction::Finish => Some(self.drain(target).await),
+            _ => None,
         };
-        // A reset decides the fate of the zone's writes in flight.
-        self.wake_all();
         self.model_delay(0).await;
-        self.persist().await?;
+        // The table as it is after the action is persisted first, and only then is the action
+        // applied: a failed table write leaves it undone (not done in memory but not durable,
+        // where writes after a reset could mix with the old data after a crash).
+        let reset_zones = self
+            .persist_with(
+                |table| {
+                    let mut after = table.clone();
+                    after.apply(action, target)?;
+                    Ok(after.snapshot())
+                },
+                |table| {
+                    let reset_zones = match (action, target) {
+                        (ZoneAction::Reset, ZoneTarget::One(z)) => vec![z],
+                        (ZoneAction::Reset, ZoneTarget::All) => table
+                            .report(0, u32::MAX)?
+                            .iter()
+                            .filter(|z| z.state.is_active() || z.state == ZoneState::Full)
+                            .map(|z| z.index)
+                            .collect(),
+                        _ => Vec::new(),
+                    };
+                    // Applied before the next table write can start, so none can miss it.
+                    // The zones of a reset or finish cannot have changed since the snapshot
+                    // (they are drained and hold new writes back). An open or close can meet
+                    // a change another zone's writes made to the open resources meanwhile;
+                    // then it is refused here, and the next table write stores the table
+                    // without it.
+                    table.apply(action, target)?;
+                    Ok(reset_zones)
+                },
+            )
+            .await?;
         self.punch_reset_zones(&reset_zones);
         Ok(())
     }

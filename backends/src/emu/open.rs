@@ -1,13 +1,12 @@
 //! Opening an emu file: the regular-file check, the lock, the header and the choice of the
 //! zone-table slot (the rule is in `docs/format.md`, "Choosing the table").
 
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
-use std::sync::Arc;
-
 use crate::emu::format::{self, Layout, SlotDefect};
-use crate::emu::lock::{self, DeviceLock};
+use crate::emu::lock::{self, DeviceClaim};
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
 use crate::model::state::ZoneTable;
@@ -88,7 +87,16 @@ pub(crate) fn corrupt(path: &Path, detail: impl Into<String>) -> DeviceError {
 pub(crate) async fn open_locked(
     path: &Path,
     mode: OpenMode,
-) -> Result<(std::fs::File, Arc<DeviceLock>)> {
+) -> Result<(std::fs::File, DeviceClaim)> {
+    let f = open_regular(path, mode)?;
+    let lock = lock::acquire(path, &f, mode).await?;
+    Ok((f, lock))
+}
+
+/// Opens `path` for `mode` with `O_NONBLOCK` (so a FIFO cannot block the open), checks it is
+/// a regular file, then clears `O_NONBLOCK`: io_uring fails reads and writes of an
+/// `O_NONBLOCK` file with `EAGAIN` on filesystems without non-blocking I/O support.
+fn open_regular(path: &Path, mode: OpenMode) -> Result<std::fs::File> {
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(mode == OpenMode::ReadWrite)
@@ -96,8 +104,22 @@ pub(crate) async fn open_locked(
         .open(path)
         .map_err(|e| io_err(path, "open", e))?;
     check_regular(path, &f)?;
-    let lock = lock::acquire(path, &f, mode).await?;
-    Ok((f, lock))
+    let fd = f.as_raw_fd();
+    // SAFETY: F_GETFL/F_SETFL on a descriptor `f` owns change only its status flags; no
+    // memory is passed.
+    let rc = unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 {
+            flags
+        } else {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK)
+        }
+    };
+    if rc < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(io_err(path, "clear O_NONBLOCK", e));
+    }
+    Ok(f)
 }
 
 fn check_regular(path: &Path, f: &std::fs::File) -> Result<()> {
@@ -277,6 +299,33 @@ pub(crate) fn choose_table(slots: &[Vec<u8>], g: &Geometry) -> std::result::Resu
                     torn_newest_write,
                 }),
             })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status_flags(f: &std::fs::File) -> i32 {
+        // SAFETY: F_GETFL on a descriptor the test owns; no memory is passed.
+        unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) }
+    }
+
+    #[test]
+    fn the_data_descriptor_is_blocking_after_the_fifo_safe_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plain");
+        std::fs::write(&path, [0u8; 4096]).unwrap();
+        for mode in [OpenMode::ReadWrite, OpenMode::ReadOnly] {
+            let f = open_regular(&path, mode).unwrap();
+            let flags = status_flags(&f);
+            assert!(flags >= 0);
+            assert_eq!(
+                flags & libc::O_NONBLOCK,
+                0,
+                "{mode:?}: O_NONBLOCK still set"
+            );
         }
     }
 }

@@ -115,7 +115,7 @@ impl Device {
         }
         let latency = LatencyModel {
             latency: Some(Duration::from_micros(s.emu_latency_us)),
-            bandwidth_bytes_per_sec: None,
+            bandwidth_bytes_per_sec: s.emu_bandwidth_bytes_per_sec,
         };
         Ok(AnyDevice::Emu(
             EmuDevice::open(&path, latency)

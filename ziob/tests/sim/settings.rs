@@ -58,6 +58,9 @@ pub struct Settings {
     pub faults_per_epoch: u32,
     /// Modelled latency per device op on `emu:`, in microseconds.
     pub emu_latency_us: u64,
+    /// Bandwidth cap of `emu:` in bytes per second (`None`: no cap). With a cap, large
+    /// (pass-through) writes stay in flight long enough for resets and finishes to meet them.
+    pub emu_bandwidth_bytes_per_sec: Option<u64>,
     /// How each epoch ends; there is one recovery check after each.
     pub ends: Vec<EpochEnd>,
 }
@@ -133,6 +136,8 @@ impl Settings {
                 _ => 0,
             },
             emu_latency_us: rng.range(10, 120),
+            // One seed in three: 20-80 MB/s, so a 128 KiB write is in flight for 1.6-6.5 ms.
+            emu_bandwidth_bytes_per_sec: rng.chance(333).then(|| rng.range(20, 80) * 1_000_000),
             ends,
         }
     }
@@ -162,12 +167,13 @@ impl fmt::Display for Settings {
         )?;
         writeln!(
             f,
-            "  {} workers x {} ops, cancel {}/1000, device faults {}/epoch, emu latency {} us",
+            "  {} workers x {} ops, cancel {}/1000, device faults {}/epoch, emu latency {} us, emu bandwidth {:?} B/s",
             self.workers,
             self.ops_per_worker,
             self.cancel_per_mille,
             self.faults_per_epoch,
-            self.emu_latency_us
+            self.emu_latency_us,
+            self.emu_bandwidth_bytes_per_sec
         )?;
         write!(f, "  epochs end: {:?}", self.ends)
     }
