@@ -25,6 +25,18 @@ pub enum ZiobError {
         /// The device error's message.
         message: String,
     },
+    /// `sync` or `close` could not make some zones' data durable: each listed zone holds a
+    /// kept write-back error ([`ZiobError::Writeback`]) and buffered data the device does
+    /// not have. Every other zone's data was written back and the device cache flushed.
+    /// Reported by every `sync` while such a zone holds such data (until it is finished or
+    /// reset); `detail` has each zone's error.
+    #[error("could not make the data of zone(s) {zones:?} durable (their write-back failed; the rest was synced): {detail}")]
+    ZonesFailed {
+        /// The failed zones, in ascending order.
+        zones: Vec<u32>,
+        /// Each failed zone's write-back error, `; `-separated.
+        detail: String,
+    },
     /// The shard's memory budget is taken by data that cannot be written back now (the
     /// buffer's own limit); `cause` says why, e.g. every active-zone resource of the core is
     /// held and the data belongs to zones that would need one.
@@ -73,6 +85,37 @@ impl ZiobError {
         }
     }
 
+    /// Merges the results of several shards' `sync`: the zones of every
+    /// [`ZiobError::ZonesFailed`] are listed together; any other error wins (the first).
+    pub(crate) fn merge_sync(results: impl IntoIterator<Item = Result<()>>) -> Result<()> {
+        let mut other = None;
+        let mut failed: Vec<u32> = Vec::new();
+        let mut details: Vec<String> = Vec::new();
+        for r in results {
+            match r {
+                Ok(()) => {}
+                Err(ZiobError::ZonesFailed { zones, detail }) => {
+                    failed.extend(zones);
+                    details.push(detail);
+                }
+                Err(e) => {
+                    other.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = other {
+            return Err(e);
+        }
+        if failed.is_empty() {
+            return Ok(());
+        }
+        failed.sort_unstable();
+        Err(ZiobError::ZonesFailed {
+            zones: failed,
+            detail: details.join("; "),
+        })
+    }
+
     /// A copy of this error to hand to a second caller (sticky errors are reported to every
     /// caller that touches the zone).
     pub(crate) fn writeback(zone: u32, offset_bytes: u64, e: &DeviceError) -> ZiobError {
@@ -98,6 +141,10 @@ impl Clone for ZiobError {
                 offset_bytes: *offset_bytes,
                 kind: *kind,
                 message: message.clone(),
+            },
+            ZiobError::ZonesFailed { zones, detail } => ZiobError::ZonesFailed {
+                zones: zones.clone(),
+                detail: detail.clone(),
             },
             other => ZiobError::Config(other.to_string()),
         }

@@ -73,9 +73,11 @@ struct Inner<D: ZonedDevice> {
 /// - zone actions and [`close`](Ziob::close), once started, run to the end.
 ///
 /// # Errors of write-back
-/// If writing a zone's data to the device fails, the error is kept and returned to every
-/// append, write, flush and finish of that zone (and by `sync`) until the zone is reset; the
-/// zone's data stays readable from the buffer meanwhile.
+/// See the crate docs ("Write-back errors") for the exact rules: transient device errors are
+/// retried; a write-back error that stays is kept by its zone only (its appends, writes and
+/// flushes return it; `sync` and `close` name it in [`ZiobError::ZonesFailed`] while its
+/// data is not durable, and still sync every other zone); the zone stays readable, and a
+/// finish or reset ends the error.
 #[derive(Clone)]
 pub struct Ziob<D: ZonedDevice = AnyDevice> {
     inner: Arc<Inner<D>>,
@@ -321,14 +323,15 @@ impl<D: ZonedDevice> Ziob<D> {
             .await
     }
 
-    /// Flushes every zone on every core.
+    /// Flushes every zone on every core. Zones holding a kept write-back error and data the
+    /// device does not have are listed in [`ZiobError::ZonesFailed`]; every other zone is
+    /// synced all the same (see the crate docs, "Write-back errors").
     ///
     /// # Cancel safety
     /// As [`Ziob::flush`], for every zone.
     pub async fn sync(&self) -> Result<()> {
-        self.on_all(|s| async move { s.sync().await })
-            .await
-            .map(|_| ())
+        let results = self.on_all(|s| async move { Ok(s.sync().await) }).await?;
+        ZiobError::merge_sync(results)
     }
 
     /// Applies a zone management action (open, close, finish, reset, offline) to one zone
@@ -393,7 +396,8 @@ impl<D: ZonedDevice> Ziob<D> {
     /// Closes the instance: every shard first refuses new calls (they fail with
     /// [`ZiobError::Closed`], from any clone), then waits for the calls already admitted,
     /// then syncs, then stops. So every append acknowledged to any clone is durable once
-    /// `close` returns `Ok`. Returns the first sync error. Dropping every handle without
+    /// `close` returns `Ok`. A sync error is returned as by [`Ziob::sync`] (failed zones of all
+    /// cores listed in one [`ZiobError::ZonesFailed`]); the instance is closed either way. Dropping every handle without
     /// closing is like a crash: unflushed data is lost (the shards stay until the runtime
     /// stops).
     ///
@@ -405,13 +409,12 @@ impl<D: ZonedDevice> Ziob<D> {
         let id = self.inner.id;
         let closes = (0..self.inner.cores)
             .map(|core| call_on(core, move || async move { close_shard::<D>(id).await }));
-        let mut first_err = None;
-        for res in futures::future::join_all(closes).await {
-            if let Err(e) = res.map_err(ZiobError::from).and_then(|r| r) {
-                first_err.get_or_insert(e);
-            }
-        }
-        first_err.map_or(Ok(()), Err)
+        let results = futures::future::join_all(closes).await;
+        ZiobError::merge_sync(
+            results
+                .into_iter()
+                .map(|res| res.map_err(ZiobError::from).and_then(|r| r)),
+        )
     }
 
     /// Drops this instance's shards without syncing: buffered data is lost, as in a crash

@@ -61,6 +61,34 @@
 //! write-back goes to the device without a copy (registered slots, heap memory, are then not
 //! used).
 //!
+//! ## Write-back errors
+//! The exact rules when writing a zone's data to the device fails:
+//! 1. **Resynchronise.** Once nothing of the zone is in flight, the buffer reads the zone
+//!    back (Report Zones, up to 3 attempts) and takes the device's state and write pointer
+//!    as what the device has; the rest stays buffered.
+//! 2. **Retry what is transient.** A failure of kind [`ErrorKind::Io`] (the medium or the
+//!    host) or [`ErrorKind::Aborted`] (a write dropped because an earlier one failed) is
+//!    retried from the device's write pointer after 1, 2, then 4 ms: up to 3 retries in a
+//!    row per zone (a completed write-back starts the count again). A retry that succeeds
+//!    leaves no trace but [`ShardStats::writeback_retries`]; nobody sees an error.
+//! 3. **Keep the error with that zone only.** Any other kind, a fourth failure in a row,
+//!    or a zone that could not be read back is kept by the zone as
+//!    [`ZiobError::Writeback`]. Appends, writes and flushes of that zone return it; nothing
+//!    of the zone is written back any more. Other zones are not affected.
+//! 4. **`sync` and `close`** write back and flush every other zone as usual, then return
+//!    [`ZiobError::ZonesFailed`] listing (across all cores) the failed zones that hold data
+//!    the device does not have — on every call, as long as that holds. Any other error
+//!    (e.g. the device cache flush failing) is returned instead. `close` closes the
+//!    instance either way.
+//! 5. **Reads** of a failed zone keep working: buffered data from memory, the rest from
+//!    the device.
+//! 6. **Finish** of a failed zone finishes the device zone where the device's data ends:
+//!    that durable part stays, the buffered data the device does not have is dropped, the
+//!    zone is Full and its error gone (the call returns `Ok` after the device cache flush;
+//!    the loss was reported by the calls above). If the device refuses the finish, nothing
+//!    changes.
+//! 7. **Reset** drops the zone's data and ends its error.
+//!
 //! ## Cancellation and closing
 //! Every call may be dropped at any await point, from any core: a dropped call never leaves
 //! a zone held, memory charged or the instance stuck, and what it did does not depend on

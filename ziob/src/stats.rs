@@ -29,6 +29,9 @@ pub struct ShardStats {
     pub writeback_size_max_bytes: u64,
     /// Write-backs that failed.
     pub writeback_errors: u64,
+    /// Failed write-backs retried (transient errors: see the crate docs, "Write-back
+    /// errors").
+    pub writeback_retries: u64,
     /// Reads served entirely from memory.
     pub read_hits: u64,
     /// Reads that needed the device (at least partly).
@@ -105,6 +108,7 @@ impl ShardStats {
             t.writeback_size_p50_bytes = t.writeback_size_p50_bytes.max(s.writeback_size_p50_bytes);
             t.writeback_size_max_bytes = t.writeback_size_max_bytes.max(s.writeback_size_max_bytes);
             t.writeback_errors += s.writeback_errors;
+            t.writeback_retries += s.writeback_retries;
             t.read_hits += s.read_hits;
             t.read_misses += s.read_misses;
             t.device_zone_opens += s.device_zone_opens;

@@ -1,5 +1,6 @@
-//! A failed write-back must not wedge the shard. The device fails 1–3 of its next ops with
-//! EIO (`Fault::FailOp`: a write-back, a device close, a flush, a report...) while tasks on
+//! A failed write-back must not wedge the shard. The device fails 1–3 runs of 1–12 of its
+//! next ops with EIO (`Fault::FailOp`: a write-back, a device close, a flush, a report...;
+//! short runs are retried away, long ones are kept as the zone's error) while tasks on
 //! both cores append to and flush zones of a device with one open resource per core and a
 //! small buffer. Checks, seeded:
 //! - every call answers within the watchdog, with Ok or an error it may give here (the
@@ -31,7 +32,9 @@ type Acked = Arc<Mutex<Vec<(u32, u64, u64, usize)>>>;
 /// Errors a call may return while faults are injected.
 fn allowed(e: &ZiobError) -> bool {
     match e {
-        ZiobError::Writeback { .. } | ZiobError::BufferFull { .. } => true,
+        ZiobError::Writeback { .. }
+        | ZiobError::BufferFull { .. }
+        | ZiobError::ZonesFailed { .. } => true,
         ZiobError::Device(d) => d.kind() == ErrorKind::Io,
         _ => false,
     }
@@ -70,10 +73,13 @@ async fn run(seed: u64) -> usize {
     };
     let z = Ziob::with_device(dev.clone(), config).await.unwrap();
     let base = dev.mem.op_count();
+    // 1–3 faults, each a run of 1–12 failed ops in a row: short runs are retried away
+    // (transient), long ones outlast the retries and the error is kept.
     for _ in 0..1 + rng.below(3) {
-        dev.mem.inject(Fault::FailOp {
-            op_index: base + rng.below(40),
-        });
+        let at = base + rng.below(40);
+        for k in 0..1 + rng.below(12) {
+            dev.mem.inject(Fault::FailOp { op_index: at + k });
+        }
     }
     let acked: Acked = Arc::default();
     let mut tasks = Vec::new();

@@ -119,8 +119,8 @@ impl<D: ZonedDevice> Shard<D> {
     async fn finish(self: &Rc<Self>, zone: u32) -> Result<()> {
         let i = self.local(zone);
         let _hold = self.hold_zone(i, ZoneOp::Finishing);
-        if let Some(e) = &self.zones.borrow()[i].error {
-            return Err(e.clone());
+        if self.zones.borrow()[i].error.is_some() {
+            return self.finish_failed(zone).await;
         }
         let dirty = self.zones.borrow()[i].dirty_bytes() > 0;
         if dirty && self.activation_blocked(i) {
@@ -178,6 +178,57 @@ impl<D: ZonedDevice> Shard<D> {
         self.device_flush().await
     }
 
+    /// Finishes a zone with a kept write-back error: the device zone is finished at what the
+    /// device has (its durable part stays), the buffered data the device does not have is
+    /// dropped, and the zone becomes Full with no error. The caller holds the zone
+    /// ([`ZoneOp::Finishing`]). If the device refuses the finish, nothing changes and its
+    /// error is returned (the zone keeps its data and its error).
+    async fn finish_failed(self: &Rc<Self>, zone: u32) -> Result<()> {
+        let i = self.local(zone);
+        // A write-back (its resync or retry wait) or device close still running ends first.
+        self.wait_until(|s| !s.zones.borrow()[i].writeback_running())
+            .await;
+        let device = self.zones.borrow()[i].device;
+        if device != DeviceZone::Full {
+            self.device
+                .zone_action(ZoneAction::Finish, ZoneTarget::One(zone))
+                .await?;
+            self.stats.borrow_mut().s.device_zone_finishes += 1;
+        }
+        let (lost, freed) = {
+            let mut zones = self.zones.borrow_mut();
+            let z = &mut zones[i];
+            let lost = z.dirty_bytes();
+            let freed = z.drop_chunks();
+            z.device = DeviceZone::Full;
+            z.state = ZoneState::Full;
+            z.wp = self.geometry.zone_capacity_bytes;
+            z.device_wp = z.wp;
+            z.issued_wp = z.wp;
+            z.completed_ahead.clear();
+            z.target = 0;
+            z.error = None;
+            z.retries = 0;
+            (lost, freed)
+        };
+        self.token_queue.borrow_mut().retain(|&q| q != zone);
+        {
+            let mut zones = self.zones.borrow_mut();
+            let z = &mut zones[i];
+            if z.writeback == super::zone::Writeback::Queued {
+                z.writeback = super::zone::Writeback::Idle;
+            }
+        }
+        tracing::warn!(
+            zone,
+            lost_bytes = lost,
+            "finished a zone whose write-back failed: the buffered data the device did not have is dropped"
+        );
+        self.release_tokens(device);
+        self.release_memory(freed);
+        self.device_flush().await
+    }
+
     /// Resets the device zone, then drops the zone's buffered data. A failed device reset
     /// changes nothing (the error is returned; the zone keeps its data and its write-back
     /// resumes). The zone is held ([`ZoneOp::Resetting`]: no write-back starts, nothing else
@@ -215,6 +266,7 @@ impl<D: ZonedDevice> Shard<D> {
             z.completed_ahead.clear();
             z.target = 0; // an idle tick during the reset may have set it
             z.error = None;
+            z.retries = 0;
             freed
         };
         hold.reset_done();

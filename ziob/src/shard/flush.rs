@@ -92,27 +92,53 @@ impl<D: ZonedDevice> Shard<D> {
         self.device_flush().await
     }
 
-    /// Makes every zone of this shard durable. Reports the first error after trying all.
-    /// Cancel safety as [`Shard::flush_zone`].
+    /// Makes every zone of this shard durable. Zones with a kept write-back error and data
+    /// the device does not have are reported together in [`ZiobError::ZonesFailed`]; they do
+    /// not stop the others' write-back nor the device cache flush. Any other error (the
+    /// device flush's first) takes precedence. Cancel safety as [`Shard::flush_zone`].
     pub(crate) async fn sync(self: &Rc<Self>) -> Result<()> {
-        let mut first_err = None;
+        let mut other_err = None;
+        let mut failed: Vec<(u32, ZiobError)> = Vec::new();
         if self.buffered {
             let dirty: Vec<u32> = self
                 .zones
                 .borrow()
                 .iter()
-                .filter(|z| z.dirty_bytes() > 0 || z.error.is_some())
+                .filter(|z| z.dirty_bytes() > 0)
                 .map(|z| z.index)
                 .collect();
-            let results =
-                futures::future::join_all(dirty.into_iter().map(|z| self.writeback_zone(z))).await;
-            first_err = results.into_iter().find_map(|r| r.err());
+            let results = futures::future::join_all(
+                dirty
+                    .into_iter()
+                    .map(|z| async move { (z, self.writeback_zone(z).await) }),
+            )
+            .await;
+            for (zone, r) in results {
+                match r {
+                    Ok(()) => {}
+                    Err(e @ ZiobError::Writeback { .. }) => failed.push((zone, e)),
+                    Err(e) => {
+                        other_err.get_or_insert(e);
+                    }
+                }
+            }
         }
-        let flushed = self.device_flush().await;
-        match (first_err, flushed) {
-            (Some(e), _) => Err(e),
-            (None, r) => r,
+        self.device_flush().await?;
+        if let Some(e) = other_err {
+            return Err(e);
         }
+        if failed.is_empty() {
+            return Ok(());
+        }
+        failed.sort_by_key(|(zone, _)| *zone);
+        Err(ZiobError::ZonesFailed {
+            zones: failed.iter().map(|(zone, _)| *zone).collect(),
+            detail: failed
+                .iter()
+                .map(|(_, e)| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; "),
+        })
     }
 
     /// Writes back the whole blocks of zones idle for `idle`; runs until the shard closes.

@@ -70,6 +70,24 @@ pub(crate) fn eviction_order<'a>(zones: impl Iterator<Item = &'a ZoneBuf>) -> Ve
     v.into_iter().map(|(_, i)| i).collect()
 }
 
+/// Transient write-back failures of a zone in a row that are retried; the next one is kept
+/// as the zone's error.
+pub(crate) const WRITEBACK_RETRIES: u32 = 3;
+
+/// Wait before retry number `retry` (0-based) of a failed write-back: 1, 2, 4 ms...
+pub(crate) fn retry_backoff(retry: u32) -> std::time::Duration {
+    std::time::Duration::from_millis(1 << retry.min(10))
+}
+
+/// Whether a failed write-back with this error may succeed if tried again after the zone is
+/// read back: an I/O error of the medium or the host ([`ErrorKind::Io`]), or a write the
+/// device did not carry out because an earlier one failed ([`ErrorKind::Aborted`]). Zone
+/// state errors (Read Only, Offline, Full, invalid write...) are not.
+pub(crate) fn is_transient(kind: ziob_backends::ErrorKind) -> bool {
+    use ziob_backends::ErrorKind;
+    matches!(kind, ErrorKind::Io | ErrorKind::Aborted)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,15 +26,15 @@ impl<D: ZonedDevice> Shard<D> {
     ///
     /// The caller holds the zone's write-back slot (`Writeback::Running`) with nothing of
     /// the zone in flight, so no write-back, device close or reset of the zone runs
-    /// meanwhile.
-    pub(super) async fn resync_device_zone(self: &Rc<Self>, zone: u32) {
+    /// meanwhile. Returns whether the zone was read back.
+    pub(super) async fn resync_device_zone(self: &Rc<Self>, zone: u32) -> bool {
         let mut last_error = None;
         for _ in 0..REPORT_ATTEMPTS {
             match self.device.report_zones(zone, 1).await {
                 Ok(infos) => match infos.into_iter().find(|z| z.index == zone) {
                     Some(info) => {
                         self.adopt_device_view(zone, &info);
-                        return;
+                        return true;
                     }
                     None => last_error = Some("the report did not include the zone".into()),
                 },
@@ -46,6 +46,7 @@ impl<D: ZonedDevice> Shard<D> {
             error = last_error.unwrap_or_default(),
             "could not read the zone back from the device after a failed write-back; its state stays as the buffer believes until a reset"
         );
+        false
     }
 
     /// Takes the device's report of a zone as the buffer's view of it: device state, device

@@ -137,15 +137,15 @@ impl<D: ZonedDevice> Shard<D> {
             }
             Err(e) => {
                 tracing::warn!(zone, error = %e, "closing a device zone after write-back failed");
-                {
+                // The close may have happened or not: ask the device. No data is at stake,
+                // so the zone keeps no error unless it cannot be read back.
+                if !self.resync_device_zone(zone).await {
                     let mut zones = self.zones.borrow_mut();
                     let z = &mut zones[i];
                     if z.error.is_none() {
                         z.error = Some(ZiobError::writeback(zone, z.device_wp, &e));
                     }
                 }
-                // The close may have happened or not: ask the device.
-                self.resync_device_zone(zone).await;
             }
         }
     }
@@ -164,13 +164,19 @@ impl<D: ZonedDevice> Shard<D> {
         let generation = self.zones.borrow()[i].generation;
         let mut in_flight = FuturesUnordered::new();
         let mut failed = false;
+        // The first failure of the burst if it may be retried (see `policy::is_transient`).
+        let mut transient: Option<ZiobError> = None;
         loop {
             // Issue as many write-backs as the depth allows, in order.
             while in_flight.len() < depth {
                 let step = {
                     let mut zones = self.zones.borrow_mut();
                     let z = &mut zones[i];
-                    if z.generation != generation || z.error.is_some() || self.closed.get() {
+                    if z.generation != generation
+                        || z.error.is_some()
+                        || failed
+                        || self.closed.get()
+                    {
                         None
                     } else {
                         policy::next_writeback(z, bs, self.unit_bytes).map(|plan| {
@@ -212,6 +218,9 @@ impl<D: ZonedDevice> Shard<D> {
             match res {
                 Ok(()) => {
                     z.complete_writeback(plan.start, plan.end);
+                    if !failed {
+                        z.retries = 0;
+                    }
                     self.stats
                         .borrow_mut()
                         .record_writeback(plan.end - plan.start);
@@ -224,8 +233,11 @@ impl<D: ZonedDevice> Shard<D> {
                 }
                 Err(e) => {
                     tracing::warn!(zone, offset = plan.start, error = %e, "write-back failed");
-                    if z.error.is_none() {
-                        z.error = Some(ZiobError::writeback(zone, plan.start, &e));
+                    let kept = ZiobError::writeback(zone, plan.start, &e);
+                    if policy::is_transient(e.kind()) && z.retries < policy::WRITEBACK_RETRIES {
+                        transient.get_or_insert(kept);
+                    } else if z.error.is_none() {
+                        z.error = Some(kept);
                     }
                     drop(zones);
                     failed = true;
@@ -238,7 +250,30 @@ impl<D: ZonedDevice> Shard<D> {
             // Nothing of the zone is in flight any more: learn what the failed write did
             // to the device zone (see `resync`), so the zone's resources are counted right
             // and nobody waits for them in vain.
-            self.resync_device_zone(zone).await;
+            let resynced = self.resync_device_zone(zone).await;
+            if let Some(e) = transient {
+                let retry = {
+                    let mut zones = self.zones.borrow_mut();
+                    let z = &mut zones[i];
+                    if z.error.is_some() {
+                        false
+                    } else if !resynced {
+                        // Without the device's write pointer a retry could skip data.
+                        z.error = Some(e);
+                        false
+                    } else {
+                        z.retries += 1;
+                        true
+                    }
+                };
+                if retry {
+                    let n = self.zones.borrow()[i].retries;
+                    tracing::info!(zone, retry = n, "retrying a transient write-back failure");
+                    self.stats.borrow_mut().s.writeback_retries += 1;
+                    // Holding the write-back slot: no other write-back or reset meanwhile.
+                    let _ = ziob_runtime::sleep(policy::retry_backoff(n - 1)).await;
+                }
+            }
         }
         let close_now = {
             let z = &self.zones.borrow()[i];

@@ -118,6 +118,9 @@ pub(crate) struct ZoneBuf {
     pub(crate) generation: u64,
     /// A failed write-back, reported to every caller until the zone is reset.
     pub(crate) error: Option<ZiobError>,
+    /// Transient write-back failures in a row (reset by a completed write-back, a reset or
+    /// a finish); at `policy::WRITEBACK_RETRIES` the next one is kept as `error`.
+    pub(crate) retries: u32,
     /// Sequence number of the last write (smaller = less recently written).
     pub(crate) last_write_seq: u64,
     /// Time of the last write, for idle write-back.
@@ -142,6 +145,7 @@ impl ZoneBuf {
             readers: 0,
             generation: 0,
             error: None,
+            retries: 0,
             last_write_seq: 0,
             last_write_at: None,
         }

@@ -35,6 +35,7 @@ pub fn allowed_error(
         ZiobError::Writeback { .. } => {
             faults && !matches!(op, OpKind::Read { .. } | OpKind::Report)
         }
+        ZiobError::ZonesFailed { .. } => faults && matches!(op, OpKind::Sync | OpKind::Close),
         ZiobError::Device(d) => match d.kind() {
             ErrorKind::Io => faults,
             ErrorKind::ZoneFull | ErrorKind::BoundaryError => writes,
