@@ -6,15 +6,22 @@
 //! An op on another ring uses the plain descriptor or an unregistered buffer instead, and a
 //! registration dropped elsewhere is sent back to its own core to be undone there.
 
+use std::rc::Rc;
 use std::sync::{Arc, Weak};
 
-use crate::core::{with_core, CoreRemote, Message};
+use crate::core::{with_core, Core, CoreRemote, Message};
 use crate::error::{Error, Result};
 pub(crate) use crate::ring::RingId;
 
 /// Whether `ring` is the ring of the current thread's core.
 pub(crate) fn is_current(ring: RingId) -> bool {
     with_core(|c| c.remote.ring_id == ring).unwrap_or(false)
+}
+
+/// Runs `f` with the current thread's core if its ring is `ring`; `None` anywhere else (off
+/// any core, or on a core of another ring, e.g. core 0 of another runtime).
+pub(crate) fn on_ring<R>(ring: RingId, f: impl FnOnce(&Rc<Core>) -> R) -> Option<R> {
+    with_core(|c| (c.remote.ring_id == ring).then(|| f(c))).flatten()
 }
 
 /// A file descriptor in slot `slot` of one ring's fixed file table. Dropping it empties the
@@ -57,16 +64,7 @@ pub(crate) fn register_file(fd: std::os::fd::RawFd) -> Result<Option<FixedFile>>
 
 impl Drop for FixedFile {
     fn drop(&mut self) {
-        let here = with_core(|c| {
-            if c.remote.ring_id == self.ring {
-                c.release_file_slot(self.slot);
-                true
-            } else {
-                false
-            }
-        })
-        .unwrap_or(false);
-        if !here {
+        if on_ring(self.ring, |c| c.release_file_slot(self.slot)).is_none() {
             // A core that stopped took its ring (and the slot) with it.
             if let Some(owner) = self.owner.upgrade() {
                 let _ = owner.send(Message::ReleaseFileSlot(self.slot));

@@ -10,6 +10,7 @@ use async_task::Runnable;
 
 use crate::core::{current, with_core, CoreRemote, Message};
 use crate::error::{Error, Result};
+use crate::registry::on_ring;
 
 /// A handle to a spawned task: await it for the output; dropping it cancels the task
 /// (call [`Task::detach`] to let it run on).
@@ -339,24 +340,11 @@ pub fn register_poller(f: impl FnMut() -> usize + 'static) -> PollerGuard {
 impl Drop for PollerGuard {
     fn drop(&mut self) {
         // Only on the core that registered it (not core N of another runtime).
-        let here = with_core(|c| {
-            if c.remote.ring_id == self.ring {
-                c.remove_poller(self.id);
-                true
-            } else {
-                false
-            }
-        })
-        .unwrap_or(false);
-        if !here {
+        if on_ring(self.ring, |c| c.remove_poller(self.id)).is_none() {
             if let Some(owner) = self.owner.upgrade() {
                 let (id, ring) = (self.id, self.ring);
                 let remove = move || {
-                    with_core(|c| {
-                        if c.remote.ring_id == ring {
-                            c.remove_poller(id);
-                        }
-                    });
+                    on_ring(ring, |c| c.remove_poller(id));
                 };
                 // A core that is gone took its pollers with it.
                 let _ = owner.send(Message::Job(Box::new(remove)));

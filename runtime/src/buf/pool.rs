@@ -9,6 +9,7 @@ use super::dma::{layout, Origin, DMA_ALIGN_BYTES};
 use crate::config::FixedBufferConfig;
 use crate::core::{CoreRemote, Message};
 use crate::error::{Error, Result};
+use crate::registry::on_ring;
 use crate::ring::Ring;
 use crate::ring::RingId;
 
@@ -303,14 +304,12 @@ pub(crate) fn give_back(ptr: NonNull<u8>, cap: usize, origin: Origin) {
             unsafe { mem.free(ptr, cap) }
         }
         Origin::Pooled { ring, mem } => {
-            let returned = crate::core::with_core(|c| {
-                if c.remote.ring_id == ring {
-                    if let Ok(mut pool) = c.pool.try_borrow_mut() {
-                        pool.put(ptr, cap, &mem);
-                        return true;
-                    }
-                }
-                false
+            let returned = on_ring(ring, |c| {
+                let Ok(mut pool) = c.pool.try_borrow_mut() else {
+                    return false;
+                };
+                pool.put(ptr, cap, &mem);
+                true
             })
             .unwrap_or(false);
             if !returned {
@@ -322,16 +321,15 @@ pub(crate) fn give_back(ptr: NonNull<u8>, cap: usize, origin: Origin) {
         // The shared allocation goes back when its last holder drops (`SharedMem::drop`).
         Origin::Shared { mem, .. } => drop(mem),
         Origin::Fixed { ring, slot, arena } => {
-            let returned = crate::core::with_core(|c| {
-                if c.remote.ring_id == ring {
-                    if let Ok(mut pool) = c.pool.try_borrow_mut() {
-                        if pool.fixed.as_ref().is_some_and(|a| Arc::ptr_eq(a, &arena)) {
-                            pool.return_fixed(slot);
-                            return true;
-                        }
-                    }
+            let returned = on_ring(ring, |c| {
+                let Ok(mut pool) = c.pool.try_borrow_mut() else {
+                    return false;
+                };
+                if !pool.fixed.as_ref().is_some_and(|a| Arc::ptr_eq(a, &arena)) {
+                    return false;
                 }
-                false
+                pool.return_fixed(slot);
+                true
             })
             .unwrap_or(false);
             if !returned {
