@@ -70,11 +70,16 @@ impl<D: ZonedDevice> Shard<D> {
                 )));
             }
             let short = used + bytes - self.budget_bytes;
-            if self.evict(short) >= short {
+            // Free more than the shortfall, so the next appends fit without another scan.
+            let want = short + policy::pressure_headroom(self.budget_bytes);
+            let freed = self.evict(want);
+            if freed >= short {
                 continue;
             }
-            // Whole dirty blocks first: the least recently written zones start write-back.
-            let victims = policy::pressure_victims(self.zones.borrow().iter(), self.bs());
+            // Whole dirty blocks next: the least recently written zones start write-back,
+            // as many as cover what is still wanted beyond write-backs already running.
+            let victims =
+                policy::pressure_victims(self.zones.borrow().iter(), self.bs(), want - freed);
             for v in victims {
                 {
                     let mut zones = self.zones.borrow_mut();

@@ -45,19 +45,42 @@ pub(crate) fn writable_dirty_bytes(zone: &ZoneBuf, block_bytes: u64) -> u64 {
     (zone.wp / block_bytes * block_bytes).saturating_sub(zone.device_wp)
 }
 
-/// Zones to write back under memory pressure: those with whole dirty blocks and no
-/// write-back running, least recently written first.
+/// Zones to write back under memory pressure so that about `need_bytes` more become
+/// writable to the device: those with whole dirty blocks and no write-back running, least
+/// recently written first, only as many as cover what write-backs already running do not.
+/// (Kicking every dirty zone at once would turn a buffer of many small zones into as many
+/// one-block writes, and sorting them all on every allocation costs O(zones).)
 pub(crate) fn pressure_victims<'a>(
     zones: impl Iterator<Item = &'a ZoneBuf>,
     block_bytes: u64,
+    need_bytes: u64,
 ) -> Vec<u32> {
-    let mut v: Vec<(u64, u32)> = zones
-        .filter(|z| z.writeback == Writeback::Idle && !z.exclusive())
-        .filter(|z| z.error.is_none() && writable_dirty_bytes(z, block_bytes) > 0)
-        .map(|z| (z.last_write_seq, z.index))
-        .collect();
+    let mut in_flight = 0u64;
+    let mut v: Vec<(u64, u32, u64)> = Vec::new();
+    for z in zones {
+        if z.writeback_running() {
+            in_flight += z.dirty_bytes();
+        } else if z.writeback == Writeback::Idle && !z.exclusive() && z.error.is_none() {
+            let bytes = writable_dirty_bytes(z, block_bytes);
+            if bytes > 0 {
+                v.push((z.last_write_seq, z.index, bytes));
+            }
+        }
+    }
+    let mut need = need_bytes.saturating_sub(in_flight);
+    if need == 0 {
+        return Vec::new();
+    }
     v.sort_unstable();
-    v.into_iter().map(|(_, i)| i).collect()
+    let mut out = Vec::new();
+    for (_, index, bytes) in v {
+        if need == 0 {
+            break;
+        }
+        out.push(index);
+        need = need.saturating_sub(bytes);
+    }
+    out
 }
 
 /// Zones whose clean chunks to drop, least recently written first.
@@ -68,6 +91,13 @@ pub(crate) fn eviction_order<'a>(zones: impl Iterator<Item = &'a ZoneBuf>) -> Ve
         .collect();
     v.sort_unstable();
     v.into_iter().map(|(_, i)| i).collect()
+}
+
+/// Extra bytes a shard frees beyond the shortfall when memory runs short (1/16 of the
+/// budget): the next allocations then fit without another scan of every zone, so the cost
+/// of choosing what to evict or write back is paid once per many appends, not per append.
+pub(crate) fn pressure_headroom(budget_bytes: u64) -> u64 {
+    budget_bytes / 16
 }
 
 /// Transient write-back failures of a zone in a row that are retried; the next one is kept
@@ -162,6 +192,18 @@ mod tests {
         let mut c = zone_with(100, 8192);
         c.index = 3;
         c.last_write_seq = 1;
-        assert_eq!(pressure_victims([&a, &b, &c].into_iter(), 4096), vec![2, 1]);
+        assert_eq!(
+            pressure_victims([&a, &b, &c].into_iter(), 4096, u64::MAX),
+            vec![2, 1]
+        );
+        assert_eq!(
+            pressure_victims([&a, &b, &c].into_iter(), 4096, 4096),
+            vec![2],
+            "only as many as cover the need"
+        );
+        assert_eq!(
+            pressure_victims([&a, &b, &c].into_iter(), 4096, 0),
+            Vec::<u32>::new()
+        );
     }
 }
