@@ -360,3 +360,65 @@ fn small_geometry() -> Vec<&'static str> {
         "--max-active=3",
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bin(label: &str, exe: &str) -> GuestBin {
+        GuestBin {
+            label: label.into(),
+            dir: PathBuf::from("/"),
+            exe: PathBuf::from(exe),
+            args: vec![],
+            env: vec![("ZIOB_DIFF_SPEC".into(), "spdk:$P".into())],
+        }
+    }
+
+    /// The guest script runs every step even after one failed, records each in the summary
+    /// and exits non-zero if any failed. Run on the host with `sh`: binding fails here (no
+    /// such PCI device) and so does the CLI step (`ZIOB` is `false`).
+    #[test]
+    fn every_step_runs_and_any_failure_fails_the_run() {
+        let out = tempfile::tempdir().unwrap();
+        let script = guest_script(
+            &[
+                bin("backends: spdk_guest", "/bin/true"),
+                bin("backends: failing", "/bin/false"),
+                bin("ziob: spdk_guest", "/bin/true"),
+            ],
+            Path::new("/bin/false"),
+            "test",
+        );
+        let st = Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .env("ZIOB_OUT_DIR", out.path())
+            .env("ZIOB_NVME_PCI", "0000:ff:1f.7")
+            .env("ZIOB_ZNS_ZONES", "16")
+            .env("ZIOB_ZNS_MAX_ACTIVE", "6")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert_eq!(st.code(), Some(1));
+        let summary = std::fs::read_to_string(out.path().join("summary")).unwrap();
+        let status: Vec<(&str, bool)> = summary
+            .lines()
+            .map(|l| (l, l.starts_with("ok test ")))
+            .collect();
+        assert_eq!(status.len(), 5, "{summary}");
+        assert!(!status[0].1 && status[0].0.contains("bind the controller"));
+        assert!(status[1].1 && status[1].0.contains("backends: spdk_guest"));
+        assert!(!status[2].1 && status[2].0.starts_with("FAILED test backends: failing"));
+        assert!(status[3].1 && status[3].0.contains("ziob: spdk_guest"));
+        assert!(!status[4].1 && status[4].0.contains("ziob CLI over spdk:"));
+    }
+
+    /// Guest variables in a binary's environment are expanded in the guest, not quoted away.
+    #[test]
+    fn env_values_expand_guest_variables() {
+        let s = guest_script(&[bin("x", "/bin/true")], Path::new("/bin/false"), "g");
+        assert!(s.contains(" \"ZIOB_DIFF_SPEC=spdk:$P\" "), "{s}");
+    }
+}
