@@ -315,6 +315,10 @@ fn spdk_open_error_names_the_cause() {
         line.contains("SPDK said: ") || line.contains("DPDK's last line: "),
         "the error does not carry SPDK's or DPDK's reason: {line}"
     );
+    assert!(
+        line.contains(" [DPDK ") && line.contains(", SPDK v"),
+        "the error does not name the DPDK and SPDK versions it met: {line}"
+    );
 }
 
 /// A command whose completion arrives while nobody polls its future, and whose future is then

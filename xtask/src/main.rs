@@ -3,6 +3,7 @@
 mod ci;
 mod cpio;
 mod setup;
+mod spdk;
 mod vm;
 
 use anyhow::{bail, Context, Result};
@@ -80,6 +81,10 @@ enum Cmd {
         #[arg(long)]
         host_only: bool,
     },
+    /// Build a user-supplied SPDK source tree for the `spdk` feature and install it (docs/SPDK.md)
+    SpdkBuild(spdk::BuildArgs),
+    /// Every SPDK test and the CLI over spdk: in the guest (exit 3: SPDK not installed)
+    SpdkTest(spdk::TestArgs),
 }
 
 fn setup_opts(a: &SetupArgs) -> setup::SetupOpts {
@@ -118,6 +123,8 @@ fn real_main() -> Result<i32> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Test { host_only } => ci::run(host_only),
+        Cmd::SpdkBuild(a) => spdk::run_build(&a),
+        Cmd::SpdkTest(a) => spdk::run_test(&a),
         Cmd::VmSetup { setup } => {
             let t = std::time::Instant::now();
             let a = setup::ensure(&setup_opts(&setup))?;

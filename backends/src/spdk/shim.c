@@ -102,6 +102,8 @@ capture_log(int level, const char *file, const int line, const char *func, const
  * needs DPDK's include paths; the function is part of DPDK's stable API.
  */
 int rte_openlog_stream(FILE *f);
+/* The DPDK version loaded at run time ("DPDK 22.11.11"; stable API, like the above). */
+const char *rte_version(void);
 
 static pthread_mutex_t g_eal_lock = PTHREAD_MUTEX_INITIALIZER;
 static char g_eal_last[256];
@@ -216,8 +218,15 @@ ziob_spdk_env_init(const char *name, int no_huge, int mem_size_mb, const char *p
 		sched_setaffinity(0, sizeof(saved), &saved);
 	}
 	if (rc != 0) {
+		size_t used;
+
 		set_err(err, errlen, "spdk_env_init (%s) failed: %d", no_huge ? "no_huge" : "hugepages",
 			rc);
+		/* Which DPDK SPDK met: its version check is a common cause (see docs/SPDK.md). */
+		used = err != NULL ? strnlen(err, errlen) : 0;
+		if (err != NULL && used + 1 < errlen) {
+			snprintf(err + used, errlen - used, " [%s, %s]", rte_version(), SPDK_VERSION_STRING);
+		}
 	}
 	capture_end(rc != 0 ? err : NULL, errlen);
 	if (rc != 0 && err != NULL && errlen > 0) {
