@@ -1,5 +1,6 @@
 //! ZIOB developer tasks: `cargo xtask vm-setup | vm-run | vm-test | test` (see xtask/README.md).
 
+mod bench_report;
 mod ci;
 mod cpio;
 mod setup;
@@ -80,6 +81,8 @@ enum Cmd {
         #[arg(long)]
         host_only: bool,
     },
+    /// Run the benchmark suites and write docs/benchmarks.md with plots (docs/benchmarks/)
+    BenchReport(bench_report::Args),
 }
 
 fn setup_opts(a: &SetupArgs) -> setup::SetupOpts {
@@ -118,6 +121,7 @@ fn real_main() -> Result<i32> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Test { host_only } => ci::run(host_only),
+        Cmd::BenchReport(args) => bench_report::run(args),
         Cmd::VmSetup { setup } => {
             let t = std::time::Instant::now();
             let a = setup::ensure(&setup_opts(&setup))?;
