@@ -524,7 +524,12 @@ impl Doc<'_> {
                         .find(|x| x.name == n)
                         .and_then(|x| x.cpu_ns)
                 };
-                if let Some(z) = cpu_of("ziob-fixed").or(cpu_of("ziob")) {
+                let ziob = if cpu_of("ziob-fixed").is_some() {
+                    "ziob-fixed"
+                } else {
+                    "ziob"
+                };
+                if let Some(z) = cpu_of(ziob) {
                     let peers: Vec<String> = ["plain-fixed", "tokio-uring", "monoio", "glommio"]
                         .iter()
                         .filter_map(|p| {
@@ -533,7 +538,7 @@ impl Doc<'_> {
                         .collect();
                     if !peers.is_empty() {
                         self.out.headlines.push(format!(
-                            "runtime, {g} QD{}: ZIOB's CPU per op relative to {}",
+                            "runtime, {g} at QD{}: CPU per op of `{ziob}` ÷ the other runner's: {}",
                             c.qd,
                             peers.join(", ")
                         ));

@@ -69,12 +69,7 @@ fn target_dir(root: &Path) -> PathBuf {
 /// Whether `ziob-benches` has an `spdk` feature and SPDK is installed; otherwise the reason.
 fn spdk_available(root: &Path) -> Result<(), String> {
     let manifest = fs::read_to_string(root.join("benches/Cargo.toml")).unwrap_or_default();
-    let has_feature = manifest
-        .lines()
-        .skip_while(|l| l.trim() != "[features]")
-        .take_while(|l| !l.trim().starts_with('[') || l.trim() == "[features]")
-        .any(|l| l.trim_start().starts_with("spdk"));
-    if !has_feature {
+    if !has_feature(&manifest, "spdk") {
         return Err("skipped: `ziob-bench` has no `spdk:` device in this tree (no `spdk` feature in benches/Cargo.toml; issue #17 adds it)".into());
     }
     let installed = [
@@ -87,6 +82,17 @@ fn spdk_available(root: &Path) -> Result<(), String> {
         return Err("skipped: SPDK is not installed (no spdk_nvme.pc under /opt/spdk or /usr/local; see docs/SPDK.md)".into());
     }
     Ok(())
+}
+
+/// Whether the Cargo manifest text declares `feature` in its `[features]` table.
+fn has_feature(manifest: &str, feature: &str) -> bool {
+    manifest
+        .lines()
+        .skip_while(|l| l.trim() != "[features]")
+        .skip(1)
+        .take_while(|l| !l.trim().starts_with('['))
+        .filter_map(|l| l.split_once('='))
+        .any(|(name, _)| name.trim() == feature)
 }
 
 /// Runs `cargo xtask bench-report`; returns the exit status.
@@ -155,9 +161,9 @@ pub fn run(args: Args) -> Result<i32> {
     let build = ctx.pb.suspend(|| {
         eprintln!("bench-report: building the benchmarks (release, features {features}) ...");
         runner::build(
-            &ctx,
             features,
             &["rt-bench", "ziob-bench", "nvme-bench", "guest-bench"],
+            &target_dir(&root).join("bench-report-build.log"),
         )
     })?;
     let build_secs = build_started.elapsed().as_secs_f64();

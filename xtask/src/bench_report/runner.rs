@@ -37,9 +37,9 @@ pub enum Outcome {
     Skipped(Skip),
 }
 
-/// `cargo build --release -p ziob-benches --features FEATURES --bin ...`; the log goes to
-/// `results/build.log`. Returns the command line.
-pub fn build(ctx: &Ctx, features: &str, bins: &[&str]) -> Result<String> {
+/// `cargo build --release -p ziob-benches --features FEATURES --bin ...`; cargo's output goes
+/// to `log`. Returns the command line.
+pub fn build(features: &str, bins: &[&str], log: &Path) -> Result<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut args: Vec<String> = ["build", "--release", "-p", "ziob-benches", "--features"]
         .iter()
@@ -50,19 +50,15 @@ pub fn build(ctx: &Ctx, features: &str, bins: &[&str]) -> Result<String> {
         args.push("--bin".into());
         args.push(b.to_string());
     }
-    let log = fs::File::create(ctx.results.join("build.log"))?;
     let status = Command::new(&cargo)
         .args(&args)
         .stdout(Stdio::null())
-        .stderr(log)
+        .stderr(fs::File::create(log)?)
         .status()
         .with_context(|| format!("running {cargo}"))?;
     let line = format!("cargo {}", args.join(" "));
     if !status.success() {
-        anyhow::bail!(
-            "{line} failed ({status}); see {}",
-            ctx.results.join("build.log").display()
-        );
+        anyhow::bail!("{line} failed ({status}); see {}", log.display());
     }
     Ok(line)
 }

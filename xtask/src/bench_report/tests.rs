@@ -194,3 +194,15 @@ fn ziob_repeats_become_one_point_with_min_and_max() {
     fs::write(dir.path().join("r1.json"), "{not json").unwrap();
     assert!(data::ziob_points(dir.path(), &rec, |v| v["ziob"].as_bool()).is_err());
 }
+
+#[test]
+fn spdk_is_found_only_in_the_features_table() {
+    let with = "[package]\nname = \"x\"\n[features]\ndefault = []\nspdk = [\"ziob/spdk\"]\n[dependencies]\n";
+    assert!(super::has_feature(with, "spdk"));
+    let without = "[features]\npeers = []\n[dependencies]\nspdk = \"1\"\n";
+    assert!(!super::has_feature(without, "spdk"));
+    let here =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../benches/Cargo.toml"))
+            .unwrap();
+    assert!(super::has_feature(&here, "peers"));
+}
