@@ -14,6 +14,7 @@ pub fn host() -> Machine {
         kernel: kernel_release(),
         cpu: cpu_model(),
         place: "host".into(),
+        load: load_average(),
     }
 }
 
@@ -24,6 +25,7 @@ pub fn guest(smp: u32, kernel: &str) -> Machine {
         kernel: kernel.to_string(),
         cpu: format!("QEMU `-cpu max` emulated on {}", cpu_model()),
         place: "QEMU guest (TCG)".into(),
+        load: load_average(),
     }
 }
 
@@ -43,4 +45,14 @@ fn cpu_model() -> String {
                 .map(|(_, v)| v.trim().to_string())
         })
         .unwrap_or_else(|| "unknown CPU".into())
+}
+
+/// The host's 1-minute load average now.
+pub fn load_average() -> Option<f64> {
+    fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }

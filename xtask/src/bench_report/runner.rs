@@ -93,6 +93,8 @@ fn remove_devices(files: &[String]) {
 /// Runs one host suite: `invocations` processes, each one progress step.
 pub fn run_host(ctx: &Ctx, s: &HostSuite) -> Outcome {
     let started = Instant::now();
+    let mut host = ctx.host.clone();
+    host.load = machine::load_average();
     let bin = ctx.bin_dir.join(s.bin);
     remove_devices(&s.device_files);
     let mut files = Vec::new();
@@ -143,7 +145,7 @@ pub fn run_host(ctx: &Ctx, s: &HostSuite) -> Outcome {
         command: command_line(Path::new(&format!("target/release/{}", s.bin)), &s.args),
         repeats: s.repeats,
         files,
-        machine: ctx.host.clone(),
+        machine: host,
         secs: started.elapsed().as_secs_f64(),
     })
 }
@@ -211,6 +213,7 @@ pub fn run_guest(ctx: &Ctx, steps: &[GuestStep], quick: bool) -> Vec<Outcome> {
     };
     let started = Instant::now();
     ctx.pb.set_message("guest: setup (cached assets only)");
+    let load = machine::load_average();
     let assets = match setup::ensure(&setup::SetupOpts {
         install: false,
         kernel_pkg: None,
@@ -247,7 +250,8 @@ pub fn run_guest(ctx: &Ctx, steps: &[GuestStep], quick: bool) -> Vec<Outcome> {
     let status = fs::read_to_string(ctx.results.join("status")).unwrap_or_default();
     let _ = fs::remove_file(ctx.results.join("status"));
     let secs = started.elapsed().as_secs_f64();
-    let gm = machine::guest(opts.smp, &assets.kernel_version);
+    let mut gm = machine::guest(opts.smp, &assets.kernel_version);
+    gm.load = load;
     steps
         .iter()
         .map(|st| {

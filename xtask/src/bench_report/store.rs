@@ -23,15 +23,22 @@ pub struct Machine {
     pub cpu: String,
     /// `host`, or `QEMU guest (TCG)`.
     pub place: String,
+    /// The host's 1-minute load average when the suite started (the machine is shared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<f64>,
 }
 
 impl Machine {
     /// One line for a figure caption.
     pub fn describe(&self) -> String {
-        format!(
+        let mut s = format!(
             "{}, {} cores, Linux {}, {}",
             self.place, self.cores, self.kernel, self.cpu
-        )
+        );
+        if let Some(l) = self.load {
+            s += &format!(", host load average {l:.1} at the start");
+        }
+        s
     }
 }
 

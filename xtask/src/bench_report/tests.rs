@@ -174,6 +174,7 @@ fn ziob_repeats_become_one_point_with_min_and_max() {
             kernel: "k".into(),
             cpu: "c".into(),
             place: "host".into(),
+            load: None,
         },
         secs: 0.0,
     };
