@@ -84,6 +84,13 @@ fn command_line(bin: &Path, args: &[String]) -> String {
     s
 }
 
+/// Removes the stdout file of a failed invocation when it holds nothing (its log stays).
+fn remove_if_empty(path: &Path) {
+    if fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+        let _ = fs::remove_file(path);
+    }
+}
+
 fn remove_devices(files: &[String]) {
     for f in files {
         let _ = fs::remove_file(f);
@@ -118,6 +125,7 @@ pub fn run_host(ctx: &Ctx, s: &HostSuite) -> Outcome {
             Ok(true) => files.push(out),
             Ok(false) => {
                 remove_devices(&s.device_files);
+                remove_if_empty(&ctx.results.join(&out));
                 ctx.pb.inc(u64::from(s.invocations - r));
                 return Outcome::Skipped(Skip {
                     suite: s.id.into(),

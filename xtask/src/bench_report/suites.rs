@@ -36,6 +36,14 @@ fn dev_file(name: &str) -> String {
 }
 
 /// The host suites, in the order they run.
+///
+/// ```text
+/// append     emu (20 µs + 1000 MB/s per op), appends on/off over sizes × zones, 2 cores
+/// commitlog  emu with 512-byte blocks, records + flush every N, on/off
+/// manyzones  mem, tiny appends over 1,000 (and 10,000) zones, on/off
+/// latency    emu with a 1 ms device, append + read-back percentiles, idle and under write-back
+/// runtime    rt-bench: NOP and 4 KiB page-cache reads (full: + O_DIRECT, yield), all runners
+/// ```
 pub fn host_suites(quick: bool) -> Vec<HostSuite> {
     let secs = if quick { "1" } else { "3" };
     let append_dev = dev_file("append");
@@ -53,7 +61,7 @@ pub fn host_suites(quick: bool) -> Vec<HostSuite> {
         tool: Tool::ZiobBench,
         args: strings(&[
             "--dev",
-            &format!("{append_dev},lat_us=20,bw_mbps=1000"),
+            &format!("emu:{append_dev},lat_us=20,bw_mbps=1000"),
             "--create-zones",
             "64",
             "--create-zone-size",
@@ -89,7 +97,7 @@ pub fn host_suites(quick: bool) -> Vec<HostSuite> {
         tool: Tool::ZiobBench,
         args: strings(&[
             "--dev",
-            &format!("{commitlog_dev},lat_us=20,bw_mbps=1000"),
+            &format!("emu:{commitlog_dev},lat_us=20,bw_mbps=1000"),
             "--create-block-size",
             "512",
             "--create-zones",
@@ -149,7 +157,7 @@ pub fn host_suites(quick: bool) -> Vec<HostSuite> {
         tool: Tool::ZiobBench,
         args: strings(&[
             "--dev",
-            &format!("{latency_dev},lat_us=1000"),
+            &format!("emu:{latency_dev},lat_us=1000"),
             "--create-zones",
             "16",
             "--create-zone-size",

@@ -207,3 +207,23 @@ fn spdk_is_found_only_in_the_features_table() {
             .unwrap();
     assert!(super::has_feature(&here, "peers"));
 }
+
+#[test]
+fn host_suites_name_real_devices_and_repeat_three_times() {
+    for quick in [true, false] {
+        for s in super::suites::host_suites(quick) {
+            assert!(s.repeats >= 3, "{}", s.id);
+            if let Some(i) = s.args.iter().position(|a| a == "--dev") {
+                let dev = &s.args[i + 1];
+                assert!(
+                    dev.starts_with("emu:") || dev.starts_with("mem:"),
+                    "{}: {dev}",
+                    s.id
+                );
+                for f in &s.device_files {
+                    assert!(dev.contains(f.as_str()), "{}: {f} not in {dev}", s.id);
+                }
+            }
+        }
+    }
+}
