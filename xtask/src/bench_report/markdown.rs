@@ -481,6 +481,7 @@ impl Doc<'_> {
                 &format!("{g}: ops/s and CPU per op vs queue depth"),
                 |p| plots::line_pair_svg(p, &iops, &cpu),
             )?;
+            self.caption(&[r]);
             let mut rows = Vec::new();
             for c in &cs {
                 let plain_best = c
@@ -546,7 +547,6 @@ impl Doc<'_> {
                 }
             }
         }
-        self.caption(&[r]);
         Ok(())
     }
 

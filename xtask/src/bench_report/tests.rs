@@ -84,7 +84,7 @@ fn report_renders_from_the_fixed_result_files() {
     }
     assert!(md.contains("skipped: not built yet (issue #14"));
     assert!(md.contains("skipped: not built yet (issue #15"));
-    assert!(md.contains("`guest-fio-nvme`: skipped: not in the fixture set"));
+    assert!(md.contains("`guest-spdk`: skipped: not in the fixture set"));
 
     // Every figure is linked, exists, and is a drawn SVG.
     let figures = [
@@ -97,6 +97,7 @@ fn report_renders_from_the_fixed_result_files() {
         ("runtime-yield", true),
         ("guest-backends", false),
         ("guest-zbd-vs-fio", false),
+        ("guest-nvme-vs-fio", false),
         ("latency-cdf", true),
     ];
     assert_eq!(r.figures.len(), figures.len(), "{:?}", r.figures);
@@ -111,12 +112,10 @@ fn report_renders_from_the_fixed_result_files() {
             assert!(rects >= 6, "{name}: {rects} rects (bars)");
         }
     }
-    // Each figure has a caption with machine, command, date and repeats.
-    assert_eq!(
-        md.matches("repeats per point").count(),
-        8,
-        "one caption per suite"
-    );
+    // Each figure has a caption with machine, command, date and repeats: one per suite and
+    // figure (the runtime's four groups each have one, the guest backends figure names both
+    // of its runs).
+    assert_eq!(md.matches("repeats per point").count(), 12);
     assert!(md.contains("host, 2 cores, Linux 6.18.44-fc-v669"));
     assert!(md.contains("QEMU guest (TCG), 2 cores"));
     assert!(md.contains("2026-12-01"));
@@ -139,8 +138,9 @@ fn report_renders_from_the_fixed_result_files() {
     let rows: Vec<usize> = ts.iter().map(|t| t.len() - 2).collect();
     // append 2 sizes × 3 zone counts; commitlog 2 × 3; manyzones 8 results; runtime nop
     // 2 QDs × 6 runners, randread buffered / direct 2 × 8, yield 2 × 2; guest backends
-    // 2 sizes × 3 zone counts; guest-bench 3 workloads; latency 2 modes × 2 phases × 2 ops.
-    assert_eq!(rows, [6, 6, 8, 12, 16, 16, 4, 6, 3, 8]);
+    // 2 sizes × 3 zone counts; guest-bench 3 workloads; nvme-bench 5 (workload, QD); latency
+    // 2 modes × 2 phases × 2 ops.
+    assert_eq!(rows, [6, 6, 8, 12, 16, 16, 4, 6, 3, 5, 8]);
     // The append table holds the file's numbers: 4K × 1 zone, on 5.27× ... (medians).
     let append = &ts[0];
     assert_eq!(append[2][0], "4K");
