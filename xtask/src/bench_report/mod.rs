@@ -45,7 +45,7 @@ pub struct Args {
     /// Directory for benchmarks.md and benchmarks/*.svg (default: docs/ of the workspace)
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Results directory (default: benches/results/<UTC date>/ of the workspace)
+    /// Results directory (default: `benches/results/<UTC date>/` of the workspace)
     #[arg(long)]
     pub results: Option<PathBuf>,
     /// Only render the document from an existing results directory (runs nothing)
