@@ -103,11 +103,12 @@ pub fn run_host(ctx: &Ctx, s: &HostSuite) -> Outcome {
     let mut host = ctx.host.clone();
     host.load = machine::load_average();
     let bin = ctx.bin_dir.join(s.bin);
-    remove_devices(&s.device_files);
     let mut files = Vec::new();
     for r in 1..=s.invocations {
         ctx.pb
             .set_message(format!("host: {} ({} {r}/{})", s.id, s.bin, s.invocations));
+        // Every invocation creates its emu device afresh: the repeats are independent.
+        remove_devices(&s.device_files);
         let out = format!("{}-r{r}.json", s.id);
         let log = format!("{}-r{r}.log", s.id);
         let res = (|| -> Result<bool> {
