@@ -26,10 +26,13 @@ fn run_json(args: &[&str]) -> Vec<serde_json::Value> {
 }
 
 fn assert_latency(v: &serde_json::Value, what: &str) {
-    for key in ["p50", "p99", "p999", "max"] {
+    let keys = ["p50", "p90", "p99", "p999", "p9999", "max"];
+    for key in keys {
         assert!(v[key].is_u64(), "{what}.{key} missing in {v}");
     }
-    assert!(v["p50"].as_u64() <= v["p99"].as_u64(), "{what}: {v}");
+    for pair in keys.windows(2) {
+        assert!(v[pair[0]].as_u64() <= v[pair[1]].as_u64(), "{what}: {v}");
+    }
 }
 
 #[test]

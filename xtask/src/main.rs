@@ -1,5 +1,6 @@
 //! ZIOB developer tasks: `cargo xtask vm-setup | vm-run | vm-test | test` (see xtask/README.md).
 
+mod bench_report;
 mod ci;
 mod cpio;
 mod setup;
@@ -85,6 +86,8 @@ enum Cmd {
     SpdkBuild(spdk::BuildArgs),
     /// Every SPDK test and the CLI over spdk: in the guest (exit 3: SPDK not installed)
     SpdkTest(spdk::TestArgs),
+    /// Run the benchmark suites and write docs/benchmarks.md with plots (docs/benchmarks/)
+    BenchReport(bench_report::Args),
 }
 
 fn setup_opts(a: &SetupArgs) -> setup::SetupOpts {
@@ -125,6 +128,7 @@ fn real_main() -> Result<i32> {
         Cmd::Test { host_only } => ci::run(host_only),
         Cmd::SpdkBuild(a) => spdk::run_build(&a),
         Cmd::SpdkTest(a) => spdk::run_test(&a),
+        Cmd::BenchReport(args) => bench_report::run(args),
         Cmd::VmSetup { setup } => {
             let t = std::time::Instant::now();
             let a = setup::ensure(&setup_opts(&setup))?;

@@ -42,8 +42,10 @@ pub struct RunResult {
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub(crate) struct Latency {
     pub(crate) p50: u64,
+    pub(crate) p90: u64,
     pub(crate) p99: u64,
     pub(crate) p999: u64,
+    pub(crate) p9999: u64,
     pub(crate) max: u64,
 }
 
@@ -52,8 +54,10 @@ impl Latency {
     pub(crate) fn of(hist: &Histogram<u64>) -> Latency {
         Latency {
             p50: hist.value_at_quantile(0.5),
+            p90: hist.value_at_quantile(0.9),
             p99: hist.value_at_quantile(0.99),
             p999: hist.value_at_quantile(0.999),
+            p9999: hist.value_at_quantile(0.9999),
             max: hist.max(),
         }
     }
