@@ -71,16 +71,22 @@ pub fn run(args: StatsArgs) -> Result<(), String> {
         })
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())??;
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&snapshot).map_err(|e| e.to_string())?
-        );
+    let text = if args.json {
+        serde_json::to_string_pretty(&snapshot).map_err(|e| e.to_string())? + "\n"
     } else {
-        print!("{}", table(&snapshot));
-        print!("\n{}", latency_table(&snapshot));
+        format!("{}\n{}", table(&snapshot), latency_table(&snapshot))
+    };
+    print_out(&text)
+}
+
+/// Writes `text` to stdout; a reader that went away (`| head`) is not an error.
+fn print_out(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.to_string()),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// A table row: its label and how to read the value.
