@@ -3,10 +3,10 @@
 //! [`OpTimer`]). Recording is plain arithmetic on core-local cells: no atomics, no locks.
 
 use std::cell::RefCell;
-use std::time::Instant;
 
 use hdrhistogram::Histogram;
 
+use crate::metrics::clock::Stamp;
 use crate::metrics::{OpKind, OpLatencies};
 
 /// Counters of one core's buffer shard. Sizes in bytes, times in nanoseconds.
@@ -85,6 +85,7 @@ pub(crate) struct StatsCell {
 
 impl StatsCell {
     pub(crate) fn new(core: usize, budget: u64) -> StatsCell {
+        crate::metrics::clock::init();
         StatsCell {
             s: ShardStats {
                 core,
@@ -118,7 +119,7 @@ impl StatsCell {
 pub(crate) struct OpTimer<'a> {
     cell: &'a RefCell<StatsCell>,
     op: OpKind,
-    start: Instant,
+    start: Stamp,
 }
 
 impl<'a> OpTimer<'a> {
@@ -128,7 +129,7 @@ impl<'a> OpTimer<'a> {
         OpTimer {
             cell,
             op,
-            start: Instant::now(),
+            start: Stamp::now(),
         }
     }
 }
@@ -136,7 +137,7 @@ impl<'a> OpTimer<'a> {
 impl Drop for OpTimer<'_> {
     #[inline]
     fn drop(&mut self) {
-        let ns = self.start.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        let ns = self.start.elapsed_ns();
         // Never borrowed across an await; `try_` only so that a drop while unwinding from a
         // panic inside a borrow does not panic again.
         if let Ok(mut c) = self.cell.try_borrow_mut() {

@@ -30,6 +30,7 @@
 //! .unwrap();
 //! ```
 
+pub(crate) mod clock;
 mod latency;
 mod op;
 mod publish;

@@ -3,7 +3,6 @@
 //! device zone is open.
 
 use std::rc::Rc;
-use std::time::Instant;
 
 use tracing::Instrument;
 
@@ -13,6 +12,7 @@ use super::policy;
 use super::zone::{DeviceZone, Writeback, ZoneOp};
 use super::Shard;
 use crate::error::ZiobError;
+use crate::metrics::clock::Stamp;
 use crate::metrics::OpKind;
 
 impl<D: ZonedDevice> Shard<D> {
@@ -209,7 +209,7 @@ impl<D: ZonedDevice> Shard<D> {
                 );
                 let mut write = Box::pin(
                     async move {
-                        let started = Instant::now();
+                        let started = Stamp::now();
                         let (res, _view) = device.write(zone, plan.start, buf).await;
                         (plan, res, started)
                     }
@@ -231,10 +231,7 @@ impl<D: ZonedDevice> Shard<D> {
             {
                 let mut st = self.stats.borrow_mut();
                 st.s.device_writes_in_flight -= 1;
-                st.latency.record(
-                    OpKind::DeviceWrite,
-                    started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64,
-                );
+                st.latency.record(OpKind::DeviceWrite, started.elapsed_ns());
             }
             let mut zones = self.zones.borrow_mut();
             let z = &mut zones[i];
