@@ -1,5 +1,5 @@
 //! Metrics of a ZIOB instance: what each core's shard counts and times, merged on demand,
-//! and published through the [`metrics`](::metrics) crate facade.
+//! and published through the [`metrics` crate](https://docs.rs/metrics) facade.
 //!
 //! Every core records into its own shard's cells (plain counters and [`hdrhistogram`]
 //! histograms, no atomics or locks): the latency of every call per [`OpKind`] on the core
