@@ -266,6 +266,15 @@ fn a_read_after_write_back_and_eviction_is_a_miss() {
             m.stats
         );
         assert!(m.stats.memory_peak_bytes <= 256 << 10);
+        // An append larger than half the budget is streamed in pieces: counted once, whole.
+        z.append(2, DmaBuf::from_slice(&record(2, 0, 300 << 10)))
+            .await
+            .unwrap();
+        let m = z.metrics().await.unwrap().total().clone();
+        let appended = (64 << 10) + (1 << 20) + (300 << 10);
+        assert_eq!(m.stats.append_bytes, appended);
+        assert_eq!(m.stats.bytes_written, appended);
+        assert_eq!(m.latency.count(OpKind::Append), 1 + 64 + 1);
         z.close().await.unwrap();
     })
     .unwrap();
