@@ -127,6 +127,16 @@ fn stats_table_shows_cores_total_and_latency_rows() {
         p.windows(2).all(|w| w[0] <= w[1]),
         "percentiles rise: {p:?}"
     );
+    // --per-core adds each core's latency table: core 1 owns zone 1, core 0 did nothing.
+    let (code, out, err) = ziob(
+        &["stats", &dev, "--zone", "1", "--cores", "2", "--per-core"],
+        b"abc",
+    );
+    assert_eq!(code, 0, "{err}");
+    let (_, core0) = out.split_once("core 0 (µs)").expect("core 0's table");
+    let (core0, core1) = core0.split_once("core 1 (µs)").expect("core 1's table");
+    assert!(!core0.contains("append"), "{out}");
+    assert!(core1.lines().any(|l| l.starts_with("append ")), "{out}");
     // The reader of stdout going away is not an error.
     let mut child = Command::new(env!("CARGO_BIN_EXE_ziob"))
         .args(["stats", &dev, "--zone", "1", "--json"])

@@ -9,7 +9,8 @@
 //! ziob write DEV --zone Z [--pad]          data from stdin, at the write pointer
 //! ziob append DEV --zone Z [--pad]         data from stdin; prints the offset it landed at
 //! ziob read DEV --zone Z --offset O --length L   data to stdout
-//! ziob stats DEV --zone Z [--bs S] [--cores N] [--json]   stdin through the buffer; metrics
+//! ziob stats DEV --zone Z [--bs S] [--cores N] [--per-core] [--json]   stdin through the
+//!             buffer; prints its metrics
 //! ```
 //! `DEV` is a device spec (`emu:/path/dev.zns`, `mem:zones=8,zone_size=1M`, …). Zones are
 //! numbered from 0; offsets and lengths are bytes within the zone; sizes take K/M/G suffixes.

@@ -7,7 +7,7 @@
 //! flushes it, reads it back once and prints what every core's shard did. stdin is read up
 //! to what fits in the zone (see [`crate::input`]).
 
-use ziob::metrics::{MetricsSnapshot, OpKind};
+use ziob::metrics::{MetricsSnapshot, OpKind, OpLatencies};
 use ziob::{DmaBuf, ShardStats, Ziob, ZiobConfig};
 
 use crate::access::{open, Access};
@@ -27,6 +27,9 @@ pub struct StatsArgs {
     /// Runtime cores (shards).
     #[arg(long, default_value_t = 1)]
     pub cores: usize,
+    /// Also print each core's latency table (the JSON always has them).
+    #[arg(long)]
+    pub per_core: bool,
     /// Print JSON: `{"total": {...}, "shards": [{...}, ...]}`, each the stats fields with a
     /// `latency` object (per operation kind: count, sum_ns, p50_ns, p90_ns, p99_ns, p999_ns,
     /// max_ns).
@@ -74,7 +77,18 @@ pub fn run(args: StatsArgs) -> Result<(), String> {
     let text = if args.json {
         serde_json::to_string_pretty(&snapshot).map_err(|e| e.to_string())? + "\n"
     } else {
-        format!("{}\n{}", table(&snapshot), latency_table(&snapshot))
+        let mut text = format!(
+            "{}\n{}",
+            table(&snapshot),
+            latency_table("latency (µs)", &snapshot.total().latency)
+        );
+        if args.per_core {
+            for c in snapshot.cores() {
+                let title = format!("core {} (µs)", c.stats.core);
+                text += &format!("\n{}", latency_table(&title, &c.latency));
+            }
+        }
+        text
     };
     print_out(&text)
 }
@@ -161,14 +175,13 @@ fn table(snapshot: &MetricsSnapshot) -> String {
     out
 }
 
-/// Latency percentiles of every operation kind recorded, all cores merged, in microseconds.
-fn latency_table(snapshot: &MetricsSnapshot) -> String {
+/// Latency percentiles of every operation kind recorded, in microseconds, under `title`.
+fn latency_table(title: &str, latency: &OpLatencies) -> String {
     let us = |ns: u64| format!("{:.1}", ns as f64 / 1_000.0);
     let mut out = format!(
         "{:<14} {:>8} {:>11} {:>11} {:>11} {:>11} {:>11}\n",
-        "latency (µs)", "count", "p50", "p90", "p99", "p99.9", "max"
+        title, "count", "p50", "p90", "p99", "p99.9", "max"
     );
-    let latency = &snapshot.total().latency;
     for op in OpKind::ALL.into_iter().filter(|&op| latency.count(op) > 0) {
         let s = latency.summary(op);
         out += &format!(
