@@ -227,3 +227,23 @@ fn host_suites_name_real_devices_and_repeat_three_times() {
         }
     }
 }
+
+/// `bench-report` finds SPDK where `cargo xtask spdk-test` does: `$SPDK_DIR` (e.g. the
+/// `spdk-build --prefix` of docs/SPDK.md), not only a fixed list of prefixes.
+#[test]
+fn spdk_is_found_under_spdk_dir() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let prefix = tempfile::tempdir().unwrap();
+    let dir = Some(prefix.path().as_os_str().to_owned());
+    let reason = super::spdk_available(&root, dir.clone()).unwrap_err();
+    assert!(
+        reason.contains("not installed") && reason.contains(&prefix.path().display().to_string()),
+        "{reason}"
+    );
+    fs::create_dir_all(prefix.path().join("lib/pkgconfig")).unwrap();
+    fs::write(prefix.path().join("lib/pkgconfig/spdk_nvme.pc"), "").unwrap();
+    assert_eq!(
+        super::spdk_available(&root, dir),
+        Ok(prefix.path().to_path_buf())
+    );
+}

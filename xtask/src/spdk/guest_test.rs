@@ -65,14 +65,6 @@ fn vm_opts(geometry: &[&str], a: &TestArgs, out_dir: &Path) -> Result<VmOpts> {
     Ok(w.vm)
 }
 
-/// The prefix holding an installed SPDK (its `lib/pkgconfig/spdk_nvme.pc`), or `None`.
-pub fn find_install(dir: &Path) -> Option<PathBuf> {
-    ["lib/pkgconfig", "lib64/pkgconfig", "build/lib/pkgconfig"]
-        .iter()
-        .map(|sub| dir.join(sub))
-        .find(|p| p.join("spdk_nvme.pc").is_file())
-}
-
 fn not_installed(dir: &Path) -> i32 {
     eprintln!(
         "spdk-test: no SPDK install in {} (no lib/pkgconfig/spdk_nvme.pc).\n\
@@ -212,12 +204,8 @@ fn guest_script(bins: &[GuestBin], ziob: &Path, geo: &str) -> String {
 
 /// Runs `spdk-test`; the exit status of the task.
 pub fn run_test(a: &TestArgs) -> Result<i32> {
-    let dir = a
-        .spdk
-        .clone()
-        .or_else(|| std::env::var_os("SPDK_DIR").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("/opt/spdk"));
-    let Some(pc) = find_install(&dir) else {
+    let dir = super::install_prefix(a.spdk.as_deref(), std::env::var_os("SPDK_DIR"));
+    let Some(pc) = super::find_install(&dir) else {
         return Ok(not_installed(&dir));
     };
     eprintln!("[spdk-test] SPDK: {}", pc.display());

@@ -4,9 +4,11 @@
 //! repository contains no SPDK or DPDK code; these tasks only drive the user's copy.
 
 mod guest_test;
+mod install;
 mod packages;
 mod patch;
 mod source_build;
 
 pub use guest_test::{run_test, TestArgs};
+pub use install::{find_install, prefix as install_prefix};
 pub use source_build::{run_build, BuildArgs};
