@@ -195,14 +195,14 @@ fn guest_opts(out_dir: &Path, spdk: bool, quick: bool) -> Result<VmOpts> {
 }
 
 /// Takes the ZNS controller from the kernel's nvme driver and binds it to uio_pci_generic for
-/// SPDK (as `cargo xtask spdk-test` does); the kernel's zbd/nvme devices are gone afterwards.
-const BIND_UIO: &str = r#"P=$ZIOB_NVME_PCI
-drv() { basename "$(readlink "/sys/bus/pci/devices/$P/driver" 2>/dev/null)" 2>/dev/null; }
-[ -d /sys/bus/pci/drivers/uio_pci_generic ] || modprobe uio_pci_generic
-d=$(drv); [ -n "$d" ] && [ "$d" != uio_pci_generic ] && echo "$P" > "/sys/bus/pci/drivers/$d/unbind"
-echo uio_pci_generic > "/sys/bus/pci/devices/$P/driver_override"; echo "$P" > /sys/bus/pci/drivers_probe
-echo "controller $P on driver $(drv)" > $O/spdk-bind.log
-"#;
+/// SPDK (the binding of `cargo xtask spdk-test`); the kernel's zbd/nvme devices are gone
+/// afterwards. Its output goes to `spdk-bind.log`; if it fails, the SPDK step fails and says so.
+fn bind_uio() -> String {
+    format!(
+        "P=$ZIOB_NVME_PCI\n{}bind_controller > $O/spdk-bind.log 2>&1\n",
+        crate::spdk::BIND_FUNCTIONS
+    )
+}
 
 /// The guest job script: every step's invocations, their exit status in `status`.
 fn guest_script(bin_dir: &Path, steps: &[GuestStep]) -> String {
@@ -211,7 +211,7 @@ fn guest_script(bin_dir: &Path, steps: &[GuestStep]) -> String {
     for st in steps {
         if st.spdk && !bound {
             bound = true;
-            s.push_str(BIND_UIO);
+            s.push_str(&bind_uio());
         }
         let bin = sh_quote(&bin_dir.join(st.bin).to_string_lossy());
         // Arguments are guest shell words: `$ZIOB_*` must expand, nothing else needs quoting.

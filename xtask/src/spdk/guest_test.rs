@@ -111,8 +111,8 @@ fn build_bin(package: &str, bin: &str) -> Result<PathBuf> {
         .with_context(|| format!("cargo did not report the `{bin}` executable"))
 }
 
-/// The shell functions of the guest script: the step runner (records `ok`/`FAILED` per step
-/// in `$ZIOB_OUT_DIR/summary`), the controller binding and the CLI checks.
+/// The shell functions of the guest script (besides [`super::BIND_FUNCTIONS`]): the step
+/// runner (records `ok`/`FAILED` per step in `$ZIOB_OUT_DIR/summary`) and the CLI checks.
 const GUEST_FUNCTIONS: &str = r#"
 P=$ZIOB_NVME_PCI; SPEC=spdk:$P; failed=0
 : > "$ZIOB_OUT_DIR/summary"
@@ -125,19 +125,6 @@ step() {
   echo "$r $GEO $name ($(( $(date +%s) - t0 )) s)" >> "$ZIOB_OUT_DIR/summary"
 }
 in_dir() { ( cd "$1" && shift && CARGO_MANIFEST_DIR="$PWD" exec "$@" ); }
-driver() { basename "$(readlink "/sys/bus/pci/devices/$P/driver" 2>/dev/null)" 2>/dev/null; }
-bind_controller() {
-  hp=$(awk '/^HugePages_Total/ {print $2}' /proc/meminfo)
-  echo "hugepages: $hp x 2 MiB; controller $P on driver $(driver)"
-  [ "$(driver)" = uio_pci_generic ] && return 0
-  # The guest loads uio_pci_generic at boot (the host root it runs in may have no modprobe).
-  [ -d /sys/bus/pci/drivers/uio_pci_generic ] || modprobe uio_pci_generic || return 1
-  d=$(driver); [ -n "$d" ] && echo "$P" > "/sys/bus/pci/drivers/$d/unbind"
-  echo uio_pci_generic > "/sys/bus/pci/devices/$P/driver_override"
-  echo "$P" > /sys/bus/pci/drivers_probe
-  echo "controller $P now on driver $(driver)"
-  [ "$(driver)" = uio_pci_generic ]
-}
 expect() { # expect TEXT CMD...: CMD succeeds and its output contains TEXT
   want=$1; shift
   out=$("$@" 2>&1); rc=$?
@@ -178,6 +165,7 @@ struct GuestBin {
 
 fn guest_script(bins: &[GuestBin], ziob: &Path, geo: &str) -> String {
     let mut s = format!("GEO={geo}; ZIOB={}\n", sh_quote(&ziob.to_string_lossy()));
+    s.push_str(super::BIND_FUNCTIONS);
     s.push_str(GUEST_FUNCTIONS);
     s.push_str("step 'bind the controller to uio_pci_generic' bind_controller\n");
     for b in bins {
