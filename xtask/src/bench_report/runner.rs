@@ -179,13 +179,7 @@ pub fn run_host(ctx: &Ctx, s: &HostSuite) -> Outcome {
 
 /// Default guest options (`vm-run` without flags) with the results directory shared.
 fn guest_opts(out_dir: &Path, spdk: bool, quick: bool) -> Result<VmOpts> {
-    use clap::Parser;
-    #[derive(Parser)]
-    struct Wrap {
-        #[command(flatten)]
-        vm: VmOpts,
-    }
-    let mut o = Wrap::try_parse_from(["bench-report"])?.vm;
+    let mut o = VmOpts::from_args(std::iter::empty::<&str>())?;
     o.out_dir = Some(out_dir.to_path_buf());
     o.timeout_secs = if quick { 900 } else { 3600 };
     if spdk {

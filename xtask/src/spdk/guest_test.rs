@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
 
 use crate::vm::{self, sh_quote, VmOpts};
 
@@ -47,22 +46,14 @@ pub struct TestArgs {
 
 /// Guest options of one geometry, parsed with `vm-run`'s own flags and defaults.
 fn vm_opts(geometry: &[&str], a: &TestArgs, out_dir: &Path) -> Result<VmOpts> {
-    #[derive(Parser)]
-    struct W {
-        #[command(flatten)]
-        vm: VmOpts,
-    }
-    let mut args: Vec<String> = vec!["spdk-test".into()];
-    args.extend(geometry.iter().map(|s| s.to_string()));
+    let mut args: Vec<String> = geometry.iter().map(|s| s.to_string()).collect();
     args.extend([
         format!("--hugepages={}", a.hugepages),
         format!("--timeout-secs={}", a.timeout_secs),
         format!("--out-dir={}", out_dir.display()),
         "--env=ZIOB_SPDK=1".into(),
     ]);
-    let w = W::try_parse_from(&args).context("guest options")?;
-    w.vm.validate()?;
-    Ok(w.vm)
+    VmOpts::from_args(args).context("guest options")
 }
 
 fn not_installed(dir: &Path) -> i32 {
@@ -389,6 +380,27 @@ mod tests {
         assert!(!status[2].1 && status[2].0.starts_with("FAILED test backends: failing"));
         assert!(status[3].1 && status[3].0.contains("ziob: spdk_guest"));
         assert!(!status[4].1 && status[4].0.contains("ziob CLI over spdk:"));
+    }
+
+    /// Both geometries are valid guest options, with the hugepages and `ZIOB_SPDK=1` the
+    /// tests need.
+    #[test]
+    fn geometries_are_valid_guest_options() {
+        let a = TestArgs {
+            spdk: None,
+            geometry: GeometryChoice::Both,
+            hugepages: 512,
+            timeout_secs: 60,
+        };
+        let d = vm_opts(&[], &a, Path::new("/tmp/x")).unwrap();
+        assert_eq!((d.zones, d.max_active, d.hugepages), (16, 6, 512));
+        assert_eq!(d.envs, ["ZIOB_SPDK=1"]);
+        let s = vm_opts(&small_geometry(), &a, Path::new("/tmp/x")).unwrap();
+        assert_eq!(
+            (s.zones, s.zone_size, s.max_open, s.max_active),
+            (8, 1 << 20, 2, 3)
+        );
+        assert_eq!(s.out_dir.as_deref(), Some(Path::new("/tmp/x")));
     }
 
     /// Guest variables in a binary's environment are expanded in the guest, not quoted away.
