@@ -59,7 +59,7 @@ fn vm_opts(geometry: &[&str], a: &TestArgs, out_dir: &Path) -> Result<VmOpts> {
 fn not_installed(dir: &Path) -> i32 {
     eprintln!(
         "spdk-test: no SPDK install in {} (no lib/pkgconfig/spdk_nvme.pc).\n\
-         Install SPDK >= 25.09 once (about 4 minutes on 2 cores), then run again:\n\
+         Install SPDK >= 25.09 once (a 4-10 minute build on 2 cores), then run again:\n\
          \x20   git clone --branch v25.09 --recursive https://github.com/spdk/spdk /opt/spdk-src\n\
          \x20   cargo xtask spdk-build --src /opt/spdk-src --prefix {}\n\
          \x20   cargo xtask spdk-test --spdk {}\n\
