@@ -229,7 +229,23 @@ pub fn run(args: Args) -> Result<i32> {
     for s in &manifest.skipped {
         eprintln!("bench-report: {}: {}", s.suite, s.reason);
     }
-    Ok(0)
+    Ok(exit_status(&manifest))
+}
+
+/// 0 when every suite ran or was skipped for a stated reason (not installed, not built,
+/// `--no-guest`); 1 when a suite failed (the report still lists it with the reason).
+fn exit_status(manifest: &Manifest) -> i32 {
+    let failed = manifest.failed();
+    if failed.is_empty() {
+        return 0;
+    }
+    let names: Vec<&str> = failed.iter().map(|s| s.suite.as_str()).collect();
+    eprintln!(
+        "bench-report: {} suite(s) failed: {} (exit status 1)",
+        failed.len(),
+        names.join(", ")
+    );
+    1
 }
 
 fn record(ctx: &Ctx, manifest: &mut Manifest, o: Outcome) {
