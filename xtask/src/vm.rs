@@ -116,6 +116,27 @@ pub struct VmOpts {
 }
 
 impl VmOpts {
+    /// Options from `vm-run`-style flags (`--zones=8`, ...; none: the `vm-run` defaults),
+    /// checked with [`VmOpts::validate`]: what the tasks that boot their own guests use.
+    pub fn from_args<I, S>(args: I) -> Result<VmOpts>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Flags {
+            #[command(flatten)]
+            vm: VmOpts,
+        }
+        let words =
+            std::iter::once(std::ffi::OsString::from("vm")).chain(args.into_iter().map(Into::into));
+        let opts = Flags::try_parse_from(words)?.vm;
+        opts.validate()?;
+        Ok(opts)
+    }
+
+    /// Checks the options against what QEMU and the kernel accept.
     pub fn validate(&self) -> Result<()> {
         let bs = self.block_size as u64;
         if !bs.is_power_of_two() || !(512..=65536).contains(&bs) {

@@ -22,6 +22,7 @@ mod suites;
 #[cfg(test)]
 mod tests;
 
+use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -66,22 +67,22 @@ fn target_dir(root: &Path) -> PathBuf {
         .unwrap_or_else(|| root.join("target"))
 }
 
-/// Whether `ziob-benches` has an `spdk` feature and SPDK is installed; otherwise the reason.
-fn spdk_available(root: &Path) -> Result<(), String> {
+/// The SPDK prefix the `spdk:` suite builds against, found the way `cargo xtask spdk-test`
+/// finds it (`spdk_dir` is `$SPDK_DIR`, else `/opt/spdk`), when `ziob-benches` has an `spdk`
+/// feature and SPDK is installed there; otherwise the reason.
+fn spdk_available(root: &Path, spdk_dir: Option<OsString>) -> Result<PathBuf, String> {
     let manifest = fs::read_to_string(root.join("benches/Cargo.toml")).unwrap_or_default();
     if !has_feature(&manifest, "spdk") {
         return Err("skipped: `ziob-bench` has no `spdk:` device in this tree (no `spdk` feature in benches/Cargo.toml; issue #17 adds it)".into());
     }
-    let installed = [
-        "/opt/spdk/lib/pkgconfig/spdk_nvme.pc",
-        "/usr/local/lib/pkgconfig/spdk_nvme.pc",
-    ]
-    .iter()
-    .any(|p| Path::new(p).exists());
-    if !installed {
-        return Err("skipped: SPDK is not installed (no spdk_nvme.pc under /opt/spdk or /usr/local; see docs/SPDK.md)".into());
+    let prefix = crate::spdk::install_prefix(None, spdk_dir);
+    if crate::spdk::find_install(&prefix).is_none() {
+        return Err(format!(
+            "skipped: SPDK is not installed (no lib/pkgconfig/spdk_nvme.pc under {}: set SPDK_DIR to the prefix; see docs/SPDK.md)",
+            prefix.display()
+        ));
     }
-    Ok(())
+    Ok(store::absolute(&prefix))
 }
 
 /// Whether the Cargo manifest text declares `feature` in its `[features]` table.
@@ -120,7 +121,7 @@ pub fn run(args: Args) -> Result<i32> {
     );
     fs::create_dir_all(&results).with_context(|| format!("creating {}", results.display()))?;
     let host_suites = suites::host_suites(args.quick);
-    let mut spdk = spdk_available(&root);
+    let mut spdk = spdk_available(&root, std::env::var_os("SPDK_DIR"));
     let steps: u64 = host_suites
         .iter()
         .map(|s| u64::from(s.invocations))
@@ -158,23 +159,25 @@ pub fn run(args: Args) -> Result<i32> {
     let build_started = Instant::now();
     let build_log = target_dir(&root).join("bench-report-build.log");
     let bins = ["rt-bench", "ziob-bench", "nvme-bench", "guest-bench"];
-    let build_with = |features: &str| {
+    let build_with = |spdk_dir: Option<&Path>| {
         ctx.pb.suspend(|| {
+            let features = if spdk_dir.is_some() {
+                "peers,spdk"
+            } else {
+                "peers"
+            };
             eprintln!("bench-report: building the benchmarks (release, features {features}) ...");
-            runner::build(features, &bins, &build_log)
+            runner::build(features, spdk_dir, &bins, &build_log)
         })
     };
-    let build = match (
-        &spdk,
-        build_with(if spdk.is_ok() { "peers,spdk" } else { "peers" }),
-    ) {
+    let build = match (&spdk, build_with(spdk.as_deref().ok())) {
         (_, Ok(line)) => line,
         // The SPDK build can fail where the rest builds: measure the rest.
-        (Ok(()), Err(e)) => {
+        (Ok(_), Err(e)) => {
             spdk = Err(format!(
                 "skipped: the build with the `spdk` feature failed: {e:#}"
             ));
-            build_with("peers")?
+            build_with(None)?
         }
         (Err(_), Err(e)) => return Err(e),
     };
@@ -226,7 +229,23 @@ pub fn run(args: Args) -> Result<i32> {
     for s in &manifest.skipped {
         eprintln!("bench-report: {}: {}", s.suite, s.reason);
     }
-    Ok(0)
+    Ok(exit_status(&manifest))
+}
+
+/// 0 when every suite ran or was skipped for a stated reason (not installed, not built,
+/// `--no-guest`); 1 when a suite failed (the report still lists it with the reason).
+fn exit_status(manifest: &Manifest) -> i32 {
+    let failed = manifest.failed();
+    if failed.is_empty() {
+        return 0;
+    }
+    let names: Vec<&str> = failed.iter().map(|s| s.suite.as_str()).collect();
+    eprintln!(
+        "bench-report: {} suite(s) failed: {} (exit status 1)",
+        failed.len(),
+        names.join(", ")
+    );
+    1
 }
 
 fn record(ctx: &Ctx, manifest: &mut Manifest, o: Outcome) {

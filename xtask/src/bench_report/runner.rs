@@ -37,26 +37,44 @@ pub enum Outcome {
     Skipped(Skip),
 }
 
-/// `cargo build --release -p ziob-benches --features FEATURES --bin ...`; cargo's output goes
-/// to `log`. Returns the command line.
-pub fn build(features: &str, bins: &[&str], log: &Path) -> Result<String> {
+/// `cargo build --release -p ziob-benches --features FEATURES --bin ...`, with `SPDK_DIR` set
+/// to `spdk_dir` when given (the backend's build script finds SPDK there).
+fn build_command(features: &str, spdk_dir: Option<&Path>, bins: &[&str]) -> Command {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut args: Vec<String> = ["build", "--release", "-p", "ziob-benches", "--features"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.push(features.to_string());
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "--release",
+        "-p",
+        "ziob-benches",
+        "--features",
+        features,
+    ]);
     for b in bins {
-        args.push("--bin".into());
-        args.push(b.to_string());
+        cmd.args(["--bin", b]);
     }
-    let status = Command::new(&cargo)
-        .args(&args)
+    if let Some(dir) = spdk_dir {
+        cmd.env("SPDK_DIR", dir);
+    }
+    cmd
+}
+
+/// Runs [`build_command`]; cargo's output goes to `log`. Returns the command line.
+pub fn build(features: &str, spdk_dir: Option<&Path>, bins: &[&str], log: &Path) -> Result<String> {
+    let mut cmd = build_command(features, spdk_dir, bins);
+    let mut line = spdk_dir
+        .map(|d| format!("SPDK_DIR={} ", sh_quote(&d.to_string_lossy())))
+        .unwrap_or_default();
+    line.push_str("cargo");
+    for a in cmd.get_args() {
+        line.push(' ');
+        line.push_str(&a.to_string_lossy());
+    }
+    let status = cmd
         .stdout(Stdio::null())
         .stderr(fs::File::create(log)?)
         .status()
-        .with_context(|| format!("running {cargo}"))?;
-    let line = format!("cargo {}", args.join(" "));
+        .with_context(|| format!("running {:?}", cmd.get_program()))?;
     if !status.success() {
         anyhow::bail!("{line} failed ({status}); see {}", log.display());
     }
@@ -161,13 +179,7 @@ pub fn run_host(ctx: &Ctx, s: &HostSuite) -> Outcome {
 
 /// Default guest options (`vm-run` without flags) with the results directory shared.
 fn guest_opts(out_dir: &Path, spdk: bool, quick: bool) -> Result<VmOpts> {
-    use clap::Parser;
-    #[derive(Parser)]
-    struct Wrap {
-        #[command(flatten)]
-        vm: VmOpts,
-    }
-    let mut o = Wrap::try_parse_from(["bench-report"])?.vm;
+    let mut o = VmOpts::from_args(std::iter::empty::<&str>())?;
     o.out_dir = Some(out_dir.to_path_buf());
     o.timeout_secs = if quick { 900 } else { 3600 };
     if spdk {
@@ -177,14 +189,14 @@ fn guest_opts(out_dir: &Path, spdk: bool, quick: bool) -> Result<VmOpts> {
 }
 
 /// Takes the ZNS controller from the kernel's nvme driver and binds it to uio_pci_generic for
-/// SPDK (as `cargo xtask spdk-test` does); the kernel's zbd/nvme devices are gone afterwards.
-const BIND_UIO: &str = r#"P=$ZIOB_NVME_PCI
-drv() { basename "$(readlink "/sys/bus/pci/devices/$P/driver" 2>/dev/null)" 2>/dev/null; }
-[ -d /sys/bus/pci/drivers/uio_pci_generic ] || modprobe uio_pci_generic
-d=$(drv); [ -n "$d" ] && [ "$d" != uio_pci_generic ] && echo "$P" > "/sys/bus/pci/drivers/$d/unbind"
-echo uio_pci_generic > "/sys/bus/pci/devices/$P/driver_override"; echo "$P" > /sys/bus/pci/drivers_probe
-echo "controller $P on driver $(drv)" > $O/spdk-bind.log
-"#;
+/// SPDK (the binding of `cargo xtask spdk-test`); the kernel's zbd/nvme devices are gone
+/// afterwards. Its output goes to `spdk-bind.log`; if it fails, the SPDK step fails and says so.
+fn bind_uio() -> String {
+    format!(
+        "P=$ZIOB_NVME_PCI\n{}bind_controller > $O/spdk-bind.log 2>&1\n",
+        crate::spdk::BIND_FUNCTIONS
+    )
+}
 
 /// The guest job script: every step's invocations, their exit status in `status`.
 fn guest_script(bin_dir: &Path, steps: &[GuestStep]) -> String {
@@ -193,7 +205,7 @@ fn guest_script(bin_dir: &Path, steps: &[GuestStep]) -> String {
     for st in steps {
         if st.spdk && !bound {
             bound = true;
-            s.push_str(BIND_UIO);
+            s.push_str(&bind_uio());
         }
         let bin = sh_quote(&bin_dir.join(st.bin).to_string_lossy());
         // Arguments are guest shell words: `$ZIOB_*` must expand, nothing else needs quoting.
@@ -341,6 +353,36 @@ mod tests {
             bind > with_spdk.find("nvme-bench").unwrap(),
             "SPDK binds last"
         );
+    }
+
+    /// The `spdk` feature's build gets the SPDK prefix in `SPDK_DIR` (the backend's build
+    /// script finds SPDK only there or on `PKG_CONFIG_PATH`); the plain build has no `spdk`.
+    #[test]
+    fn the_spdk_build_is_told_where_spdk_is() {
+        let with = build_command("peers,spdk", Some(Path::new("/p/spdk")), &["ziob-bench"]);
+        let env: Vec<_> = with.get_envs().collect();
+        assert!(
+            env.contains(&(
+                std::ffi::OsStr::new("SPDK_DIR"),
+                Some(std::ffi::OsStr::new("/p/spdk"))
+            )),
+            "{env:?}"
+        );
+        let args: Vec<_> = with.get_args().collect();
+        assert_eq!(
+            &args[..6],
+            [
+                "build",
+                "--release",
+                "-p",
+                "ziob-benches",
+                "--features",
+                "peers,spdk"
+            ]
+        );
+        assert_eq!(&args[6..], ["--bin", "ziob-bench"]);
+        let without = build_command("peers", None, &["ziob-bench"]);
+        assert!(without.get_envs().all(|(k, _)| k != "SPDK_DIR"));
     }
 
     #[test]

@@ -120,6 +120,16 @@ impl Manifest {
         self.runs.iter().find(|r| r.suite == suite)
     }
 
+    /// The suites that were meant to run and failed (a benchmark's non-zero exit, a guest that
+    /// did not run): reasons starting with `failed`, as the runner writes them. A suite skipped
+    /// because something is not installed or not built is not among them.
+    pub fn failed(&self) -> Vec<&Skip> {
+        self.skipped
+            .iter()
+            .filter(|s| s.reason.starts_with("failed"))
+            .collect()
+    }
+
     /// Why `suite` was skipped, if it was.
     pub fn skip_reason(&self, suite: &str) -> Option<&str> {
         self.skipped

@@ -227,3 +227,65 @@ fn host_suites_name_real_devices_and_repeat_three_times() {
         }
     }
 }
+
+/// `bench-report` finds SPDK where `cargo xtask spdk-test` does: `$SPDK_DIR` (e.g. the
+/// `spdk-build --prefix` of docs/SPDK.md), not only a fixed list of prefixes.
+#[test]
+fn spdk_is_found_under_spdk_dir() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let prefix = tempfile::tempdir().unwrap();
+    let dir = Some(prefix.path().as_os_str().to_owned());
+    let reason = super::spdk_available(&root, dir.clone()).unwrap_err();
+    assert!(
+        reason.contains("not installed") && reason.contains(&prefix.path().display().to_string()),
+        "{reason}"
+    );
+    fs::create_dir_all(prefix.path().join("lib/pkgconfig")).unwrap();
+    fs::write(prefix.path().join("lib/pkgconfig/spdk_nvme.pc"), "").unwrap();
+    assert_eq!(
+        super::spdk_available(&root, dir),
+        Ok(prefix.path().to_path_buf())
+    );
+}
+
+/// A suite that failed makes the run fail (exit 1) although the report is written; suites
+/// skipped for a stated reason (not installed, not built) do not.
+#[test]
+fn a_failed_suite_fails_the_run_a_skipped_one_does_not() {
+    use super::store::{Manifest, Skip};
+    let skip = |suite: &str, reason: &str| Skip {
+        suite: suite.into(),
+        reason: reason.into(),
+    };
+    let mut m = Manifest {
+        date: "2026-12-01".into(),
+        quick: true,
+        command: "cargo xtask bench-report --quick".into(),
+        runs: vec![],
+        skipped: vec![
+            skip(
+                "kv-demo",
+                "skipped: not built yet (issue #14: kv-demo vs db_bench)",
+            ),
+            skip("guest-spdk", "skipped: SPDK is not installed (...)"),
+        ],
+    };
+    assert_eq!(super::exit_status(&m), 0);
+    m.skipped.push(skip(
+        "append",
+        "failed: `ziob-bench --dev emu:...` (repeat 2): thread 'main' panicked",
+    ));
+    assert_eq!(super::exit_status(&m), 1);
+    m.skipped.pop();
+    m.skipped.push(skip(
+        "guest-nvme",
+        "failed in the guest (exit status 1, guest exit 0): `ziob-bench ...`: error",
+    ));
+    assert_eq!(super::exit_status(&m), 1);
+    // The committed run has no failures.
+    let committed = Manifest::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../benches/results/2026-12-01"),
+    )
+    .unwrap();
+    assert_eq!(super::exit_status(&committed), 0);
+}

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
 
 use crate::vm::{self, sh_quote, VmOpts};
 
@@ -47,36 +46,20 @@ pub struct TestArgs {
 
 /// Guest options of one geometry, parsed with `vm-run`'s own flags and defaults.
 fn vm_opts(geometry: &[&str], a: &TestArgs, out_dir: &Path) -> Result<VmOpts> {
-    #[derive(Parser)]
-    struct W {
-        #[command(flatten)]
-        vm: VmOpts,
-    }
-    let mut args: Vec<String> = vec!["spdk-test".into()];
-    args.extend(geometry.iter().map(|s| s.to_string()));
+    let mut args: Vec<String> = geometry.iter().map(|s| s.to_string()).collect();
     args.extend([
         format!("--hugepages={}", a.hugepages),
         format!("--timeout-secs={}", a.timeout_secs),
         format!("--out-dir={}", out_dir.display()),
         "--env=ZIOB_SPDK=1".into(),
     ]);
-    let w = W::try_parse_from(&args).context("guest options")?;
-    w.vm.validate()?;
-    Ok(w.vm)
-}
-
-/// The prefix holding an installed SPDK (its `lib/pkgconfig/spdk_nvme.pc`), or `None`.
-pub fn find_install(dir: &Path) -> Option<PathBuf> {
-    ["lib/pkgconfig", "lib64/pkgconfig", "build/lib/pkgconfig"]
-        .iter()
-        .map(|sub| dir.join(sub))
-        .find(|p| p.join("spdk_nvme.pc").is_file())
+    VmOpts::from_args(args).context("guest options")
 }
 
 fn not_installed(dir: &Path) -> i32 {
     eprintln!(
         "spdk-test: no SPDK install in {} (no lib/pkgconfig/spdk_nvme.pc).\n\
-         Install SPDK >= 25.09 once (about 4 minutes on 2 cores), then run again:\n\
+         Install SPDK >= 25.09 once (a 4-10 minute build on 2 cores), then run again:\n\
          \x20   git clone --branch v25.09 --recursive https://github.com/spdk/spdk /opt/spdk-src\n\
          \x20   cargo xtask spdk-build --src /opt/spdk-src --prefix {}\n\
          \x20   cargo xtask spdk-test --spdk {}\n\
@@ -119,8 +102,8 @@ fn build_bin(package: &str, bin: &str) -> Result<PathBuf> {
         .with_context(|| format!("cargo did not report the `{bin}` executable"))
 }
 
-/// The shell functions of the guest script: the step runner (records `ok`/`FAILED` per step
-/// in `$ZIOB_OUT_DIR/summary`), the controller binding and the CLI checks.
+/// The shell functions of the guest script (besides [`super::BIND_FUNCTIONS`]): the step
+/// runner (records `ok`/`FAILED` per step in `$ZIOB_OUT_DIR/summary`) and the CLI checks.
 const GUEST_FUNCTIONS: &str = r#"
 P=$ZIOB_NVME_PCI; SPEC=spdk:$P; failed=0
 : > "$ZIOB_OUT_DIR/summary"
@@ -133,19 +116,6 @@ step() {
   echo "$r $GEO $name ($(( $(date +%s) - t0 )) s)" >> "$ZIOB_OUT_DIR/summary"
 }
 in_dir() { ( cd "$1" && shift && CARGO_MANIFEST_DIR="$PWD" exec "$@" ); }
-driver() { basename "$(readlink "/sys/bus/pci/devices/$P/driver" 2>/dev/null)" 2>/dev/null; }
-bind_controller() {
-  hp=$(awk '/^HugePages_Total/ {print $2}' /proc/meminfo)
-  echo "hugepages: $hp x 2 MiB; controller $P on driver $(driver)"
-  [ "$(driver)" = uio_pci_generic ] && return 0
-  # The guest loads uio_pci_generic at boot (the host root it runs in may have no modprobe).
-  [ -d /sys/bus/pci/drivers/uio_pci_generic ] || modprobe uio_pci_generic || return 1
-  d=$(driver); [ -n "$d" ] && echo "$P" > "/sys/bus/pci/drivers/$d/unbind"
-  echo uio_pci_generic > "/sys/bus/pci/devices/$P/driver_override"
-  echo "$P" > /sys/bus/pci/drivers_probe
-  echo "controller $P now on driver $(driver)"
-  [ "$(driver)" = uio_pci_generic ]
-}
 expect() { # expect TEXT CMD...: CMD succeeds and its output contains TEXT
   want=$1; shift
   out=$("$@" 2>&1); rc=$?
@@ -186,6 +156,7 @@ struct GuestBin {
 
 fn guest_script(bins: &[GuestBin], ziob: &Path, geo: &str) -> String {
     let mut s = format!("GEO={geo}; ZIOB={}\n", sh_quote(&ziob.to_string_lossy()));
+    s.push_str(super::BIND_FUNCTIONS);
     s.push_str(GUEST_FUNCTIONS);
     s.push_str("step 'bind the controller to uio_pci_generic' bind_controller\n");
     for b in bins {
@@ -212,12 +183,8 @@ fn guest_script(bins: &[GuestBin], ziob: &Path, geo: &str) -> String {
 
 /// Runs `spdk-test`; the exit status of the task.
 pub fn run_test(a: &TestArgs) -> Result<i32> {
-    let dir = a
-        .spdk
-        .clone()
-        .or_else(|| std::env::var_os("SPDK_DIR").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("/opt/spdk"));
-    let Some(pc) = find_install(&dir) else {
+    let dir = super::install_prefix(a.spdk.as_deref(), std::env::var_os("SPDK_DIR"));
+    let Some(pc) = super::find_install(&dir) else {
         return Ok(not_installed(&dir));
     };
     eprintln!("[spdk-test] SPDK: {}", pc.display());
@@ -413,6 +380,27 @@ mod tests {
         assert!(!status[2].1 && status[2].0.starts_with("FAILED test backends: failing"));
         assert!(status[3].1 && status[3].0.contains("ziob: spdk_guest"));
         assert!(!status[4].1 && status[4].0.contains("ziob CLI over spdk:"));
+    }
+
+    /// Both geometries are valid guest options, with the hugepages and `ZIOB_SPDK=1` the
+    /// tests need.
+    #[test]
+    fn geometries_are_valid_guest_options() {
+        let a = TestArgs {
+            spdk: None,
+            geometry: GeometryChoice::Both,
+            hugepages: 512,
+            timeout_secs: 60,
+        };
+        let d = vm_opts(&[], &a, Path::new("/tmp/x")).unwrap();
+        assert_eq!((d.zones, d.max_active, d.hugepages), (16, 6, 512));
+        assert_eq!(d.envs, ["ZIOB_SPDK=1"]);
+        let s = vm_opts(&small_geometry(), &a, Path::new("/tmp/x")).unwrap();
+        assert_eq!(
+            (s.zones, s.zone_size, s.max_open, s.max_active),
+            (8, 1 << 20, 2, 3)
+        );
+        assert_eq!(s.out_dir.as_deref(), Some(Path::new("/tmp/x")));
     }
 
     /// Guest variables in a binary's environment are expanded in the guest, not quoted away.
