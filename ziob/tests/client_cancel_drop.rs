@@ -14,6 +14,9 @@ use client_support::{bounded, record, tokio_rt, Rng};
 use shard_support::{PollBudget, SlowMem};
 use ziob::{Client, ErrorKind, Geometry, Runtime, Ziob, ZiobConfig, ZiobError};
 
+/// (zone, offset, record id, length) of every acknowledged append.
+type Acked = Arc<Mutex<Vec<(u32, u64, u64, usize)>>>;
+
 const ZONES: u32 = 9;
 
 /// Awaits `fut` whole, or polls it `budget` times and drops it (then `None`).
@@ -56,7 +59,7 @@ fn run(seed: u64) {
         })
         .unwrap();
     let trt = tokio_rt(3);
-    let acked: Arc<Mutex<Vec<(u32, u64, u64, usize)>>> = Arc::default();
+    let acked: Acked = Arc::default();
     trt.block_on(async {
         let mut tasks = Vec::new();
         for t in 0..12u64 {
