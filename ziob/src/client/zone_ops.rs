@@ -23,8 +23,8 @@ impl AsRef<[u8]> for ReadBuf {
 }
 
 impl<D: ZonedDevice> Client<D> {
-    /// Appends `data` to `zone`; returns the offset it was given (see [`Ziob::append`]
-    /// (crate::Ziob::append)). The buffered path copies `data` straight into the zone's
+    /// Appends `data` to `zone`; returns the offset it was given (see
+    /// [`Ziob::append`](crate::Ziob::append)). The buffered path copies `data` straight into the zone's
     /// memory: no aligned buffer per record.
     ///
     /// # Cancel safety
