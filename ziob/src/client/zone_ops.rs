@@ -34,10 +34,7 @@ impl<D: ZonedDevice> Client<D> {
         zone: u32,
         data: Bytes,
     ) -> impl Future<Output = Result<u64>> + Send + 'static {
-        self.on_owner(
-            zone,
-            move |s| async move { s.append_bytes(zone, data).await },
-        )
+        self.on_owner(zone, move |s| async move { s.append(zone, data).await.0 })
     }
 
     /// [`Client::append`] of a copy of `data` (taken before this returns).
@@ -77,7 +74,7 @@ impl<D: ZonedDevice> Client<D> {
         data: Bytes,
     ) -> impl Future<Output = Result<()>> + Send + 'static {
         self.on_owner(zone, move |s| async move {
-            s.write_at_bytes(zone, offset, data).await
+            s.write_at(zone, offset, data).await.0
         })
     }
 
