@@ -117,6 +117,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod client;
 mod config;
 mod device_impl;
 mod error;
@@ -129,6 +130,7 @@ pub mod placement;
 mod shard;
 mod stats;
 
+pub use client::{BlockingClient, Client};
 pub use config::{
     ZiobConfig, IDLE_WRITEBACK_DEFAULT, SHARD_BUDGET_BYTES_DEFAULT, WRITEBACK_UNIT_BYTES_DEFAULT,
 };

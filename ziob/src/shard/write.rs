@@ -15,6 +15,41 @@ use crate::logical;
 use crate::metrics::OpKind;
 use crate::stats::OpTimer;
 
+/// The data of an append or write: a DMA buffer (handed back with the result) or bytes (the
+/// buffered path copies them straight into the zone's chunks, with no buffer per record).
+pub(crate) trait Payload: std::ops::Deref<Target = [u8]> + Sized + 'static {
+    /// A DMA buffer holding the data, for a pass-through write (the device needs one).
+    fn into_dma(self) -> DmaBuf;
+    /// What to hand back after a pass-through write of `buf`.
+    fn back(buf: DmaBuf) -> Self;
+    /// What to hand back when the data went with a task that ended without an answer.
+    fn lost() -> Self;
+}
+
+impl Payload for DmaBuf {
+    fn into_dma(self) -> DmaBuf {
+        self
+    }
+    fn back(buf: DmaBuf) -> Self {
+        buf
+    }
+    fn lost() -> Self {
+        DmaBuf::with_capacity(0)
+    }
+}
+
+impl Payload for bytes::Bytes {
+    fn into_dma(self) -> DmaBuf {
+        DmaBuf::from_slice(&self)
+    }
+    fn back(_: DmaBuf) -> Self {
+        bytes::Bytes::new()
+    }
+    fn lost() -> Self {
+        bytes::Bytes::new()
+    }
+}
+
 /// What a write needs, decided by [`Shard::admit`].
 struct Admission {
     /// Grow the tail chunk to this capacity first.
@@ -38,33 +73,37 @@ impl<D: ZonedDevice> Shard<D> {
     /// Cancel safety: a write taken in one piece is committed in one step with no await
     /// after it, so a dropped call appended all or nothing. A streamed write (larger than
     /// [`Shard::max_piece_bytes`]) runs as its own task and completes even if dropped.
-    pub(crate) async fn append(self: &Rc<Self>, zone: u32, data: DmaBuf) -> (Result<u64>, DmaBuf) {
+    pub(crate) async fn append<B: Payload>(
+        self: &Rc<Self>,
+        zone: u32,
+        data: B,
+    ) -> (Result<u64>, B) {
         let _timer = OpTimer::start(&self.stats, OpKind::Append);
         if let Err(e) = self.check_zone(zone) {
             return (Err(e), data);
         }
         if !self.buffered {
-            let (res, data) = self.device.append(zone, data).await;
-            return (res.map_err(Into::into), data);
+            let (res, data) = self.device.append(zone, data.into_dma()).await;
+            return (res.map_err(Into::into), B::back(data));
         }
         self.write_whole(zone, None, data, IoOp::Append).await
     }
 
     /// Writes `data` at `offset_bytes` of `zone`, which must be the logical write pointer.
     /// The buffer comes back with the result. Cancel safety as [`Shard::append`].
-    pub(crate) async fn write_at(
+    pub(crate) async fn write_at<B: Payload>(
         self: &Rc<Self>,
         zone: u32,
         offset: u64,
-        data: DmaBuf,
-    ) -> (Result<()>, DmaBuf) {
+        data: B,
+    ) -> (Result<()>, B) {
         let _timer = OpTimer::start(&self.stats, OpKind::WriteAt);
         if let Err(e) = self.check_zone(zone) {
             return (Err(e), data);
         }
         if !self.buffered {
-            let (res, data) = self.device.write(zone, offset, data).await;
-            return (res.map_err(Into::into), data);
+            let (res, data) = self.device.write(zone, offset, data.into_dma()).await;
+            return (res.map_err(Into::into), B::back(data));
         }
         let (res, data) = self
             .write_whole(zone, Some(offset), data, IoOp::Write)
@@ -72,13 +111,13 @@ impl<D: ZonedDevice> Shard<D> {
         (res.map(|_| ()), data)
     }
 
-    async fn write_whole(
+    async fn write_whole<B: Payload>(
         self: &Rc<Self>,
         zone: u32,
         offset: Option<u64>,
-        data: DmaBuf,
+        data: B,
         op: IoOp,
-    ) -> (Result<u64>, DmaBuf) {
+    ) -> (Result<u64>, B) {
         if data.len() as u64 > self.max_piece_bytes() {
             let this = self.clone();
             let call = self.hold_call();
@@ -89,7 +128,7 @@ impl<D: ZonedDevice> Shard<D> {
             })
             .await;
             // Without its task's answer the data buffer is gone with the task.
-            return done.unwrap_or_else(|e| (Err(e), DmaBuf::with_capacity(0)));
+            return done.unwrap_or_else(|e| (Err(e), B::lost()));
         }
         let res = self.write_piece(zone, offset, &data, op, false).await;
         (res, data)

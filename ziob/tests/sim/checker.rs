@@ -50,7 +50,11 @@ pub fn allowed_error(
             _ => false,
         },
         // No task panics and no core stops in the simulation.
-        ZiobError::Config(_) | ZiobError::Runtime(_) | ZiobError::Aborted { .. } => false,
+        ZiobError::Config(_)
+        | ZiobError::Runtime(_)
+        | ZiobError::Aborted { .. }
+        | ZiobError::RuntimeStopped { .. }
+        | ZiobError::BlockingOnCore { .. } => false,
     };
     if ok {
         Ok(())
