@@ -114,3 +114,32 @@ fn pass_through_takes_bytes_too() {
         b.close().unwrap();
     });
 }
+
+/// `Client::metrics` from a thread off the runtime merges every core's counters: each append
+/// is counted once, on the core that owns its zone, and the bytes add up.
+#[test]
+fn metrics_from_the_client_count_every_append_once() {
+    bounded(60, "client metrics", || {
+        let rt = Runtime::builder().cores(2).build().unwrap();
+        let c = open(&rt, "mem:zones=8,zone_size=8M", ZiobConfig::default());
+        futures::executor::block_on(async {
+            let mut bytes = 0u64;
+            for i in 0..40u32 {
+                let rec = record(i, u64::from(i), 100 + i as usize);
+                bytes += rec.len() as u64;
+                c.append_slice(i % 8, &rec).await.unwrap();
+            }
+            let m = c.metrics().await.unwrap();
+            assert_eq!(m.cores().len(), 2);
+            assert_eq!(m.total().latency.count(ziob::OpKind::Append), 40);
+            assert_eq!(m.total().stats.append_bytes, bytes);
+            let per_core: Vec<u64> = m
+                .cores()
+                .iter()
+                .map(|core| core.latency.count(ziob::OpKind::Append))
+                .collect();
+            assert_eq!(per_core, vec![20, 20], "zones alternate between the cores");
+            c.close().await.unwrap();
+        });
+    });
+}

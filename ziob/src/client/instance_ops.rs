@@ -57,6 +57,16 @@ impl<D: ZonedDevice> Client<D> {
         self.on_every_core("stats", |s| async move { Ok(s.stats()) })
     }
 
+    /// Latency histograms and counters of every shard, merged (see [`Ziob::metrics`]); publish
+    /// them with [`MetricsSnapshot::publish`](crate::MetricsSnapshot::publish).
+    ///
+    /// # Cancel safety
+    /// Changes nothing; dropping it is always safe.
+    pub fn metrics(&self) -> impl Future<Output = Result<crate::MetricsSnapshot>> + Send + 'static {
+        let cores = self.on_every_core("metrics", |s| async move { Ok(s.metrics()) });
+        async move { Ok(crate::MetricsSnapshot::from_cores(cores.await?)) }
+    }
+
     /// Closes the instance for every handle (see [`Ziob::close`]): new calls fail with
     /// [`ZiobError::Closed`], the calls admitted finish, then every shard syncs and stops.
     /// Every append acknowledged before is durable once this returns `Ok`.
