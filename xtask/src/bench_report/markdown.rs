@@ -20,6 +20,9 @@ pub struct Rendered {
     pub sections: Vec<String>,
     /// SVG files written (absolute paths).
     pub figures: Vec<PathBuf>,
+    /// SVG files of an earlier report that this one did not write, deleted from the figure
+    /// directory.
+    pub removed: Vec<PathBuf>,
     /// Headline ratios (one markdown bullet each), also at the top of the document.
     pub headlines: Vec<String>,
 }
@@ -956,5 +959,24 @@ pub fn render(results: &Path, md_path: &Path) -> Result<Rendered> {
     head.push('\n');
     let md = head + &doc.md;
     fs::write(md_path, md).with_context(|| format!("writing {}", md_path.display()))?;
+    doc.out.removed = remove_stale_svgs(&doc.svg_dir, &doc.out.figures)?;
     Ok(doc.out)
+}
+
+/// Deletes the `*.svg` files directly in `svg_dir` that are not in `written` (figures of an
+/// earlier report whose suite did not run, or was renamed, this time); the deleted paths.
+/// Nothing else in the directory is touched.
+fn remove_stale_svgs(svg_dir: &Path, written: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let keep: Vec<_> = written.iter().filter_map(|p| p.file_name()).collect();
+    let mut removed = Vec::new();
+    for entry in fs::read_dir(svg_dir).with_context(|| format!("listing {}", svg_dir.display()))? {
+        let path = entry?.path();
+        let is_svg = path.extension().is_some_and(|e| e == "svg") && path.is_file();
+        if is_svg && !path.file_name().is_some_and(|n| keep.contains(&n)) {
+            fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+            removed.push(path);
+        }
+    }
+    removed.sort();
+    Ok(removed)
 }
