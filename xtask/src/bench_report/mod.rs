@@ -218,10 +218,10 @@ pub fn run(args: Args) -> Result<i32> {
             });
         }
     }
-    for (id, reason) in suites::not_built() {
+    for (id, reason) in suites::not_runnable(&suites::RocksdbPeers::probe(&root)) {
         manifest.skipped.push(Skip {
             suite: id.into(),
-            reason: reason.into(),
+            reason,
         });
     }
     ctx.pb.finish_and_clear();
