@@ -1,18 +1,16 @@
 //! ZIOB developer tasks: `cargo xtask vm-setup | vm-run | vm-test | test` (see xtask/README.md).
 
 mod bench_report;
+mod cargo;
 mod ci;
 mod cpio;
 mod setup;
 mod spdk;
 mod vm;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 use std::fmt::Write as _;
-use std::io::BufRead;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use vm::{sh_quote, VmOpts};
 
@@ -176,7 +174,7 @@ fn real_main() -> Result<i32> {
         } => {
             vm.validate()?;
             let assets = setup::ensure(&setup_opts(&setup))?;
-            let bins = build_tests(&packages, release, &cargo_args)?;
+            let bins = cargo::test_executables("vm-test", &packages, release, &cargo_args)?;
             if bins.is_empty() {
                 bail!("cargo built no test binaries");
             }
@@ -212,72 +210,4 @@ fn real_main() -> Result<i32> {
             Ok(out.exit_code)
         }
     }
-}
-
-struct TestBin {
-    label: String,
-    exe: PathBuf,
-    dir: PathBuf,
-}
-
-/// `cargo test --no-run --message-format=json` and collect the test executables.
-fn build_tests(packages: &[String], release: bool, extra: &[String]) -> Result<Vec<TestBin>> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args([
-        "test",
-        "--no-run",
-        "--message-format=json-render-diagnostics",
-    ]);
-    if packages.is_empty() {
-        cmd.arg("--workspace");
-    }
-    for p in packages {
-        cmd.args(["--package", p]);
-    }
-    if release {
-        cmd.arg("--release");
-    }
-    cmd.args(extra);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
-    eprintln!("[vm-test] {cmd:?}");
-    let mut child = cmd.spawn().context("running cargo")?;
-    let mut bins = Vec::new();
-    for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
-        let line = line?;
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
-            continue;
-        };
-        if v["reason"] != "compiler-artifact" || v["profile"]["test"] != true {
-            continue;
-        }
-        let Some(exe) = v["executable"].as_str() else {
-            continue;
-        };
-        let manifest = PathBuf::from(v["manifest_path"].as_str().unwrap_or("."));
-        let dir = manifest.parent().map(PathBuf::from).unwrap_or_default();
-        let pkg = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let kinds: Vec<&str> = v["target"]["kind"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|k| k.as_str()).collect())
-            .unwrap_or_default();
-        let label = format!(
-            "{pkg}: {} ({})",
-            v["target"]["name"].as_str().unwrap_or("?"),
-            kinds.join(",")
-        );
-        bins.push(TestBin {
-            label,
-            exe: PathBuf::from(exe),
-            dir,
-        });
-    }
-    let st = child.wait()?;
-    if !st.success() {
-        bail!("cargo test --no-run failed: {st}");
-    }
-    Ok(bins)
 }

@@ -96,6 +96,16 @@ fn has_feature(manifest: &str, feature: &str) -> bool {
         .any(|(name, _)| name.trim() == feature)
 }
 
+/// Names the figures of an earlier report that [`markdown::render`] deleted.
+fn print_removed(r: &markdown::Rendered) {
+    for p in &r.removed {
+        eprintln!(
+            "bench-report: removed {} (not part of this report)",
+            p.display()
+        );
+    }
+}
+
 /// Runs `cargo xtask bench-report`; returns the exit status.
 pub fn run(args: Args) -> Result<i32> {
     let root = workspace_root();
@@ -109,6 +119,7 @@ pub fn run(args: Args) -> Result<i32> {
             r.sections.len(),
             r.figures.len()
         );
+        print_removed(&r);
         return Ok(0);
     }
     let started = Instant::now();
@@ -207,10 +218,10 @@ pub fn run(args: Args) -> Result<i32> {
             });
         }
     }
-    for (id, reason) in suites::not_built() {
+    for (id, reason) in suites::not_runnable(&suites::RocksdbPeers::probe(&root)) {
         manifest.skipped.push(Skip {
             suite: id.into(),
-            reason: reason.into(),
+            reason,
         });
     }
     ctx.pb.finish_and_clear();
@@ -226,6 +237,7 @@ pub fn run(args: Args) -> Result<i32> {
         build_secs,
         started.elapsed().as_secs_f64()
     );
+    print_removed(&r);
     for s in &manifest.skipped {
         eprintln!("bench-report: {}: {}", s.suite, s.reason);
     }

@@ -40,23 +40,18 @@ pub enum Outcome {
 /// `cargo build --release -p ziob-benches --features FEATURES --bin ...`, with `SPDK_DIR` set
 /// to `spdk_dir` when given (the backend's build script finds SPDK there).
 fn build_command(features: &str, spdk_dir: Option<&Path>, bins: &[&str]) -> Command {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args([
-        "build",
-        "--release",
-        "-p",
-        "ziob-benches",
-        "--features",
-        features,
-    ]);
-    for b in bins {
-        cmd.args(["--bin", b]);
+    crate::cargo::Build {
+        release: true,
+        packages: vec!["ziob-benches".into()],
+        features: Some(features.into()),
+        bins: bins.iter().map(|b| b.to_string()).collect(),
+        env: spdk_dir
+            .map(|d| ("SPDK_DIR".to_string(), d.as_os_str().to_owned()))
+            .into_iter()
+            .collect(),
+        ..crate::cargo::Build::default()
     }
-    if let Some(dir) = spdk_dir {
-        cmd.env("SPDK_DIR", dir);
-    }
-    cmd
+    .command()
 }
 
 /// Runs [`build_command`]; cargo's output goes to `log`. Returns the command line.

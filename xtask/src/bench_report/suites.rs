@@ -339,16 +339,112 @@ pub fn guest_steps(quick: bool, spdk: bool) -> Vec<GuestStep> {
     out
 }
 
-/// Suites the report knows of but cannot run in this tree, with the reason.
-pub fn not_built() -> Vec<(&'static str, &'static str)> {
+/// What the RocksDB comparisons (issues #14, #15) need, as found on this machine and tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RocksdbPeers {
+    /// The `kv-demo` crate has a `kv-demo` binary target (`Err`: cargo metadata failed).
+    pub kv_demo_bin: Result<bool, String>,
+    /// `integrations/rocksdb` (the RocksDB plugin) exists.
+    pub rocksdb_plugin: bool,
+    /// `db_bench` (RocksDB's benchmark tool) is on PATH.
+    pub db_bench: bool,
+}
+
+impl RocksdbPeers {
+    /// Looks at the workspace `root` and PATH.
+    pub fn probe(root: &std::path::Path) -> Self {
+        Self {
+            kv_demo_bin: cargo_metadata(root).map(|m| has_bin_target(&m, "kv-demo", "kv-demo")),
+            rocksdb_plugin: root.join("integrations/rocksdb").is_dir(),
+            db_bench: crate::setup::which("db_bench").is_some(),
+        }
+    }
+}
+
+/// `cargo metadata --no-deps` of the workspace at `root`.
+fn cargo_metadata(root: &std::path::Path) -> Result<serde_json::Value, String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--manifest-path",
+        ])
+        .arg(root.join("Cargo.toml"))
+        .output()
+        .map_err(|e| format!("running cargo metadata: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cargo metadata failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("cargo metadata output: {e}"))
+}
+
+/// Whether package `package` of `cargo metadata` output has a binary target `bin`.
+pub fn has_bin_target(metadata: &serde_json::Value, package: &str, bin: &str) -> bool {
+    let packages = metadata["packages"].as_array().map(Vec::as_slice);
+    packages
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| p["name"] == package)
+        .flat_map(|p| {
+            p["targets"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+        })
+        .any(|t| {
+            t["name"] == bin
+                && t["kind"]
+                    .as_array()
+                    .is_some_and(|k| k.iter().any(|k| k == "bin"))
+        })
+}
+
+/// The skip reason of a suite from what it lacks (`missing`, in the order found; empty: it
+/// has everything, but bench-report has no runner for it).
+fn peer_reason(missing: &[String], issue: &str) -> String {
+    if missing.is_empty() {
+        format!(
+            "skipped: everything it needs is here, but the bench-report runner for it is not \
+             implemented yet ({issue})"
+        )
+    } else {
+        format!("skipped: {} ({issue})", missing.join("; "))
+    }
+}
+
+/// Suites the report knows of but cannot run, each with the reason read from `peers`: what is
+/// missing, or that the runner is not implemented yet.
+pub fn not_runnable(peers: &RocksdbPeers) -> Vec<(&'static str, String)> {
+    const DB_BENCH: &str = "`db_bench` (RocksDB's benchmark tool) is not on PATH";
+    let mut kv = Vec::new();
+    match &peers.kv_demo_bin {
+        Ok(true) => {}
+        Ok(false) => kv.push("the `kv-demo` crate has no `kv-demo` binary target".to_string()),
+        Err(e) => kv.push(format!("cannot tell whether `kv-demo` has a binary: {e}")),
+    }
+    let mut plugin = Vec::new();
+    if !peers.rocksdb_plugin {
+        plugin.push("there is no `integrations/rocksdb` (the RocksDB plugin)".to_string());
+    }
+    if !peers.db_bench {
+        kv.push(DB_BENCH.to_string());
+        plugin.push(DB_BENCH.to_string());
+    }
     vec![
         (
             "kv-demo",
-            "skipped: not built yet (issue #14: kv-demo vs db_bench)",
+            peer_reason(&kv, "issue #14: kv-demo vs db_bench"),
         ),
         (
             "rocksdb-plugin",
-            "skipped: not built yet (issue #15: the RocksDB plugin vs ZenFS)",
+            peer_reason(&plugin, "issue #15: the RocksDB plugin vs ZenFS"),
         ),
     ]
 }
@@ -361,3 +457,94 @@ pub const GUEST_SUITES: &[&str] = &[
     "guest-fio-nvme",
     "guest-spdk",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rocksdb_suites_name_exactly_what_is_missing() {
+        let reasons = |kv_demo_bin: Result<bool, String>, rocksdb_plugin, db_bench| {
+            let r = not_runnable(&RocksdbPeers {
+                kv_demo_bin,
+                rocksdb_plugin,
+                db_bench,
+            });
+            assert_eq!(r[0].0, "kv-demo");
+            assert_eq!(r[1].0, "rocksdb-plugin");
+            (r[0].1.clone(), r[1].1.clone())
+        };
+        let no_bin = "no `kv-demo` binary";
+        let no_db_bench = "`db_bench`";
+        let no_plugin = "no `integrations/rocksdb`";
+        let not_impl = "not implemented yet";
+        // Every combination: each reason names what is missing and nothing else; with
+        // nothing missing it says the runner does not exist.
+        for bin in [false, true] {
+            for plugin in [false, true] {
+                for db in [false, true] {
+                    let (kv, rp) = reasons(Ok(bin), plugin, db);
+                    for r in [&kv, &rp] {
+                        assert!(r.starts_with("skipped: "), "{r}");
+                        assert_eq!(r.contains(no_db_bench), !db, "{r}");
+                    }
+                    assert_eq!(kv.contains(no_bin), !bin, "{kv}");
+                    assert!(!kv.contains(no_plugin), "{kv}");
+                    assert_eq!(kv.contains(not_impl), bin && db, "{kv}");
+                    assert!(kv.ends_with("(issue #14: kv-demo vs db_bench)"), "{kv}");
+                    assert_eq!(rp.contains(no_plugin), !plugin, "{rp}");
+                    assert!(!rp.contains(no_bin), "{rp}");
+                    assert_eq!(rp.contains(not_impl), plugin && db, "{rp}");
+                    assert!(
+                        rp.ends_with("(issue #15: the RocksDB plugin vs ZenFS)"),
+                        "{rp}"
+                    );
+                }
+            }
+        }
+        let (kv, _) = reasons(Err("cargo metadata failed (exit 101)".into()), true, true);
+        assert!(
+            kv.contains("cannot tell") && kv.contains("exit 101"),
+            "{kv}"
+        );
+        assert!(!kv.contains(not_impl), "{kv}");
+    }
+
+    #[test]
+    fn bin_target_is_read_from_cargo_metadata() {
+        let meta = serde_json::json!({"packages": [
+            {"name": "kv-demo", "targets": [
+                {"name": "kv_demo", "kind": ["lib"]},
+                {"name": "kv-demo", "kind": ["example"]}
+            ]},
+            {"name": "other", "targets": [{"name": "kv-demo", "kind": ["bin"]}]}
+        ]});
+        assert!(!has_bin_target(&meta, "kv-demo", "kv-demo"));
+        let mut with_bin = meta.clone();
+        with_bin["packages"][0]["targets"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({"name": "kv-demo", "kind": ["bin"]}));
+        assert!(has_bin_target(&with_bin, "kv-demo", "kv-demo"));
+        assert!(!has_bin_target(
+            &serde_json::json!({}),
+            "kv-demo",
+            "kv-demo"
+        ));
+    }
+
+    /// The probe reads this tree as it is (today kv-demo is a library only and there is no
+    /// integrations/rocksdb; the test follows the tree when that changes).
+    #[test]
+    fn probe_reads_this_tree() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let peers = RocksdbPeers::probe(&root);
+        let has_bin =
+            root.join("kv-demo/src/main.rs").exists() || root.join("kv-demo/src/bin").exists();
+        assert_eq!(peers.kv_demo_bin, Ok(has_bin));
+        assert_eq!(
+            peers.rocksdb_plugin,
+            root.join("integrations/rocksdb").is_dir()
+        );
+    }
+}

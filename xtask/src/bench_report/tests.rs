@@ -154,6 +154,48 @@ fn report_renders_from_the_fixed_result_files() {
 }
 
 #[test]
+fn render_deletes_only_the_svgs_it_did_not_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let md_path = tmp.path().join("benchmarks.md");
+    let dir = tmp.path().join("benchmarks");
+    fs::create_dir_all(dir.join("sub")).unwrap();
+    // Left by an earlier report: a figure this one writes again, one it does not.
+    fs::write(dir.join("append-on-off.svg"), "old").unwrap();
+    fs::write(dir.join("guest-spdk-old.svg"), "old").unwrap();
+    // Not ours to delete: other extensions and anything below the figure directory.
+    fs::write(dir.join("notes.txt"), "keep").unwrap();
+    fs::write(dir.join("figure.svg.bak"), "keep").unwrap();
+    fs::write(dir.join("sub").join("nested.svg"), "keep").unwrap();
+    fs::write(tmp.path().join("beside.svg"), "keep").unwrap();
+
+    let r = render(&fixtures(), &md_path).expect("render");
+    assert_eq!(r.removed, [dir.join("guest-spdk-old.svg")]);
+    assert!(!dir.join("guest-spdk-old.svg").exists());
+    let rewritten = fs::read_to_string(dir.join("append-on-off.svg")).unwrap();
+    assert_ne!(rewritten, "old");
+    for keep in [
+        dir.join("notes.txt"),
+        dir.join("figure.svg.bak"),
+        dir.join("sub").join("nested.svg"),
+        tmp.path().join("beside.svg"),
+    ] {
+        assert!(keep.exists(), "{} was deleted", keep.display());
+    }
+    // Every SVG left in the directory is a figure of this report.
+    let mut svgs: Vec<PathBuf> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "svg"))
+        .collect();
+    svgs.sort();
+    let mut figures = r.figures.clone();
+    figures.sort();
+    assert_eq!(svgs, figures);
+    // A second render over its own output removes nothing.
+    assert!(render(&fixtures(), &md_path).unwrap().removed.is_empty());
+}
+
+#[test]
 fn ziob_repeats_become_one_point_with_min_and_max() {
     let dir = tempfile::tempdir().unwrap();
     for (i, iops) in [100.0, 300.0, 200.0].iter().enumerate() {

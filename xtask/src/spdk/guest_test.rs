@@ -6,10 +6,10 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
+use crate::cargo;
 use crate::vm::{self, sh_quote, VmOpts};
 
 /// Exit status of `spdk-test` when no SPDK install is found (distinct from test failures, 1,
@@ -71,34 +71,19 @@ fn not_installed(dir: &Path) -> i32 {
     EXIT_NOT_INSTALLED
 }
 
-/// `cargo build --message-format=json` of one binary; its path.
+/// `cargo build -p PACKAGE --features spdk --bin BIN`; the binary's path.
 fn build_bin(package: &str, bin: &str) -> Result<PathBuf> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args([
-        "build",
-        "-p",
-        package,
-        "--features",
-        "spdk",
-        "--bin",
-        bin,
-        "--message-format=json-render-diagnostics",
-    ]);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
-    eprintln!("[spdk-test] {cmd:?}");
-    let out = cmd.output().context("running cargo build")?;
-    if !out.status.success() {
-        bail!(
-            "cargo build -p {package} --bin {bin} failed: {}",
-            out.status
-        );
-    }
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == bin)
-        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
+    let build = cargo::Build {
+        packages: vec![package.into()],
+        features: Some("spdk".into()),
+        bins: vec![bin.into()],
+        ..cargo::Build::default()
+    };
+    build
+        .executables("spdk-test")?
+        .into_iter()
+        .find(|e| e.target == bin)
+        .map(|e| e.path)
         .with_context(|| format!("cargo did not report the `{bin}` executable"))
 }
 
@@ -199,7 +184,8 @@ pub fn run_test(a: &TestArgs) -> Result<i32> {
 
     let mut bins = Vec::new();
     let feature = ["--features=spdk".to_string()];
-    let backends = crate::build_tests(
+    let backends = cargo::test_executables(
+        "spdk-test",
         &["ziob-backends".into()],
         false,
         &[
@@ -212,7 +198,8 @@ pub fn run_test(a: &TestArgs) -> Result<i32> {
         ]
         .concat(),
     )?;
-    let ziob_tests = crate::build_tests(
+    let ziob_tests = cargo::test_executables(
+        "spdk-test",
         &["ziob".into()],
         false,
         &[&feature[..], &["--test=spdk_guest".into()]].concat(),
@@ -331,6 +318,7 @@ fn small_geometry() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::{Command, Stdio};
 
     fn bin(label: &str, exe: &str) -> GuestBin {
         GuestBin {

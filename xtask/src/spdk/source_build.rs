@@ -1,7 +1,8 @@
 //! `cargo xtask spdk-build --src DIR --prefix DIR`: builds a user-supplied SPDK source tree
 //! with the configure switches the `spdk:` backend needs and installs it into a prefix. It
 //! checks the packages and the tree first, relaxes the DPDK 22.11 check (see [`patch`]) and
-//! prints every change it makes to the tree.
+//! prints every change it makes to the tree (`--dry-run` prints the change and the commands
+//! without making or running them).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,7 +33,8 @@ pub struct BuildArgs {
     /// with a DPDK version SPDK lists as supported)
     #[arg(long)]
     pub no_patch: bool,
-    /// Check, patch and print the configure command, but do not configure, build or install
+    /// Check and print the change to `pci_dpdk.c` and the configure command, but do not
+    /// change the tree, configure, build or install
     #[arg(long)]
     pub dry_run: bool,
 }
@@ -94,6 +96,63 @@ fn source_version(src: &Path) -> Result<(u32, u32)> {
 fn parse_version(text: &str) -> Option<(u32, u32)> {
     let mut it = text.trim().split(['.', '-']);
     Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+/// What [`apply_dpdk_patch`] does with a needed change to [`patch::FILE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PatchMode {
+    /// Write it (the normal build).
+    Write,
+    /// Print it, leave the file alone (`--dry-run`).
+    Show,
+    /// Leave the file alone and say what that means (`--no-patch`).
+    Skip,
+}
+
+/// Relaxes the DPDK 22.11 check in `file` (the tree's [`patch::FILE`]) as `mode` says; the
+/// line to print. Only [`PatchMode::Write`] writes the file.
+fn apply_dpdk_patch(
+    file: &Path,
+    src: &Path,
+    dpdk: patch::DpdkVersion,
+    mode: PatchMode,
+) -> Result<String> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let (new_text, outcome) = patch::relax(&text, dpdk).map_err(anyhow::Error::msg)?;
+    Ok(match (outcome, mode) {
+        (patch::Outcome::Changed { line, from, to }, PatchMode::Write | PatchMode::Show) => {
+            let verb = if mode == PatchMode::Write {
+                std::fs::write(file, &new_text)
+                    .with_context(|| format!("writing {}", file.display()))?;
+                "CHANGED"
+            } else {
+                "--dry-run: would change"
+            };
+            format!(
+                "{verb} {}:{line}: `if (minor > {from}) {{` -> `if (minor > {to}) {{` \
+                 (dpdk_pci_init() accepts DPDK 22.11.{to}; SPDK has validated 22.11.0-22.11.{from} only). \
+                 Undo: git -C {} checkout {}",
+                file.display(),
+                src.display(),
+                patch::FILE
+            )
+        }
+        (patch::Outcome::Changed { from, .. }, PatchMode::Skip) => format!(
+            "--no-patch: {} left as is; SPDK will refuse DPDK {dpdk} at run time \
+             (it accepts 22.11.0-22.11.{from})",
+            file.display()
+        ),
+        (patch::Outcome::AlreadyAccepts { line, limit }, _) => format!(
+            "unchanged {}:{line}: `if (minor > {limit}) {{` already accepts DPDK {dpdk}",
+            file.display()
+        ),
+        (patch::Outcome::NotNeeded, _) => format!(
+            "unchanged {}: DPDK {dpdk} is not a 22.11 release; SPDK's own version \
+             list in dpdk_pci_init() decides whether it is supported",
+            file.display()
+        ),
+    })
 }
 
 fn run(cmd: &mut Command) -> Result<()> {
@@ -194,37 +253,17 @@ pub fn run_build(a: &BuildArgs) -> Result<i32> {
 
     // 3. The DPDK check.
     let file = src.join(patch::FILE);
-    let text =
-        std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-    let (new_text, outcome) = patch::relax(&text, dpdk).map_err(anyhow::Error::msg)?;
-    match outcome {
-        patch::Outcome::Changed { line, from, to } if !a.no_patch => {
-            std::fs::write(&file, &new_text)
-                .with_context(|| format!("writing {}", file.display()))?;
-            eprintln!(
-                "[spdk-build] CHANGED {}:{line}: `if (minor > {from}) {{` -> `if (minor > {to}) {{` \
-                 (dpdk_pci_init() accepts DPDK 22.11.{to}; SPDK has validated 22.11.0-22.11.{from} only). \
-                 Undo: git -C {} checkout {}",
-                file.display(),
-                src.display(),
-                patch::FILE
-            );
-        }
-        patch::Outcome::Changed { from, .. } => eprintln!(
-            "[spdk-build] --no-patch: {} left as is; SPDK will refuse DPDK {dpdk} at run time \
-             (it accepts 22.11.0-22.11.{from})",
-            file.display()
-        ),
-        patch::Outcome::AlreadyAccepts { line, limit } => eprintln!(
-            "[spdk-build] unchanged {}:{line}: `if (minor > {limit}) {{` already accepts DPDK {dpdk}",
-            file.display()
-        ),
-        patch::Outcome::NotNeeded => eprintln!(
-            "[spdk-build] unchanged {}: DPDK {dpdk} is not a 22.11 release; SPDK's own version \
-             list in dpdk_pci_init() decides whether it is supported",
-            file.display()
-        ),
-    }
+    let mode = if a.no_patch {
+        PatchMode::Skip
+    } else if a.dry_run {
+        PatchMode::Show
+    } else {
+        PatchMode::Write
+    };
+    eprintln!(
+        "[spdk-build] {}",
+        apply_dpdk_patch(&file, &src, dpdk, mode)?
+    );
 
     // 4. configure, make, make install.
     let arch = a.target_arch.as_deref().or(portable_target_arch());
@@ -291,6 +330,38 @@ mod tests {
         assert!(a.contains(&"--without-nvme-cuse".to_string()));
         assert!(a.contains(&"--with-dpdk".to_string()));
         assert_eq!(a.len(), 2 + CONFIGURE_SWITCHES.len());
+    }
+
+    /// The 22.11 branch of `dpdk_pci_init()` as SPDK v25.09 ships it (abridged).
+    const PCI_DPDK_2509: &str = "\tif (year == 22 && month == 11) {\n\t\tif (minor > 4) {\n\t\t\t/* It is possible that LTS minor release changed private ABI */\n\t\t\tgoto not_supported;\n\t\t}\n\t\tg_dpdk_fn_table = &fn_table_2211;\n\t}\n";
+
+    #[test]
+    fn dry_run_and_no_patch_leave_the_file_byte_identical_only_write_changes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pci_dpdk.c");
+        std::fs::write(&file, PCI_DPDK_2509).unwrap();
+        let dpdk = patch::DpdkVersion::parse("22.11.11").unwrap();
+
+        let shown = apply_dpdk_patch(&file, dir.path(), dpdk, PatchMode::Show).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), PCI_DPDK_2509.as_bytes());
+        assert!(shown.contains("would change"), "{shown}");
+        assert!(
+            shown.contains("`if (minor > 4) {` -> `if (minor > 11) {`"),
+            "{shown}"
+        );
+
+        let skipped = apply_dpdk_patch(&file, dir.path(), dpdk, PatchMode::Skip).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), PCI_DPDK_2509.as_bytes());
+        assert!(skipped.starts_with("--no-patch"), "{skipped}");
+
+        let written = apply_dpdk_patch(&file, dir.path(), dpdk, PatchMode::Write).unwrap();
+        assert!(written.starts_with("CHANGED"), "{written}");
+        let after = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(after, PCI_DPDK_2509.replace("minor > 4)", "minor > 11)"));
+        // A dry run on the patched tree finds nothing to do.
+        let again = apply_dpdk_patch(&file, dir.path(), dpdk, PatchMode::Show).unwrap();
+        assert!(again.starts_with("unchanged"), "{again}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), after);
     }
 
     #[test]
