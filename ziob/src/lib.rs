@@ -127,6 +127,8 @@ mod logical;
 pub mod placement;
 mod shard;
 mod stats;
+pub mod zone_io;
+pub mod zonelog;
 
 pub use config::{
     ZiobConfig, IDLE_WRITEBACK_DEFAULT, SHARD_BUDGET_BYTES_DEFAULT, WRITEBACK_UNIT_BYTES_DEFAULT,
