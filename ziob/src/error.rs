@@ -66,6 +66,22 @@ pub enum ZiobError {
     /// The instance was closed.
     #[error("this ZIOB instance is closed")]
     Closed,
+    /// The runtime the instance runs on was stopped (its cores shut down): the call was not
+    /// run, or its answer was lost with the core (what a dropped call of the same method
+    /// would have done, see its cancel safety). Given by the [`Client`](crate::Client).
+    #[error("the ZIOB runtime was stopped (core {core} is not running); the call was refused or its result lost")]
+    RuntimeStopped {
+        /// The core that was to run the call.
+        core: usize,
+    },
+    /// A blocking call ([`BlockingClient`](crate::BlockingClient)) was made on a ZIOB core
+    /// thread, where it would wait for the core it blocks; use the async
+    /// [`Client`](crate::Client) there.
+    #[error("BlockingClient::{op} called on a ZIOB core thread: it would deadlock; await the async Client (or Ziob) method there instead")]
+    BlockingOnCore {
+        /// The method called.
+        op: &'static str,
+    },
     /// A zone log name that is not 1..=64 bytes of `[A-Za-z0-9._-]`.
     #[error("invalid log name {name:?}: {reason}")]
     InvalidLogName {
@@ -147,6 +163,15 @@ impl ZiobError {
             ZiobError::Device(e) => Some(e.kind()),
             ZiobError::Writeback { kind, .. } => Some(*kind),
             _ => None,
+        }
+    }
+
+    /// This runtime error as seen by a caller off the runtime: a core shut down with its
+    /// runtime is [`ZiobError::RuntimeStopped`].
+    pub(crate) fn from_runtime(e: ziob_runtime::Error) -> ZiobError {
+        match e {
+            ziob_runtime::Error::CoreGone(core) => ZiobError::RuntimeStopped { core },
+            other => ZiobError::Runtime(other),
         }
     }
 

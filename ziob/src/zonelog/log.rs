@@ -12,7 +12,6 @@ use super::position::Position;
 use super::record::{encode_batch, frame_len};
 use super::recovery::LogRecovery;
 use super::space::SpaceInner;
-use super::zone_header::zone_header_len;
 use crate::error::{Result, ZiobError};
 
 /// The shared state of one log.
@@ -274,11 +273,7 @@ impl ZoneLog {
             .reset_zones(victims.into_iter().map(|(_, z)| z).collect())
             .await
     }
-
-    /// Bytes of this log's zone header.
-    pub(crate) fn header_bytes(&self) -> u64 {
-        zone_header_len(&self.log.name)
-    }
+}
 }
 
 /// Whether an append failed because the data does not fit the zone (it is Full, or the

@@ -12,9 +12,12 @@ use super::chain::{Chain, LogZone, ZoneEnd};
 use super::layout::Layout;
 use super::position::Position;
 use super::scan::{scan_zone, ScanRange, Stop};
-use super::zone_header::{decode_zone_header, zone_header_len, ZoneHeader};
+use super::zone_header::{decode_zone_header, zone_header_len, ZoneHeader, ZONE_HEADER_BYTES_MAX};
 use crate::client::Client;
 use crate::error::Result;
+
+/// Recovery reads one block (at least 512 bytes) of each zone: a zone header fits.
+const _: () = assert!(ZONE_HEADER_BYTES_MAX <= 512);
 
 /// Zones reported at once.
 const REPORT_BATCH_ZONES: u32 = 1024;
@@ -89,7 +92,7 @@ pub(crate) struct Sorted {
 }
 
 /// Sorts the zones of a space by their state and header (pure).
-pub(crate) fn sort_zones(found: Vec<(ZoneInfo, Option<Result<ZoneHeader, String>>)>) -> Sorted {
+pub(crate) fn sort_zones(found: Vec<(ZoneInfo, Option<std::result::Result<ZoneHeader, String>>)>) -> Sorted {
     let mut s = Sorted::default();
     for (info, header) in found {
         match (info.state, header) {

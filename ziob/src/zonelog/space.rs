@@ -11,6 +11,7 @@ use super::chain::Chain;
 use super::layout::Layout;
 use super::log::{LogInner, ZoneLog};
 use super::name::validate_log_name;
+use super::record::frame_len;
 use super::recovery::{recover, SpaceRecovery};
 use super::zone_header::{encode_zone_header, zone_header_len};
 use crate::client::Client;
@@ -187,9 +188,7 @@ impl LogSpace {
             return Ok(self.handle(log.clone()));
         }
         let header = zone_header_len(name);
-        if self.inner.layout.max_record_bytes(name) == 0
-            && header + 12 > self.inner.layout.capacity_bytes
-        {
+        if header + frame_len(0) as u64 > self.inner.layout.capacity_bytes {
             return Err(ZiobError::Config(format!(
                 "zones of {} bytes cannot hold a zone log",
                 self.inner.layout.capacity_bytes
