@@ -93,9 +93,7 @@ impl ZoneAllocator {
     /// active limit allows, else a stale one (its reset frees an active resource if it held
     /// one). Lowest index first.
     pub fn take(&mut self) -> Result<Grant, NoZone> {
-        let below_limit = self
-            .limit
-            .is_none_or(|l| self.active_count() < l as usize);
+        let below_limit = self.limit.is_none_or(|l| self.active_count() < l as usize);
         let grant = if let (true, Some(&z)) = (below_limit, self.free.first()) {
             self.free.remove(&z);
             Grant {
@@ -161,21 +159,57 @@ mod tests {
             a.add_free(z);
         }
         a.add_stale(9, false);
-        assert_eq!(a.take().unwrap(), Grant { zone: 0, needs_reset: false });
-        assert_eq!(a.take().unwrap(), Grant { zone: 1, needs_reset: false });
+        assert_eq!(
+            a.take().unwrap(),
+            Grant {
+                zone: 0,
+                needs_reset: false
+            }
+        );
+        assert_eq!(
+            a.take().unwrap(),
+            Grant {
+                zone: 1,
+                needs_reset: false
+            }
+        );
         assert_eq!(a.take(), Err(NoZone::ActiveLimit { limit: 2 }));
         a.mark_full(0);
-        assert_eq!(a.take().unwrap(), Grant { zone: 2, needs_reset: false });
+        assert_eq!(
+            a.take().unwrap(),
+            Grant {
+                zone: 2,
+                needs_reset: false
+            }
+        );
         a.mark_full(1);
         a.mark_full(2);
         a.release_stale(2); // a Full zone given up without a reset: stale, not active
-        assert_eq!(a.take().unwrap(), Grant { zone: 3, needs_reset: false });
-        assert_eq!(a.take().unwrap(), Grant { zone: 2, needs_reset: true });
+        assert_eq!(
+            a.take().unwrap(),
+            Grant {
+                zone: 3,
+                needs_reset: false
+            }
+        );
+        assert_eq!(
+            a.take().unwrap(),
+            Grant {
+                zone: 2,
+                needs_reset: true
+            }
+        );
         assert_eq!(a.active_count(), 2);
         // Zone 9 is stale but not active: taking it would exceed the limit.
         assert_eq!(a.take(), Err(NoZone::ActiveLimit { limit: 2 }));
         a.release_stale(3); // still active while stale
-        assert_eq!(a.take().unwrap(), Grant { zone: 3, needs_reset: true });
+        assert_eq!(
+            a.take().unwrap(),
+            Grant {
+                zone: 3,
+                needs_reset: true
+            }
+        );
     }
 
     #[test]

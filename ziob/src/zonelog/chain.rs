@@ -219,7 +219,13 @@ mod tests {
         assert_eq!(c.end, Position::new(0, 100));
         assert!(matches!(
             c.lookup(Position::new(0, 30), 1 << 20),
-            Lookup::Zone { seq: 0, zone: 7, from: 30, data_end: 100, .. }
+            Lookup::Zone {
+                seq: 0,
+                zone: 7,
+                from: 30,
+                data_end: 100,
+                ..
+            }
         ));
         // At the end of zone 0 with nothing in zone 2 yet: at the end.
         assert_eq!(
@@ -229,7 +235,13 @@ mod tests {
         c.appended(2, 50);
         assert!(matches!(
             c.lookup(Position::new(0, 100), 1 << 20),
-            Lookup::Zone { seq: 2, zone: 9, from: 30, data_end: 50, .. }
+            Lookup::Zone {
+                seq: 2,
+                zone: 9,
+                from: 30,
+                data_end: 50,
+                ..
+            }
         ));
         assert_eq!(c.droppable_before(Position::new(2, 30)), vec![(0, 7)]);
         assert_eq!(c.droppable_before(Position::new(0, 100)), vec![(0, 7)]);

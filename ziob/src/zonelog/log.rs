@@ -230,7 +230,15 @@ impl ZoneLog {
         match self.space.client.flush(zone).await {
             Ok(()) => Ok(()),
             // A rollover finished the zone meanwhile, which made it durable.
-            Err(_) if self.log.chain().open_zone().is_none_or(|(s, _, _)| s != seq) => Ok(()),
+            Err(_)
+                if self
+                    .log
+                    .chain()
+                    .open_zone()
+                    .is_none_or(|(s, _, _)| s != seq) =>
+            {
+                Ok(())
+            }
             Err(e) => Err(e),
         }
     }
@@ -273,7 +281,6 @@ impl ZoneLog {
             .reset_zones(victims.into_iter().map(|(_, z)| z).collect())
             .await
     }
-}
 }
 
 /// Whether an append failed because the data does not fit the zone (it is Full, or the

@@ -10,7 +10,10 @@ pub fn validate_log_name(name: &str) -> Result<()> {
     let reason = if name.is_empty() {
         "it is empty".to_string()
     } else if name.len() > LOG_NAME_BYTES_MAX {
-        format!("it is {} bytes long, the limit is {LOG_NAME_BYTES_MAX}", name.len())
+        format!(
+            "it is {} bytes long, the limit is {LOG_NAME_BYTES_MAX}",
+            name.len()
+        )
     } else if let Some(c) = name
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))

@@ -249,7 +249,10 @@ mod tests {
             decode_at(&data, 0, 4095, n, 4096),
             Decoded::Padding { next: 4096 }
         );
-        assert!(matches!(decode_at(&data, 0, 4096, n, 4096), Decoded::Record { .. }));
+        assert!(matches!(
+            decode_at(&data, 0, 4096, n, 4096),
+            Decoded::Record { .. }
+        ));
     }
 
     #[test]

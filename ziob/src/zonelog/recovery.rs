@@ -92,7 +92,9 @@ pub(crate) struct Sorted {
 }
 
 /// Sorts the zones of a space by their state and header (pure).
-pub(crate) fn sort_zones(found: Vec<(ZoneInfo, Option<std::result::Result<ZoneHeader, String>>)>) -> Sorted {
+pub(crate) fn sort_zones(
+    found: Vec<(ZoneInfo, Option<std::result::Result<ZoneHeader, String>>)>,
+) -> Sorted {
     let mut s = Sorted::default();
     for (info, header) in found {
         match (info.state, header) {
@@ -130,7 +132,9 @@ pub(crate) async fn recover(
             ) {
                 None
             } else {
-                let bytes = client.read(info.index, 0, layout.block_bytes as usize).await?;
+                let bytes = client
+                    .read(info.index, 0, layout.block_bytes as usize)
+                    .await?;
                 Some(decode_zone_header(&bytes))
             };
             found.push((info, header));
@@ -297,8 +301,14 @@ mod tests {
         assert_eq!(b, vec![(0, 3), (1, 0)]);
         assert_eq!(s.logs["a"].len(), 1);
         assert_eq!(s.empty, vec![1]);
-        assert_eq!(s.unknown.iter().map(|i| i.index).collect::<Vec<_>>(), vec![4]);
-        assert_eq!(s.duplicates.iter().map(|i| i.index).collect::<Vec<_>>(), vec![6]);
+        assert_eq!(
+            s.unknown.iter().map(|i| i.index).collect::<Vec<_>>(),
+            vec![4]
+        );
+        assert_eq!(
+            s.duplicates.iter().map(|i| i.index).collect::<Vec<_>>(),
+            vec![6]
+        );
         assert_eq!(s.unusable, vec![5]);
     }
 }

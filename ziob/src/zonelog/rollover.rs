@@ -51,7 +51,9 @@ impl ZoneLog {
             let mut c = self.log.chain();
             if c.open_zone().map(|(s, _, _)| s) == Some(open_seq) {
                 c.seal_last(Some(end));
-                c.end = c.end.max(super::position::Position::new(open_seq, end as u32));
+                c.end = c
+                    .end
+                    .max(super::position::Position::new(open_seq, end as u32));
             }
         }
         let zone = space.take_zone(&self.log.name, seq).await?;

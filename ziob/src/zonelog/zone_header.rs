@@ -66,7 +66,10 @@ pub fn decode_zone_header(bytes: &[u8]) -> Result<ZoneHeader, String> {
     }
     let n = bytes[10] as usize;
     if n == 0 || n > LOG_NAME_BYTES_MAX || bytes[11] != 0 {
-        return Err(format!("bad name length {n} or reserved byte {}", bytes[11]));
+        return Err(format!(
+            "bad name length {n} or reserved byte {}",
+            bytes[11]
+        ));
     }
     let crc_at = FIXED_BYTES + n;
     if bytes.len() < crc_at + 4 {
