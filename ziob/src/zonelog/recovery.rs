@@ -101,11 +101,11 @@ pub(crate) fn sort_zones(
             (ZoneState::Empty, _) => s.empty.push(info.index),
             (ZoneState::Offline | ZoneState::ReadOnly, _) => s.unusable.push(info.index),
             (_, Some(Ok(h))) => {
-                let zones = s.logs.entry(h.name).or_default();
-                if zones.contains_key(&h.seq) {
-                    s.duplicates.push(info);
-                } else {
-                    zones.insert(h.seq, info);
+                match s.logs.entry(h.name).or_default().entry(h.seq) {
+                    std::collections::btree_map::Entry::Occupied(_) => s.duplicates.push(info),
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        v.insert(info);
+                    }
                 }
             }
             (_, _) => s.unknown.push(info),
