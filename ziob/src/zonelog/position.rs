@@ -14,7 +14,7 @@ use std::str::FromStr;
 /// place to read from: reading there yields the next record, wherever it is.
 ///
 /// Shown and parsed as `SEQ-OFFSET` in decimal (e.g. `3-4096`), so it fits a URL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Position(u64);
 
 impl Position {
@@ -51,6 +51,12 @@ impl Position {
     pub fn after(self, record_len: usize) -> Position {
         let end = self.offset_bytes() as u64 + super::record::frame_len(record_len) as u64;
         Position::new(self.seq(), u32::try_from(end).unwrap_or(u32::MAX))
+    }
+}
+
+impl fmt::Debug for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Position({self})")
     }
 }
 

@@ -79,8 +79,8 @@ fn is_active(state: ZoneState) -> bool {
 /// Zones sorted by what they hold.
 #[derive(Debug, Default)]
 pub(crate) struct Sorted {
-    /// Each log's zones by sequence number.
-    pub logs: BTreeMap<String, BTreeMap<u32, ZoneInfo>>,
+    /// Each log's zones by sequence number, with the predecessor link of their header.
+    pub logs: BTreeMap<String, BTreeMap<u32, (ZoneInfo, Option<(u32, u32)>)>>,
     /// Empty zones.
     pub empty: Vec<u32>,
     /// Zones with data and no valid header.
@@ -100,14 +100,12 @@ pub(crate) fn sort_zones(
         match (info.state, header) {
             (ZoneState::Empty, _) => s.empty.push(info.index),
             (ZoneState::Offline | ZoneState::ReadOnly, _) => s.unusable.push(info.index),
-            (_, Some(Ok(h))) => {
-                match s.logs.entry(h.name).or_default().entry(h.seq) {
-                    std::collections::btree_map::Entry::Occupied(_) => s.duplicates.push(info),
-                    std::collections::btree_map::Entry::Vacant(v) => {
-                        v.insert(info);
-                    }
+            (_, Some(Ok(h))) => match s.logs.entry(h.name).or_default().entry(h.seq) {
+                std::collections::btree_map::Entry::Occupied(_) => s.duplicates.push(info),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert((info, h.prev));
                 }
-            }
+            },
             (_, _) => s.unknown.push(info),
         }
     }
@@ -187,7 +185,7 @@ async fn recover_log(
     client: &Client,
     layout: &Layout,
     name: &str,
-    zones: &BTreeMap<u32, ZoneInfo>,
+    zones: &BTreeMap<u32, (ZoneInfo, Option<(u32, u32)>)>,
     alloc: &mut ZoneAllocator,
 ) -> Result<(Chain, LogRecovery, Vec<ZoneInfo>)> {
     let header = zone_header_len(name);
@@ -196,7 +194,12 @@ async fn recover_log(
     let mut rec = LogRecovery::default();
     let mut after_cut = Vec::new();
     let last_seq = *zones.keys().next_back().expect("a log has a zone");
-    for (&seq, info) in zones {
+    // Where each zone's records end, as the header of the zone after it recorded.
+    let recorded_ends: BTreeMap<u32, u64> = zones
+        .values()
+        .filter_map(|(_, prev)| prev.map(|(s, e)| (s, e as u64)))
+        .collect();
+    for (&seq, (info, _)) in zones {
         if rec.cut.is_some() {
             rec.dropped_bytes += info.write_pointer_bytes;
             after_cut.push(*info);
@@ -205,18 +208,23 @@ async fn recover_log(
         let last = seq == last_seq;
         let full = info.state == ZoneState::Full;
         if full && !last {
-            // Finished when the log moved on: complete, read lazily.
+            // Finished when the log moved on: complete up to the end the next zone's header
+            // recorded (else up to zeros at a block boundary), read when asked for.
             chain.zones.insert(
                 seq,
                 LogZone {
                     zone: info.index,
-                    end: ZoneEnd::Sealed(None),
+                    end: ZoneEnd::Sealed(recorded_ends.get(&seq).copied()),
                 },
             );
             alloc.add_owned(info.index, false);
             continue;
         }
-        let data_end = if full { cap } else { info.write_pointer_bytes };
+        let data_end = if full {
+            recorded_ends.get(&seq).copied().unwrap_or(cap)
+        } else {
+            info.write_pointer_bytes
+        };
         let range = ScanRange {
             from: header,
             data_end,
@@ -229,7 +237,9 @@ async fn recover_log(
         rec.records_scanned += scanned.records.len() as u64;
         let next = scanned.next;
         let problem = match scanned.stop {
-            Some(Stop::End) if full || next == data_end => None,
+            Some(Stop::End) if (full && !recorded_ends.contains_key(&seq)) || next == data_end => {
+                None
+            }
             Some(Stop::End) => Some(format!(
                 "zeros at byte {next} where records should go on to the write pointer {data_end}"
             )),
@@ -286,7 +296,7 @@ mod tests {
 
     #[test]
     fn sorts_zones_by_log_and_sequence() {
-        let h = |name: &str, seq| Some(decode_zone_header(&encode_zone_header(name, seq)));
+        let h = |name: &str, seq| Some(decode_zone_header(&encode_zone_header(name, seq, None)));
         let found = vec![
             (info(0, ZoneState::Full), h("b", 1)),
             (info(1, ZoneState::Empty), None),
@@ -297,7 +307,7 @@ mod tests {
             (info(6, ZoneState::Full), h("b", 1)),
         ];
         let s = sort_zones(found);
-        let b: Vec<(u32, u32)> = s.logs["b"].iter().map(|(&q, i)| (q, i.index)).collect();
+        let b: Vec<(u32, u32)> = s.logs["b"].iter().map(|(&q, i)| (q, i.0.index)).collect();
         assert_eq!(b, vec![(0, 3), (1, 0)]);
         assert_eq!(s.logs["a"].len(), 1);
         assert_eq!(s.empty, vec![1]);

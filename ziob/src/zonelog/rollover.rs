@@ -1,6 +1,7 @@
 //! Moving a log to a fresh zone: finish the zone being appended to, find where its records
 //! end, take a zone from the space's allocator and write the zone header.
 
+use super::chain::ZoneEnd;
 use super::log::ZoneLog;
 use super::scan::{scan_zone, ScanRange};
 use crate::error::{Result, ZiobError};
@@ -56,7 +57,14 @@ impl ZoneLog {
                     .max(super::position::Position::new(open_seq, end as u32));
             }
         }
-        let zone = space.take_zone(&self.log.name, seq).await?;
+        let prev = {
+            let c = self.log.chain();
+            c.zones.iter().next_back().and_then(|(&s, z)| match z.end {
+                ZoneEnd::Sealed(Some(e)) => Some((s, e as u32)),
+                _ => None,
+            })
+        };
+        let zone = space.take_zone(&self.log.name, seq, prev).await?;
         self.log.chain().push_open(seq, zone);
         self.log.changed.notify(usize::MAX);
         tracing::debug!(log = %self.log.name, seq, zone, "zone log moved to a fresh zone");

@@ -194,7 +194,7 @@ impl LogSpace {
                 self.inner.layout.capacity_bytes
             )));
         }
-        let zone = self.inner.take_zone(name, 0).await?;
+        let zone = self.inner.take_zone(name, 0, None).await?;
         let mut chain = Chain::new(header);
         chain.push_open(0, zone);
         let log = Arc::new(LogInner::new(name, chain, None));
@@ -273,7 +273,13 @@ impl SpaceInner {
 
     /// Takes a zone for zone `seq` of log `name`: resets it if it holds stale data and
     /// writes the zone header at its start.
-    pub(crate) async fn take_zone(&self, name: &str, seq: u32) -> Result<u32> {
+    /// `prev`: the log's zone before it and where its records end (recorded in the header).
+    pub(crate) async fn take_zone(
+        &self,
+        name: &str,
+        seq: u32,
+        prev: Option<(u32, u32)>,
+    ) -> Result<u32> {
         let grant = self.allocator().take().map_err(|e| ZiobError::NoSpace {
             log: name.to_string(),
             detail: match e {
@@ -294,7 +300,9 @@ impl SpaceInner {
         if grant.needs_reset {
             self.client.reset(grant.zone).await?;
         }
-        let header: Bytes = self.layout.append_bytes(encode_zone_header(name, seq));
+        let header: Bytes = self
+            .layout
+            .append_bytes(encode_zone_header(name, seq, prev));
         let off = self.client.append(grant.zone, header).await?;
         if off != 0 {
             return Err(ZiobError::LogCorrupt {
