@@ -61,8 +61,14 @@ fn works_from_a_core_to_itself_and_to_others() {
         let h = rt.handle();
         let got = rt
             .run_on(0, move || async move {
-                let a = h.call(0, || async { ziob_runtime::core_id() }).await.unwrap();
-                let b = h.call(1, || async { ziob_runtime::core_id() }).await.unwrap();
+                let a = h
+                    .call(0, || async { ziob_runtime::core_id() })
+                    .await
+                    .unwrap();
+                let b = h
+                    .call(1, || async { ziob_runtime::core_id() })
+                    .await
+                    .unwrap();
                 (a, b)
             })
             .unwrap();
@@ -138,7 +144,9 @@ fn a_dropped_call_drops_its_future_on_the_core_and_leaks_nothing() {
             let live = Arc::new(AtomicUsize::new(0));
             let mut x = seed;
             for i in 0..50u64 {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let polls = (x >> 33) as u32 % 4;
                 let l = live.clone();
                 let call = h.call((i % 2) as usize, move || {

@@ -74,14 +74,14 @@ impl ZoneLog {
                     other => other,
                 }
             };
-            let (seq, zone, start, data_end) = match look {
+            let (seq, zone, start, data_end, unknown_end) = match look {
                 Lookup::Zone {
                     seq,
                     zone,
                     from,
                     data_end,
-                    ..
-                } => (seq, zone, from, data_end),
+                    sealed_unknown_end,
+                } => (seq, zone, from, data_end, sealed_unknown_end),
                 Lookup::AtEnd(p) => {
                     cursor = cursor.max(p);
                     break;
@@ -123,13 +123,17 @@ impl ZoneLog {
             cursor = here;
             match scanned.stop {
                 None => break,
-                Some(Stop::End) => match next_zone {
+                // The end of the data as it was when looked up: look again (the zone may
+                // have more by now, or be sealed with more; else the lookup moves on).
+                Some(Stop::End) if scanned.next >= data_end => {}
+                // Zeros at a block boundary: the end of a finished zone's records.
+                Some(Stop::End) if unknown_end => match next_zone {
                     Some(p) => cursor = p,
-                    None if scanned.next >= data_end => break,
-                    None => {
-                        return Err(self.corrupt(here, "zeros where the log's data goes on".into()))
-                    }
+                    None => break,
                 },
+                Some(Stop::End) => {
+                    return Err(self.corrupt(here, "zeros where the log's data goes on".into()))
+                }
                 Some(Stop::Torn(reason)) | Some(Stop::Corrupt(reason)) => {
                     return Err(if nothing_read && here == from {
                         ZiobError::InvalidPosition {
