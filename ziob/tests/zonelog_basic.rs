@@ -229,3 +229,61 @@ fn running_out_of_zones_is_no_space_and_truncation_frees_them() {
         });
     });
 }
+
+/// Pass-through, the device's active-zone limit applies: each log keeps one zone active, so
+/// a device allowing 3 active zones holds 3 logs (rollovers finish the old zone first);
+/// with the buffer on, the limit is lifted and a fourth log opens. Logs written
+/// pass-through (whole-block appends) reopen intact.
+#[test]
+fn active_zone_limit_pass_through_and_lifted_by_the_buffer() {
+    let file = zonelog_support::EmuFile::create_limited("limit", 16, 64 << 10, Some(3));
+    let spec = file.spec();
+    let written = {
+        let spec = spec.clone();
+        bounded(120, move || {
+            let rt = ziob_rt(2);
+            tokio_rt(2).block_on(async move {
+                let (client, space) = open_space(&rt, &spec, ZiobConfig::pass_through()).await;
+                let mut logs = Vec::new();
+                for name in ["a", "b", "c"] {
+                    logs.push(space.open_log(name).await.unwrap());
+                }
+                let err = space.open_log("d").await.unwrap_err();
+                assert!(
+                    matches!(&err, ZiobError::NoSpace { detail, .. } if detail.contains("active")),
+                    "{err}"
+                );
+                // Rollovers within the limit.
+                let mut written = Vec::new();
+                for i in 0..60u64 {
+                    let log = &logs[(i % 3) as usize];
+                    let r = record(i, 9000);
+                    written.push((log.name().to_string(), log.append(&r).await.unwrap(), r));
+                }
+                assert!(logs[0].zones().len() >= 3);
+                for l in &logs {
+                    l.sync().await.unwrap();
+                }
+                client.close().await.unwrap();
+                drop((logs, space, client));
+                drop(rt);
+                written
+            })
+        })
+    };
+    bounded(120, move || {
+        let rt = ziob_rt(2);
+        tokio_rt(2).block_on(async move {
+            let (client, space) = open_space(&rt, &spec, ZiobConfig::default()).await;
+            assert_eq!(space.recovery().dropped_bytes, 0);
+            for (name, p, r) in &written {
+                let log = space.open_log(name).await.unwrap();
+                assert_eq!(&log.read(*p).await.unwrap()[..], &r[..]);
+            }
+            // The buffer lifts the limit: a fourth log opens.
+            let d = space.open_log("d").await.unwrap();
+            d.append(b"fourth").await.unwrap();
+            client.close().await.unwrap();
+        });
+    });
+}

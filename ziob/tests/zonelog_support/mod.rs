@@ -53,12 +53,25 @@ impl EmuFile {
 
     /// Creates the device with `zones` zones of `zone_bytes`.
     pub fn create(tag: &str, zones: u32, zone_bytes: u64) -> EmuFile {
+        EmuFile::create_limited(tag, zones, zone_bytes, None)
+    }
+
+    /// Creates the device with `zones` zones of `zone_bytes` and at most `max_active`
+    /// open and active zones.
+    pub fn create_limited(
+        tag: &str,
+        zones: u32,
+        zone_bytes: u64,
+        max_active: Option<u32>,
+    ) -> EmuFile {
         let f = EmuFile::new(tag);
         let _ = std::fs::remove_file(&f.0);
         let spec = f.spec();
         let rt = ziob_rt(1);
         rt.block_on(move || async move {
-            let g = ziob::Geometry::new(zones, zone_bytes);
+            let mut g = ziob::Geometry::new(zones, zone_bytes);
+            g.max_active_zones = max_active;
+            g.max_open_zones = max_active;
             drop(ziob::backends::create_device(&spec, &g).await.unwrap());
         })
         .unwrap();
