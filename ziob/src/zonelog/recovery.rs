@@ -76,11 +76,15 @@ fn is_active(state: ZoneState) -> bool {
     )
 }
 
+/// A log zone found by recovery: its report and its header's link to the zone before it
+/// (sequence number, end of its records).
+pub(crate) type FoundZone = (ZoneInfo, Option<(u32, u32)>);
+
 /// Zones sorted by what they hold.
 #[derive(Debug, Default)]
 pub(crate) struct Sorted {
     /// Each log's zones by sequence number, with the predecessor link of their header.
-    pub logs: BTreeMap<String, BTreeMap<u32, (ZoneInfo, Option<(u32, u32)>)>>,
+    pub logs: BTreeMap<String, BTreeMap<u32, FoundZone>>,
     /// Empty zones.
     pub empty: Vec<u32>,
     /// Zones with data and no valid header.
@@ -185,7 +189,7 @@ async fn recover_log(
     client: &Client,
     layout: &Layout,
     name: &str,
-    zones: &BTreeMap<u32, (ZoneInfo, Option<(u32, u32)>)>,
+    zones: &BTreeMap<u32, FoundZone>,
     alloc: &mut ZoneAllocator,
 ) -> Result<(Chain, LogRecovery, Vec<ZoneInfo>)> {
     let header = zone_header_len(name);
