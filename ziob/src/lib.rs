@@ -138,6 +138,8 @@ pub use config::{
 pub use error::{Result, ZiobError};
 pub use handle::{Ziob, Zone};
 pub use stats::ShardStats;
+pub use zone_io::{ZoneReader, ZoneWriter};
+pub use zonelog::{LogSpace, LogSpaceOptions, Position, ZoneLog};
 
 pub use ziob_backends as backends;
 pub use ziob_backends::{

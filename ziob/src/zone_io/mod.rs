@@ -13,11 +13,13 @@
 //!     let client = Client::open(rt.handle(), spec, ZiobConfig::default()).await.unwrap();
 //!     let mut w = ZoneWriter::new(client.clone(), 2);
 //!     w.write_all(b"hello, zone").await.unwrap();
-//!     w.close().await.unwrap(); // appended and flushed
-//!     let mut r = ZoneReader::open(client.clone(), 2).await.unwrap();
+//!     w.close().await.unwrap(); // appended and flushed (padded to a block)
+//!     let mut r = ZoneReader::with_len(client.clone(), 2, w.appended_bytes());
 //!     let mut s = String::new();
 //!     r.read_to_string(&mut s).await.unwrap();
 //!     assert_eq!(s, "hello, zone");
+//!     // `open` reads up to the write pointer: the flush's zero padding included.
+//!     assert_eq!(ZoneReader::open(client.clone(), 2).await.unwrap().len(), 4096);
 //!     client.close().await.unwrap();
 //! });
 //! ```

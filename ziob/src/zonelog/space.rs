@@ -62,6 +62,9 @@ pub(crate) struct SpaceInner {
 /// pass-through). Each log keeps one zone active (the one it appends to); zones it left
 /// are finished (Full).
 ///
+/// Open one space per zone range at a time (two spaces over the same zones would hand out
+/// the same free zones); clone it to share it.
+///
 /// ```
 /// use ziob::zonelog::{LogSpace, LogSpaceOptions};
 /// use ziob::{Client, Runtime, ZiobConfig};
