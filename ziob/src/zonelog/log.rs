@@ -177,6 +177,10 @@ impl ZoneLog {
         let framed_len = framed.len() as u64;
         let data = self.space.layout.append_bytes(framed);
         let cap = self.space.layout.capacity_bytes;
+        // A piece fits an empty zone, so it needs at most one move to a fresh zone (and
+        // one more if another caller's records filled that one first). A zone refusing it
+        // again and again is not about room: stop rather than use up the space.
+        let mut refusals = 0;
         loop {
             let (generation, open) = {
                 let c = self.log.chain();
@@ -207,7 +211,10 @@ impl ZoneLog {
                         .map(|&o| Position::new(seq, (off + o as u64) as u32))
                         .collect());
                 }
-                Err(e) if does_not_fit(&e) => self.roll(generation).await?,
+                Err(e) if does_not_fit(&e) && refusals < 64 => {
+                    refusals += 1;
+                    self.roll(generation).await?
+                }
                 Err(e) => return Err(e),
             }
         }
