@@ -69,8 +69,8 @@ impl LogInner {
 /// Every call may be dropped at any await. A dropped append was appended whole or not at
 /// all (its position is not reported; a reader may see it). A dropped sync promises
 /// nothing. A dropped rollover leaves the log as it was (a zone it took is reset before it
-/// is used again). A dropped truncation has dropped some of the zones it meant to (the
-/// oldest first); their zones are reset before reuse.
+/// is used again). A dropped truncation has dropped the zones it meant to from the log;
+/// those not reset yet are reset, oldest first, before the space resets or takes another.
 #[derive(Clone)]
 pub struct ZoneLog {
     pub(crate) space: Arc<SpaceInner>,
@@ -264,8 +264,9 @@ impl ZoneLog {
     /// reset (its zone is retried before it is used again).
     ///
     /// # Cancel safety
-    /// If dropped, the zones not reset yet are still dropped from the log and reset before
-    /// they are used again.
+    /// If dropped, the zones not reset yet are still dropped from the log; they stay queued
+    /// and the space's next reset or zone take resets them first, oldest first (so a log
+    /// never reopens with a gap).
     pub async fn truncate_before(&self, pos: Position) -> Result<()> {
         let _roll = self.log.roll.lock().await;
         let victims = {

@@ -1,6 +1,6 @@
 //! [`LogSpace`]: a range of zones shared by named logs, with the free-zone allocator.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -48,6 +48,12 @@ pub(crate) struct SpaceInner {
     logs: Mutex<BTreeMap<String, Arc<LogInner>>>,
     /// Held while a log is created or removed.
     admin: futures::lock::Mutex<()>,
+    /// Zones dropped from logs (truncated or removed) and not reset yet, in the order they
+    /// must be reset: each log's oldest first, so a crash or a dropped call never leaves
+    /// an older zone of a log with a newer one reset (a gap when the space reopens).
+    reset_queue: Mutex<VecDeque<u32>>,
+    /// Held while the queue is worked off (one zone reset at a time, in order).
+    reset_lock: futures::lock::Mutex<()>,
     recovery: SpaceRecovery,
 }
 
@@ -146,6 +152,8 @@ impl LogSpace {
                 alloc: Mutex::new(recovered.allocator),
                 logs: Mutex::new(logs),
                 admin: futures::lock::Mutex::new(()),
+                reset_queue: Mutex::new(VecDeque::new()),
+                reset_lock: futures::lock::Mutex::new(()),
                 recovery: recovered.report,
             }),
         })
@@ -168,8 +176,9 @@ impl LogSpace {
 
     /// Zones of the space no log uses (Empty ones and ones to reset before use).
     pub fn free_zones(&self) -> usize {
+        let queued = self.inner.queue().len();
         let a = self.inner.allocator();
-        a.free_count() + a.stale_count()
+        a.free_count() + a.stale_count() + queued
     }
 
     /// The log named `name`, created (with its first zone) when missing.
@@ -283,6 +292,8 @@ impl SpaceInner {
         seq: u32,
         prev: Option<(u32, u32)>,
     ) -> Result<u32> {
+        // Zones dropped from logs are reset first (in order), and are then free to take.
+        self.drain_resets().await?;
         let grant = self.allocator().take().map_err(|e| ZiobError::NoSpace {
             log: name.to_string(),
             detail: match e {
@@ -321,18 +332,31 @@ impl SpaceInner {
         Ok(grant.zone)
     }
 
-    /// Resets `zones` in order and frees them; on an error or if dropped, the rest are
-    /// given back to be reset before reuse.
+    fn queue(&self) -> MutexGuard<'_, VecDeque<u32>> {
+        self.reset_queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `zones` (dropped from a log, oldest first) for a reset and works the queue
+    /// off. If this fails or is dropped, the zones stay queued and the next call that
+    /// resets or takes a zone resets them first, in order.
     pub(crate) async fn reset_zones(&self, zones: Vec<u32>) -> Result<()> {
-        let mut pending = GiveBack {
-            space: self,
-            zones: zones.into_iter().rev().collect(),
-        };
-        while let Some(&zone) = pending.zones.last() {
+        self.queue().extend(zones);
+        self.drain_resets().await
+    }
+
+    /// Resets the queued zones in order and frees them.
+    async fn drain_resets(&self) -> Result<()> {
+        if self.queue().is_empty() {
+            return Ok(());
+        }
+        let _order = self.reset_lock.lock().await;
+        loop {
+            let Some(zone) = self.queue().front().copied() else {
+                return Ok(());
+            };
             self.client.reset(zone).await?;
-            pending.zones.pop();
+            self.queue().pop_front();
             self.allocator().release_reset(zone);
         }
-        Ok(())
     }
 }
