@@ -13,6 +13,9 @@
 //!   looping on a yield), the floor of any async-task executor's task switch
 //!   ([`bare_async_task`]).
 //!
+//! `client-bench` measures the cross-thread [`ziob::Client`] against calls on the owning core
+//! ([`client_bench`], [`client_round_trip`], [`client_throughput`]).
+//!
 //! Every in-process runner counts operations through one [`meter::Meter`], which also takes
 //! the CPU time (`getrusage`, user + system) at the start and end of the measured window, so
 //! "CPU per op" means the same thing for every runner. Speed is only ever reported (medians
@@ -21,6 +24,9 @@
 
 pub mod args;
 pub mod bare_async_task;
+pub mod client_bench;
+pub mod client_round_trip;
+pub mod client_throughput;
 pub mod cpu;
 pub mod fio;
 pub mod meter;

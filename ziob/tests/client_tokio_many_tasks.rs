@@ -9,6 +9,9 @@ use std::sync::{Arc, Mutex};
 use client_support::{bounded, record, tokio_rt, Rng};
 use ziob::{Client, Runtime, ZiobConfig};
 
+/// (zone, offset, record id, length) of every acknowledged append.
+type Acked = Arc<Mutex<Vec<(u32, u64, u64, usize)>>>;
+
 const ZONES: u32 = 12;
 
 #[test]
@@ -22,7 +25,7 @@ fn many_tokio_tasks_append_read_flush_every_byte_checked() {
                 .await
                 .unwrap();
             assert_eq!(client.cores(), 3);
-            let acked: Arc<Mutex<Vec<(u32, u64, u64, usize)>>> = Arc::default();
+            let acked: Acked = Arc::default();
             let mut tasks = Vec::new();
             for t in 0..32u64 {
                 let (client, acked) = (client.clone(), acked.clone());

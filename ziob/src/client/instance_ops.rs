@@ -22,7 +22,7 @@ impl<D: ZonedDevice> Client<D> {
     /// # Cancel safety
     /// As [`Client::flush`], for every zone.
     pub fn sync(&self) -> impl Future<Output = Result<()>> + Send + 'static {
-        let all = self.on_every_core(|s| async move { Ok(s.sync().await) });
+        let all = self.on_every_core("sync", |s| async move { Ok(s.sync().await) });
         async move { ZiobError::merge_sync(all.await?) }
     }
 
@@ -37,7 +37,10 @@ impl<D: ZonedDevice> Client<D> {
         count: u32,
     ) -> impl Future<Output = Result<Vec<ZoneInfo>>> + Send + 'static {
         let checked = self.ziob.geometry().check_zone(first);
-        let all = self.on_every_core(move |s| async move { s.report(first, count).await });
+        let all = self.on_every_core(
+            "report",
+            move |s| async move { s.report(first, count).await },
+        );
         async move {
             checked?;
             let mut zones: Vec<ZoneInfo> = all.await?.into_iter().flatten().collect();
@@ -51,7 +54,7 @@ impl<D: ZonedDevice> Client<D> {
     /// # Cancel safety
     /// Changes nothing; dropping it is always safe.
     pub fn stats(&self) -> impl Future<Output = Result<Vec<ShardStats>>> + Send + 'static {
-        self.on_every_core(|s| async move { Ok(s.stats()) })
+        self.on_every_core("stats", |s| async move { Ok(s.stats()) })
     }
 
     /// Closes the instance for every handle (see [`Ziob::close`]): new calls fail with

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::rc::Rc;
 
+use tracing::Instrument;
 use ziob_backends::ZonedDevice;
 
 use super::Client;
@@ -20,9 +21,11 @@ pub(super) fn flatten<T>(res: ziob_runtime::Result<Result<T>>) -> Result<T> {
 }
 
 impl<D: ZonedDevice> Client<D> {
-    /// Runs `f` with the shard of `core`, on that core, as an admitted call.
+    /// Runs `f` with the shard of `core`, on that core, as an admitted call, inside a
+    /// debug-level `tracing` span `client` (fields `op`, `core`) on both sides.
     pub(super) fn on_core<F, Fut, T>(
         &self,
+        op: &'static str,
         core: usize,
         f: F,
     ) -> impl Future<Output = Result<T>> + Send + 'static
@@ -32,16 +35,18 @@ impl<D: ZonedDevice> Client<D> {
         T: Send + 'static,
     {
         let ziob = self.ziob.clone();
-        let call = self
-            .ziob
-            .runtime_handle()
-            .call(core, move || async move { ziob.on_local(f).await });
-        async move { flatten(call.await) }
+        let span = tracing::debug_span!("client", op, core);
+        let on_core_span = span.clone();
+        let call = self.ziob.runtime_handle().call(core, move || {
+            async move { ziob.on_local(f).await }.instrument(on_core_span)
+        });
+        async move { flatten(call.await) }.instrument(span)
     }
 
     /// Runs `f` with the shard owning `zone`, on its core.
     pub(super) fn on_owner<F, Fut, T>(
         &self,
+        op: &'static str,
         zone: u32,
         f: F,
     ) -> impl Future<Output = Result<T>> + Send + 'static
@@ -50,12 +55,13 @@ impl<D: ZonedDevice> Client<D> {
         Fut: Future<Output = Result<T>> + 'static,
         T: Send + 'static,
     {
-        self.on_core(self.owner_core(zone), f)
+        self.on_core(op, self.owner_core(zone), f)
     }
 
     /// Runs `f` with every shard, on its core, all at once; results in core order.
     pub(super) fn on_every_core<F, Fut, T>(
         &self,
+        op: &'static str,
         f: F,
     ) -> impl Future<Output = Result<Vec<T>>> + Send + 'static
     where
@@ -64,7 +70,7 @@ impl<D: ZonedDevice> Client<D> {
         T: Send + 'static,
     {
         let calls: Vec<_> = (0..self.cores())
-            .map(|core| self.on_core(core, f.clone()))
+            .map(|core| self.on_core(op, core, f.clone()))
             .collect();
         async move { futures::future::join_all(calls).await.into_iter().collect() }
     }

@@ -23,8 +23,8 @@ impl AsRef<[u8]> for ReadBuf {
 }
 
 impl<D: ZonedDevice> Client<D> {
-    /// Appends `data` to `zone`; returns the offset it was given (see [`Ziob::append`]
-    /// (crate::Ziob::append)). The buffered path copies `data` straight into the zone's
+    /// Appends `data` to `zone`; returns the offset it was given (see
+    /// [`Ziob::append`](crate::Ziob::append)). The buffered path copies `data` straight into the zone's
     /// memory: no aligned buffer per record.
     ///
     /// # Cancel safety
@@ -34,10 +34,9 @@ impl<D: ZonedDevice> Client<D> {
         zone: u32,
         data: Bytes,
     ) -> impl Future<Output = Result<u64>> + Send + 'static {
-        self.on_owner(
-            zone,
-            move |s| async move { s.append_bytes(zone, data).await },
-        )
+        self.on_owner("append", zone, move |s| async move {
+            s.append(zone, data).await.0
+        })
     }
 
     /// [`Client::append`] of a copy of `data` (taken before this returns).
@@ -62,7 +61,9 @@ impl<D: ZonedDevice> Client<D> {
         zone: u32,
         data: DmaBuf,
     ) -> impl Future<Output = Result<u64>> + Send + 'static {
-        self.on_owner(zone, move |s| async move { s.append(zone, data).await.0 })
+        self.on_owner("append", zone, move |s| async move {
+            s.append(zone, data).await.0
+        })
     }
 
     /// Writes `data` at `offset` of `zone`, which must be the zone's write pointer (see
@@ -76,8 +77,8 @@ impl<D: ZonedDevice> Client<D> {
         offset: u64,
         data: Bytes,
     ) -> impl Future<Output = Result<()>> + Send + 'static {
-        self.on_owner(zone, move |s| async move {
-            s.write_at_bytes(zone, offset, data).await
+        self.on_owner("write_at", zone, move |s| async move {
+            s.write_at(zone, offset, data).await.0
         })
     }
 
@@ -104,7 +105,7 @@ impl<D: ZonedDevice> Client<D> {
         offset: u64,
         len: usize,
     ) -> impl Future<Output = Result<Bytes>> + Send + 'static {
-        self.on_owner(zone, move |s| async move {
+        self.on_owner("read", zone, move |s| async move {
             let buf = s.read(zone, offset, len).await?;
             Ok(if buf.len() <= READ_COPY_MAX_BYTES {
                 Bytes::copy_from_slice(&buf)
@@ -122,10 +123,9 @@ impl<D: ZonedDevice> Client<D> {
     pub async fn read_into(&self, zone: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
         let len = buf.len();
         let data = self
-            .on_owner(
-                zone,
-                move |s| async move { s.read(zone, offset, len).await },
-            )
+            .on_owner("read", zone, move |s| async move {
+                s.read(zone, offset, len).await
+            })
             .await?;
         buf.copy_from_slice(&data);
         Ok(())
@@ -138,7 +138,11 @@ impl<D: ZonedDevice> Client<D> {
     /// A dropped flush may have padded the partial block and started write-back (which goes
     /// on); it promises nothing durable.
     pub fn flush(&self, zone: u32) -> impl Future<Output = Result<()>> + Send + 'static {
-        self.on_owner(zone, move |s| async move { s.flush_zone(zone).await })
+        self.on_owner(
+            "flush",
+            zone,
+            move |s| async move { s.flush_zone(zone).await },
+        )
     }
 
     /// Resets `zone` (discards its data). See [`Client::zone_action`].
@@ -172,10 +176,14 @@ impl<D: ZonedDevice> Client<D> {
     ) -> impl Future<Output = Result<()>> + Send + 'static {
         let call: std::pin::Pin<Box<dyn Future<Output = Result<()>> + Send>> = match target {
             ZoneTarget::One(zone) => {
-                Box::pin(self.on_owner(zone, move |s| async move { s.action(zone, action).await }))
+                Box::pin(self.on_owner("zone_action", zone, move |s| async move {
+                    s.action(zone, action).await
+                }))
             }
             ZoneTarget::All => {
-                let all = self.on_every_core(move |s| async move { s.action_all(action).await });
+                let all = self.on_every_core("zone_action", move |s| async move {
+                    s.action_all(action).await
+                });
                 Box::pin(async move { all.await.map(|_| ()) })
             }
         };

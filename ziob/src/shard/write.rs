@@ -13,6 +13,41 @@ use super::{run_to_completion, Shard};
 use crate::error::Result;
 use crate::logical;
 
+/// The data of an append or write: a DMA buffer (handed back with the result) or bytes (the
+/// buffered path copies them straight into the zone's chunks, with no buffer per record).
+pub(crate) trait Payload: std::ops::Deref<Target = [u8]> + Sized + 'static {
+    /// A DMA buffer holding the data, for a pass-through write (the device needs one).
+    fn into_dma(self) -> DmaBuf;
+    /// What to hand back after a pass-through write of `buf`.
+    fn back(buf: DmaBuf) -> Self;
+    /// What to hand back when the data went with a task that ended without an answer.
+    fn lost() -> Self;
+}
+
+impl Payload for DmaBuf {
+    fn into_dma(self) -> DmaBuf {
+        self
+    }
+    fn back(buf: DmaBuf) -> Self {
+        buf
+    }
+    fn lost() -> Self {
+        DmaBuf::with_capacity(0)
+    }
+}
+
+impl Payload for bytes::Bytes {
+    fn into_dma(self) -> DmaBuf {
+        DmaBuf::from_slice(&self)
+    }
+    fn back(_: DmaBuf) -> Self {
+        bytes::Bytes::new()
+    }
+    fn lost() -> Self {
+        bytes::Bytes::new()
+    }
+}
+
 /// What a write needs, decided by [`Shard::admit`].
 struct Admission {
     /// Grow the tail chunk to this capacity first.
@@ -36,104 +71,63 @@ impl<D: ZonedDevice> Shard<D> {
     /// Cancel safety: a write taken in one piece is committed in one step with no await
     /// after it, so a dropped call appended all or nothing. A streamed write (larger than
     /// [`Shard::max_piece_bytes`]) runs as its own task and completes even if dropped.
-    pub(crate) async fn append(self: &Rc<Self>, zone: u32, data: DmaBuf) -> (Result<u64>, DmaBuf) {
+    pub(crate) async fn append<B: Payload>(
+        self: &Rc<Self>,
+        zone: u32,
+        data: B,
+    ) -> (Result<u64>, B) {
         if let Err(e) = self.check_zone(zone) {
             return (Err(e), data);
         }
         if !self.buffered {
-            let (res, data) = self.device.append(zone, data).await;
-            return (res.map_err(Into::into), data);
+            let (res, data) = self.device.append(zone, data.into_dma()).await;
+            return (res.map_err(Into::into), B::back(data));
         }
-        let (res, data) = self.write_whole(zone, None, data, IoOp::Append).await;
-        (res, data.unwrap_or_else(|| DmaBuf::with_capacity(0)))
+        self.write_whole(zone, None, data, IoOp::Append).await
     }
 
     /// Writes `data` at `offset_bytes` of `zone`, which must be the logical write pointer.
     /// The buffer comes back with the result. Cancel safety as [`Shard::append`].
-    pub(crate) async fn write_at(
+    pub(crate) async fn write_at<B: Payload>(
         self: &Rc<Self>,
         zone: u32,
         offset: u64,
-        data: DmaBuf,
-    ) -> (Result<()>, DmaBuf) {
+        data: B,
+    ) -> (Result<()>, B) {
         if let Err(e) = self.check_zone(zone) {
             return (Err(e), data);
         }
         if !self.buffered {
-            let (res, data) = self.device.write(zone, offset, data).await;
-            return (res.map_err(Into::into), data);
+            let (res, data) = self.device.write(zone, offset, data.into_dma()).await;
+            return (res.map_err(Into::into), B::back(data));
         }
         let (res, data) = self
             .write_whole(zone, Some(offset), data, IoOp::Write)
             .await;
-        (
-            res.map(|_| ()),
-            data.unwrap_or_else(|| DmaBuf::with_capacity(0)),
-        )
+        (res.map(|_| ()), data)
     }
 
-    /// Appends a copy of `data` to `zone` (for callers holding bytes, not a [`DmaBuf`]): the
-    /// buffered path copies straight into the zone's chunks, with no buffer per record.
-    /// Cancel safety as [`Shard::append`].
-    pub(crate) async fn append_bytes(
-        self: &Rc<Self>,
-        zone: u32,
-        data: bytes::Bytes,
-    ) -> Result<u64> {
-        self.check_zone(zone)?;
-        if !self.buffered {
-            return self.append(zone, DmaBuf::from_slice(&data)).await.0;
-        }
-        self.write_whole(zone, None, data, IoOp::Append).await.0
-    }
-
-    /// Writes a copy of `data` at `offset` of `zone` (see [`Shard::append_bytes`]). Cancel
-    /// safety as [`Shard::append`].
-    pub(crate) async fn write_at_bytes(
-        self: &Rc<Self>,
-        zone: u32,
-        offset: u64,
-        data: bytes::Bytes,
-    ) -> Result<()> {
-        self.check_zone(zone)?;
-        if !self.buffered {
-            return self
-                .write_at(zone, offset, DmaBuf::from_slice(&data))
-                .await
-                .0;
-        }
-        let (res, _) = self
-            .write_whole(zone, Some(offset), data, IoOp::Write)
-            .await;
-        res.map(|_| ())
-    }
-
-    /// A buffered write of `data` in one piece or streamed; the data comes back with the
-    /// result (`None` if a streamed write's task ended without an answer).
-    async fn write_whole<B>(
+    async fn write_whole<B: Payload>(
         self: &Rc<Self>,
         zone: u32,
         offset: Option<u64>,
         data: B,
         op: IoOp,
-    ) -> (Result<u64>, Option<B>)
-    where
-        B: std::ops::Deref<Target = [u8]> + 'static,
-    {
+    ) -> (Result<u64>, B) {
         if data.len() as u64 > self.max_piece_bytes() {
             let this = self.clone();
             let call = self.hold_call();
             let done = run_to_completion(async move {
                 let res = this.write_streamed(zone, offset, &data, op).await;
                 drop(call);
-                (res, Some(data))
+                (res, data)
             })
             .await;
             // Without its task's answer the data buffer is gone with the task.
-            return done.unwrap_or_else(|e| (Err(e), None));
+            return done.unwrap_or_else(|e| (Err(e), B::lost()));
         }
         let res = self.write_piece(zone, offset, &data, op, false).await;
-        (res, Some(data))
+        (res, data)
     }
 
     /// Checks a write against the zone as it is now; returns the memory it needs.
