@@ -98,6 +98,12 @@
 //! first refuses new calls, waits for the ones admitted, then syncs: every append
 //! acknowledged before it is durable when it returns `Ok`.
 //!
+//! ## Zone logs and byte streams
+//! [`zonelog`]: durable, checksummed record logs over zones ([`LogSpace`], [`ZoneLog`],
+//! [`Position`]) with streams, tailing, truncation and crash recovery, for WALs and Raft
+//! logs; [`zone_io`]: one zone as `futures::io` `AsyncWrite` / `AsyncRead`. Both work
+//! through a [`Client`], so they are `Send` and usable from tokio.
+//!
 //! ## Example
 //! ```
 //! use ziob::{DmaBuf, Runtime, Ziob, ZiobConfig};
