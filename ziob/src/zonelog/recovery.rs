@@ -11,7 +11,7 @@ use super::allocator::ZoneAllocator;
 use super::chain::{Chain, LogZone, ZoneEnd};
 use super::layout::Layout;
 use super::position::Position;
-use super::scan::{scan_zone, ScanRange, Stop};
+use super::scan::{scan_to_stop, ScanRange, Stop};
 use super::zone_header::{decode_zone_header, zone_header_len, ZoneHeader, ZONE_HEADER_BYTES_MAX};
 use crate::client::Client;
 use crate::error::Result;
@@ -237,18 +237,14 @@ async fn recover_log(
             window_bytes: layout.read_window_bytes.max(1 << 20),
         };
         let mut read = |off, len| client.read(info.index, off, len);
-        let scanned = scan_zone(&mut read, range, usize::MAX).await?;
-        rec.records_scanned += scanned.records.len() as u64;
-        let next = scanned.next;
-        let problem = match scanned.stop {
-            Some(Stop::End) if (full && !recorded_ends.contains_key(&seq)) || next == data_end => {
-                None
-            }
-            Some(Stop::End) => Some(format!(
+        let (records, next, stop) = scan_to_stop(&mut read, range).await?;
+        rec.records_scanned += records;
+        let problem = match stop {
+            Stop::End if (full && !recorded_ends.contains_key(&seq)) || next == data_end => None,
+            Stop::End => Some(format!(
                 "zeros at byte {next} where records should go on to the write pointer {data_end}"
             )),
-            Some(Stop::Torn(r)) | Some(Stop::Corrupt(r)) => Some(r),
-            None => unreachable!("an unbounded scan stops for a reason"),
+            Stop::Torn(r) | Stop::Corrupt(r) => Some(r),
         };
         if let Some(reason) = problem {
             rec.dropped_bytes += data_end - next;

@@ -3,7 +3,7 @@
 
 use super::chain::ZoneEnd;
 use super::log::ZoneLog;
-use super::scan::{scan_zone, ScanRange};
+use super::scan::{scan_to_stop, ScanRange};
 use crate::error::{Result, ZiobError};
 
 impl ZoneLog {
@@ -48,7 +48,7 @@ impl ZoneLog {
                 window_bytes: space.layout.block_bytes * 4,
             };
             let mut read = |off, len| space.client.read(zone, off, len);
-            let end = scan_zone(&mut read, range, usize::MAX).await?.next;
+            let (_, end, _) = scan_to_stop(&mut read, range).await?;
             let mut c = self.log.chain();
             if c.open_zone().map(|(s, _, _)| s) == Some(open_seq) {
                 c.seal_last(Some(end));

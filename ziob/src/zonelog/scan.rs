@@ -112,6 +112,28 @@ where
     }
 }
 
+/// Records a [`scan_to_stop`] holds at once.
+const SCAN_BATCH_RECORDS: usize = 4096;
+
+/// Reads a zone from `range.from` until it stops, keeping no records: how many there were,
+/// where reading stopped and why (for recovery and sealing, which need only the end).
+pub async fn scan_to_stop<R, F>(read: &mut R, range: ScanRange) -> Result<(u64, u64, Stop)>
+where
+    R: FnMut(u64, usize) -> F,
+    F: Future<Output = Result<Bytes>>,
+{
+    let mut range = range;
+    let mut records = 0u64;
+    loop {
+        let s = scan_zone(read, range, SCAN_BATCH_RECORDS).await?;
+        records += s.records.len() as u64;
+        match s.stop {
+            Some(stop) => return Ok((records, s.next, stop)),
+            None => range.from = s.next,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::record::encode_record;
