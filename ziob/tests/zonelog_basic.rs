@@ -182,7 +182,7 @@ fn bad_input_gets_typed_errors() {
                 LogSpace::open(
                     client.clone(),
                     LogSpaceOptions {
-                        zones: Some(4..9),
+                        zones: 4..9,
                         ..Default::default()
                     }
                 )
@@ -283,6 +283,63 @@ fn active_zone_limit_pass_through_and_lifted_by_the_buffer() {
             // The buffer lifts the limit: a fourth log opens.
             let d = space.open_log("d").await.unwrap();
             d.append(b"fourth").await.unwrap();
+            client.close().await.unwrap();
+        });
+    });
+}
+
+/// A space over part of the device uses only its zones; another space over the rest is
+/// independent, and each finds only its own logs on reopen.
+#[test]
+fn spaces_over_parts_of_the_device() {
+    bounded(120, || {
+        let rt = ziob_rt(2);
+        tokio_rt(2).block_on(async move {
+            let client = ziob::Client::open(
+                rt.handle(),
+                "mem:zones=8,zone_size=64K",
+                ZiobConfig::default(),
+            )
+            .await
+            .unwrap();
+            let opts = |zones| LogSpaceOptions {
+                zones,
+                ..Default::default()
+            };
+            let left = LogSpace::open(client.clone(), opts(0..5)).await.unwrap();
+            let right = LogSpace::open(client.clone(), opts(5..8)).await.unwrap();
+            let l = left.open_log("l").await.unwrap();
+            let r = right.open_log("r").await.unwrap();
+            for i in 0..12u64 {
+                l.append(&record(i, 30_000)).await.unwrap();
+                r.append(&record(100 + i, 30_000)).await.unwrap();
+                r.truncate_before(r.end()).await.unwrap();
+                if l.zones().len() >= 4 {
+                    l.truncate_before(l.end()).await.unwrap();
+                }
+            }
+            assert!(
+                l.zones().iter().all(|z| (0..5).contains(z)),
+                "{:?}",
+                l.zones()
+            );
+            assert!(
+                r.zones().iter().all(|z| (5..8).contains(z)),
+                "{:?}",
+                r.zones()
+            );
+            l.sync().await.unwrap();
+            r.sync().await.unwrap();
+            drop((left, right));
+            let left = LogSpace::open(client.clone(), opts(0..5)).await.unwrap();
+            assert_eq!(left.logs(), vec!["l".to_string()]);
+            let right = LogSpace::open(client.clone(), opts(5..u32::MAX))
+                .await
+                .unwrap();
+            assert_eq!(right.logs(), vec!["r".to_string()]);
+            let r2 = right.open_log("r").await.unwrap();
+            let last = r2.read_from(r2.start(), usize::MAX).await.unwrap();
+            assert_eq!(&last.last().unwrap().1[..], &record(111, 30_000)[..]);
             client.close().await.unwrap();
         });
     });

@@ -23,9 +23,10 @@ pub const READ_WINDOW_BYTES_DEFAULT: u64 = 128 << 10;
 /// Settings of a [`LogSpace`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogSpaceOptions {
-    /// The zones the space owns (`None`: every zone of the device). The space may reset
-    /// any zone in it that holds no log's data.
-    pub zones: Option<Range<u32>>,
+    /// The zones the space owns; the default, `0..u32::MAX`, means every zone of the
+    /// device (an end of `u32::MAX` is clamped to the zone count). The space may reset any
+    /// zone in it that holds no log's data.
+    pub zones: Range<u32>,
     /// Bytes read at once when reading or streaming many records (rounded up to blocks).
     pub read_window_bytes: u64,
 }
@@ -33,7 +34,7 @@ pub struct LogSpaceOptions {
 impl Default for LogSpaceOptions {
     fn default() -> Self {
         LogSpaceOptions {
-            zones: None,
+            zones: 0..u32::MAX,
             read_window_bytes: READ_WINDOW_BYTES_DEFAULT,
         }
     }
@@ -114,7 +115,10 @@ impl LogSpace {
     /// more; the device's errors.
     pub async fn open(client: Client, opts: LogSpaceOptions) -> Result<LogSpace> {
         let geometry = client.geometry();
-        let zones = opts.zones.clone().unwrap_or(0..geometry.zone_count);
+        let mut zones = opts.zones.clone();
+        if zones.end == u32::MAX {
+            zones.end = geometry.zone_count;
+        }
         if zones.is_empty() || zones.end > geometry.zone_count {
             return Err(ZiobError::Config(format!(
                 "log space zones {zones:?} must be a non-empty range within the device's {} zones",
