@@ -83,11 +83,11 @@ impl<D: ZonedDevice> Shard<D> {
                 }
                 self.kick(v);
             }
-            let mut progress_possible = self.zones.borrow().iter().any(|z| z.writeback_running());
+            let mut progress_possible = self.memory_may_free();
             if !progress_possible {
                 // What is left are partial blocks: pad and write some out.
                 self.pad_for_pressure(zone, short);
-                progress_possible = self.zones.borrow().iter().any(|z| z.writeback_running());
+                progress_possible = self.memory_may_free();
             }
             if !progress_possible {
                 return Err(self.buffer_full(zone, bytes));
@@ -99,6 +99,16 @@ impl<D: ZonedDevice> Shard<D> {
             }
             listener.await;
         }
+    }
+
+    /// Whether memory will free without anyone else acting: a write-back in flight makes
+    /// its chunks clean; a reset or finish in progress never waits for memory and ends on
+    /// its own (a reset drops the zone's chunks, a finish leaves them clean).
+    fn memory_may_free(&self) -> bool {
+        self.zones
+            .borrow()
+            .iter()
+            .any(|z| z.writeback_running() || (z.exclusive() && z.memory_bytes() > 0))
     }
 
     /// Memory is short and no whole block is left to write back: pads the partial last
