@@ -43,6 +43,17 @@ fn limit<F: Future>(polls: u32, f: F) -> PollLimit<F> {
 
 #[test]
 fn dropped_calls_leave_the_log_consistent() {
+    // ZIOB_ZONELOG_CANCEL_ROUNDS=N runs more rounds (each its own seed and device).
+    let rounds: u64 = std::env::var("ZIOB_ZONELOG_CANCEL_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6);
+    for round in 0..rounds {
+        one_round(round);
+    }
+}
+
+fn one_round(round: u64) {
     let file = EmuFile::create("cancel", 24, 64 << 10);
     let spec = file.spec();
     let kept = {
@@ -60,10 +71,11 @@ fn dropped_calls_leave_the_log_consistent() {
                 let mut tasks = Vec::new();
                 for t in 0..8u64 {
                     let (log, space) = (log.clone(), space.clone());
+                    let round = round;
                     tasks.push(tokio::spawn(async move {
                         let mut done: Vec<(Position, Vec<u8>)> = Vec::new();
                         for i in 0..80u64 {
-                            let r = mix(t << 32 | i);
+                            let r = mix(round << 48 | t << 32 | i);
                             let polls = (r % 6) as u32;
                             match r % 10 {
                                 0 => {
