@@ -65,6 +65,13 @@ impl LogInner {
 /// record appended before the call is on the device (a zone's flush, group-committed with
 /// other callers'). Zones the log moved away from were finished, which made them durable.
 ///
+/// # Device errors
+/// A write-back error the buffer keeps for the zone being appended to
+/// ([`ZiobError::Writeback`]) is returned by the log's appends and syncs from then on; the
+/// log does not move past it by itself (records acknowledged but not durable would be
+/// lost in the middle of the log). Reopening the space recovers the log up to its last
+/// durable record and goes on in a fresh zone.
+///
 /// # Cancel safety
 /// Every call may be dropped at any await. A dropped append was appended whole or not at
 /// all (its position is not reported; a reader may see it). A dropped sync promises
