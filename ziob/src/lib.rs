@@ -98,6 +98,12 @@
 //! first refuses new calls, waits for the ones admitted, then syncs: every append
 //! acknowledged before it is durable when it returns `Ok`.
 //!
+//! ## Zone logs and byte streams
+//! [`zonelog`]: durable, checksummed record logs over zones ([`LogSpace`], [`ZoneLog`],
+//! [`Position`]) with streams, tailing, truncation and crash recovery, for WALs and Raft
+//! logs; [`zone_io`]: one zone as `futures::io` `AsyncWrite` / `AsyncRead`. Both work
+//! through a [`Client`], so they are `Send` and usable from tokio.
+//!
 //! ## Example
 //! ```
 //! use ziob::{DmaBuf, Runtime, Ziob, ZiobConfig};
@@ -129,6 +135,8 @@ pub mod metrics;
 pub mod placement;
 mod shard;
 mod stats;
+pub mod zone_io;
+pub mod zonelog;
 
 pub use client::{BlockingClient, Client};
 pub use config::{
@@ -138,6 +146,8 @@ pub use error::{Result, ZiobError};
 pub use handle::{Ziob, Zone};
 pub use metrics::{MetricsSnapshot, OpKind};
 pub use stats::ShardStats;
+pub use zone_io::{ZoneReader, ZoneWriter};
+pub use zonelog::{LogSpace, LogSpaceOptions, Position, ZoneLog};
 
 pub use ziob_backends as backends;
 pub use ziob_backends::{
