@@ -24,6 +24,8 @@ pub trait StoreFactory: Send + Sync {
     type Store: LogStore;
     /// Opens the store.
     fn open(&self) -> impl Future<Output = Arc<Self::Store>> + Send;
+    /// The `log-server` arguments that select the same storage.
+    fn binary_args(&self) -> Vec<String>;
 }
 
 /// The file store in a temporary directory.
@@ -43,6 +45,10 @@ impl StoreFactory for FileFactory {
     type Store = FileStore;
     async fn open(&self) -> Arc<FileStore> {
         Arc::new(FileStore::open(self.dir.path()).await.unwrap())
+    }
+    fn binary_args(&self) -> Vec<String> {
+        let dir = self.dir.path().display().to_string();
+        vec!["--store".into(), "file".into(), "--dir".into(), dir]
     }
 }
 
@@ -77,6 +83,16 @@ impl Server {
             http: reqwest::Client::new(),
             stop: Some(stop),
             task: Some(task),
+        }
+    }
+
+    /// A client of a server running elsewhere (the binary); `stop` must not be called.
+    pub fn client_of(addr: SocketAddr) -> Server {
+        Server {
+            addr,
+            http: reqwest::Client::new(),
+            stop: None,
+            task: None,
         }
     }
 
@@ -222,5 +238,54 @@ impl Rng {
 
     pub fn bytes(&mut self, len: usize) -> Vec<u8> {
         (0..len).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// The `log-server` binary, started on an ephemeral port; killed if still running when dropped.
+pub struct Binary {
+    pub child: tokio::process::Child,
+    pub addr: SocketAddr,
+}
+
+impl Binary {
+    /// Starts the binary with `args` and waits for its "listening on" line.
+    pub async fn start(args: &[String]) -> Binary {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_log-server"))
+            .args(args)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = tokio::time::timeout(WATCHDOG, lines.next_line())
+            .await
+            .expect("server start hung")
+            .unwrap()
+            .expect("server exited before listening");
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .parse()
+            .unwrap();
+        Binary { child, addr }
+    }
+
+    /// Sends SIGTERM and waits for a successful exit.
+    pub async fn terminate(mut self) {
+        let pid = self.child.id().unwrap().to_string();
+        let kill = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let status = tokio::time::timeout(WATCHDOG, self.child.wait())
+            .await
+            .expect("graceful shutdown hung")
+            .unwrap();
+        assert!(status.success(), "log-server exited with {status}");
     }
 }
