@@ -295,6 +295,76 @@ impl Handle {
     }
 }
 
+impl Handle {
+    /// Runs the future made by `f` on core `core` and answers with its output: the
+    /// cross-thread form of [`call_on`](crate::call_on). The returned future is `Send` and
+    /// executor-agnostic: it may be awaited on any thread and any executor (tokio, a plain
+    /// thread with `futures::executor::block_on`, a ZIOB core), completes through a oneshot
+    /// channel and never touches a ZIOB thread-local on the caller's side. `Fut` need not be
+    /// `Send`: it is made and polled on `core` only.
+    ///
+    /// Nothing is sent until the returned future is first polled. A panic in `f` or its
+    /// future continues in the caller. Fails with [`Error::CoreDead`] if the core stopped
+    /// after a fatal error and with [`Error::CoreGone`] if the runtime was stopped (also while
+    /// the call waits: a call in flight when the runtime stops is answered with that error,
+    /// never left hanging), and with [`Error::CoreGone`] at once for a core index out of range.
+    ///
+    /// # Cancel safety
+    /// Dropping the returned future drops the future running on `core` at its next await
+    /// point (or never starts it, if it had not started yet); what that left done is up to
+    /// that future's own cancel safety. Nothing leaks: the job, the task and the channel are
+    /// freed whichever side finishes first.
+    pub fn call<F, Fut, T>(
+        &self,
+        core: usize,
+        f: F,
+    ) -> impl Future<Output = Result<T>> + Send + 'static
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = T> + 'static,
+        T: Send + 'static,
+    {
+        let target = self.remotes.get(core).cloned();
+        async move {
+            let target = target.ok_or(Error::CoreGone(core))?;
+            let (tx, rx) = futures::channel::oneshot::channel();
+            let job = move || {
+                crate::task::spawn(run_unless_abandoned(tx, f)).detach();
+            };
+            target
+                .send(Message::Job(Box::new(job)))
+                .map_err(|_| target.gone_error())?;
+            match rx.await.map_err(|_| target.gone_error())? {
+                Ok(v) => Ok(v),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+    }
+}
+
+/// The task of a [`Handle::call`]: runs `f()`'s future and sends its output (or its panic)
+/// to `tx`; stops early, dropping the future, once the caller dropped the receiving end.
+async fn run_unless_abandoned<F, Fut, T>(
+    mut tx: futures::channel::oneshot::Sender<std::thread::Result<T>>,
+    f: F,
+) where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = T>,
+{
+    use futures::future::{select, Either};
+    if tx.is_canceled() {
+        return;
+    }
+    let work = std::pin::pin!(catch_panic(async move { f().await }));
+    let abandoned = std::pin::pin!(tx.cancellation());
+    match select(work, abandoned).await {
+        Either::Left((out, _)) => {
+            let _ = tx.send(out);
+        }
+        Either::Right(((), _)) => {}
+    }
+}
+
 impl std::fmt::Debug for Handle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Handle")

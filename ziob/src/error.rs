@@ -66,6 +66,87 @@ pub enum ZiobError {
     /// The instance was closed.
     #[error("this ZIOB instance is closed")]
     Closed,
+    /// The runtime the instance runs on was stopped (its cores shut down): the call was not
+    /// run, or its answer was lost with the core (what a dropped call of the same method
+    /// would have done, see its cancel safety). Given by the [`Client`](crate::Client).
+    #[error("the ZIOB runtime was stopped (core {core} is not running); the call was refused or its result lost")]
+    RuntimeStopped {
+        /// The core that was to run the call.
+        core: usize,
+    },
+    /// A blocking call ([`BlockingClient`](crate::BlockingClient)) was made on a ZIOB core
+    /// thread, where it would wait for the core it blocks; use the async
+    /// [`Client`](crate::Client) there.
+    #[error("BlockingClient::{op} called on a ZIOB core thread: it would deadlock; await the async Client (or Ziob) method there instead")]
+    BlockingOnCore {
+        /// The method called.
+        op: &'static str,
+    },
+    /// A zone log name that is not 1..=64 bytes of `[A-Za-z0-9._-]`.
+    #[error("invalid log name {name:?}: {reason}")]
+    InvalidLogName {
+        /// The refused name (at most 80 characters of it).
+        name: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// No zone log of that name exists in the space (or it was removed).
+    #[error("no zone log named {name:?}")]
+    NoSuchLog {
+        /// The name.
+        name: String,
+    },
+    /// A record larger than a zone of the log can hold (records never span zones).
+    #[error("record of {len_bytes} bytes is too large for log {log:?}: a record holds at most {max_bytes} bytes (zone capacity minus the zone header and the record frame)")]
+    RecordTooLarge {
+        /// The log.
+        log: String,
+        /// The record's length.
+        len_bytes: u64,
+        /// The largest record the log takes.
+        max_bytes: u64,
+    },
+    /// A zone log needs a fresh zone and the space has none it may use: every zone of the
+    /// space is used (truncate or remove logs to free zones), or the device's active-zone
+    /// limit is reached. Nothing was appended.
+    #[error("no space for log {log:?}: {detail}")]
+    NoSpace {
+        /// The log.
+        log: String,
+        /// Why no zone could be taken, with the numbers.
+        detail: String,
+    },
+    /// A log position before the log's start: the records there were truncated.
+    /// Positions are given in their raw form ([`Position::into_raw`](crate::zonelog::Position::into_raw)).
+    #[error("position {}-{} of log {log:?} was truncated; the log starts at {}-{}", .position >> 32, .position & 0xffff_ffff, .start >> 32, .start & 0xffff_ffff)]
+    Truncated {
+        /// The log.
+        log: String,
+        /// The requested position (raw).
+        position: u64,
+        /// The log's first position (raw).
+        start: u64,
+    },
+    /// A log position where no record starts (or past the log's end).
+    #[error("no record at position {}-{} of log {log:?}: {detail}", .position >> 32, .position & 0xffff_ffff)]
+    InvalidPosition {
+        /// The log.
+        log: String,
+        /// The requested position (raw).
+        position: u64,
+        /// Why.
+        detail: String,
+    },
+    /// Log data that fails its checks where a record should be (a damaged device).
+    #[error("log {log:?} is damaged at position {}-{}: {detail}", .position >> 32, .position & 0xffff_ffff)]
+    LogCorrupt {
+        /// The log.
+        log: String,
+        /// Where (raw position).
+        position: u64,
+        /// What is wrong.
+        detail: String,
+    },
     /// An operation running as a task of its own on core `core` ended without a result: it
     /// panicked (a bug; see the log) or the core stopped.
     #[error("the operation's task on core {core} ended without a result (it panicked or the core stopped)")]
@@ -82,6 +163,15 @@ impl ZiobError {
             ZiobError::Device(e) => Some(e.kind()),
             ZiobError::Writeback { kind, .. } => Some(*kind),
             _ => None,
+        }
+    }
+
+    /// This runtime error as seen by a caller off the runtime: a core shut down with its
+    /// runtime is [`ZiobError::RuntimeStopped`].
+    pub(crate) fn from_runtime(e: ziob_runtime::Error) -> ZiobError {
+        match e {
+            ziob_runtime::Error::CoreGone(core) => ZiobError::RuntimeStopped { core },
+            other => ZiobError::Runtime(other),
         }
     }
 

@@ -15,6 +15,7 @@ use ziob_backends::{
 };
 use ziob_runtime::{call_on, core_id, num_cores, DmaBuf};
 
+use crate::client::Client;
 use crate::config::ZiobConfig;
 use crate::error::{Result, ZiobError};
 use crate::placement::owner_core;
@@ -49,6 +50,31 @@ struct Inner<D: ZonedDevice> {
     config: ZiobConfig,
     cores: usize,
     closed: AtomicBool,
+    /// The runtime's cores, reachable from any thread (the [`Client`] and the drop path).
+    handle: ziob_runtime::Handle,
+}
+
+impl<D: ZonedDevice> Drop for Inner<D> {
+    /// The last handle of an instance that was neither closed nor abandoned is gone: close
+    /// its shards in the background (sync, then remove), as [`Ziob::close`] would. Nobody is
+    /// left to take an error: it is logged (`tracing` warning). If the runtime is stopped
+    /// (or stops first), the shards are gone with it and unflushed data is lost.
+    fn drop(&mut self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let id = self.id;
+        for core in 0..self.cores {
+            let sent = self.handle.spawn_on(core, move || async move {
+                if let Err(e) = close_shard::<D>(id).await {
+                    tracing::warn!(instance = id, core, error = %e, "closing a dropped ZIOB instance failed");
+                }
+            });
+            if let Err(e) = sent {
+                tracing::debug!(instance = id, core, error = %e, "dropped ZIOB instance: core not running");
+            }
+        }
+    }
 }
 
 /// A ZIOB instance: a zoned device with a zone write buffer in front of it, sharded over the
@@ -156,6 +182,7 @@ impl<D: ZonedDevice> Ziob<D> {
                 config,
                 cores,
                 closed: AtomicBool::new(false),
+                handle: ziob_runtime::handle(),
             }),
         })
     }
@@ -217,6 +244,30 @@ impl<D: ZonedDevice> Ziob<D> {
             return admitted(id, f).await;
         }
         call_on(owner, move || admitted(id, f)).await?
+    }
+
+    /// A [`Client`] of this instance: `Send` futures, usable from any thread and executor.
+    pub fn client(&self) -> Client<D> {
+        Client::new(self.clone())
+    }
+
+    /// The runtime handle of the cores this instance's shards live on.
+    pub(crate) fn runtime_handle(&self) -> &ziob_runtime::Handle {
+        &self.inner.handle
+    }
+
+    /// Runs `f` with this core's shard as an admitted call. The caller is on the core that
+    /// owns what `f` touches (the [`Client`] sends it there).
+    pub(crate) async fn on_local<F, Fut, T>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce(Rc<Shard<D>>) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(ZiobError::Closed);
+        }
+        ziob_runtime::consume_budget().await;
+        admitted(self.inner.id, f).await
     }
 
     /// Runs `f` with every shard, on its core, concurrently; results in core order.
@@ -397,9 +448,11 @@ impl<D: ZonedDevice> Ziob<D> {
     /// [`ZiobError::Closed`], from any clone), then waits for the calls already admitted,
     /// then syncs, then stops. So every append acknowledged to any clone is durable once
     /// `close` returns `Ok`. A sync error is returned as by [`Ziob::sync`] (failed zones of all
-    /// cores listed in one [`ZiobError::ZonesFailed`]); the instance is closed either way. Dropping every handle without
-    /// closing is like a crash: unflushed data is lost (the shards stay until the runtime
-    /// stops).
+    /// cores listed in one [`ZiobError::ZonesFailed`]); the instance is closed either way.
+    /// Dropping the last handle ([`Ziob`] or [`Client`]) without closing closes the instance
+    /// in the background (each shard syncs, then goes away; an error there is only logged,
+    /// and if the runtime stops first, unflushed data is lost as in a crash). Use
+    /// [`Ziob::abandon`] to drop the shards without syncing.
     ///
     /// # Cancel safety
     /// Once started, each shard's close runs to the end even if this call is dropped; the

@@ -117,6 +117,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod client;
 mod config;
 mod device_impl;
 mod error;
@@ -127,7 +128,10 @@ mod logical;
 pub mod placement;
 mod shard;
 mod stats;
+pub mod zone_io;
+pub mod zonelog;
 
+pub use client::{BlockingClient, Client};
 pub use config::{
     ZiobConfig, IDLE_WRITEBACK_DEFAULT, SHARD_BUDGET_BYTES_DEFAULT, WRITEBACK_UNIT_BYTES_DEFAULT,
 };

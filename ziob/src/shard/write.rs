@@ -44,7 +44,8 @@ impl<D: ZonedDevice> Shard<D> {
             let (res, data) = self.device.append(zone, data).await;
             return (res.map_err(Into::into), data);
         }
-        self.write_whole(zone, None, data, IoOp::Append).await
+        let (res, data) = self.write_whole(zone, None, data, IoOp::Append).await;
+        (res, data.unwrap_or_else(|| DmaBuf::with_capacity(0)))
     }
 
     /// Writes `data` at `offset_bytes` of `zone`, which must be the logical write pointer.
@@ -65,30 +66,74 @@ impl<D: ZonedDevice> Shard<D> {
         let (res, data) = self
             .write_whole(zone, Some(offset), data, IoOp::Write)
             .await;
-        (res.map(|_| ()), data)
+        (
+            res.map(|_| ()),
+            data.unwrap_or_else(|| DmaBuf::with_capacity(0)),
+        )
     }
 
-    async fn write_whole(
+    /// Appends a copy of `data` to `zone` (for callers holding bytes, not a [`DmaBuf`]): the
+    /// buffered path copies straight into the zone's chunks, with no buffer per record.
+    /// Cancel safety as [`Shard::append`].
+    pub(crate) async fn append_bytes(
+        self: &Rc<Self>,
+        zone: u32,
+        data: bytes::Bytes,
+    ) -> Result<u64> {
+        self.check_zone(zone)?;
+        if !self.buffered {
+            return self.append(zone, DmaBuf::from_slice(&data)).await.0;
+        }
+        self.write_whole(zone, None, data, IoOp::Append).await.0
+    }
+
+    /// Writes a copy of `data` at `offset` of `zone` (see [`Shard::append_bytes`]). Cancel
+    /// safety as [`Shard::append`].
+    pub(crate) async fn write_at_bytes(
+        self: &Rc<Self>,
+        zone: u32,
+        offset: u64,
+        data: bytes::Bytes,
+    ) -> Result<()> {
+        self.check_zone(zone)?;
+        if !self.buffered {
+            return self
+                .write_at(zone, offset, DmaBuf::from_slice(&data))
+                .await
+                .0;
+        }
+        let (res, _) = self
+            .write_whole(zone, Some(offset), data, IoOp::Write)
+            .await;
+        res.map(|_| ())
+    }
+
+    /// A buffered write of `data` in one piece or streamed; the data comes back with the
+    /// result (`None` if a streamed write's task ended without an answer).
+    async fn write_whole<B>(
         self: &Rc<Self>,
         zone: u32,
         offset: Option<u64>,
-        data: DmaBuf,
+        data: B,
         op: IoOp,
-    ) -> (Result<u64>, DmaBuf) {
+    ) -> (Result<u64>, Option<B>)
+    where
+        B: std::ops::Deref<Target = [u8]> + 'static,
+    {
         if data.len() as u64 > self.max_piece_bytes() {
             let this = self.clone();
             let call = self.hold_call();
             let done = run_to_completion(async move {
                 let res = this.write_streamed(zone, offset, &data, op).await;
                 drop(call);
-                (res, data)
+                (res, Some(data))
             })
             .await;
             // Without its task's answer the data buffer is gone with the task.
-            return done.unwrap_or_else(|e| (Err(e), DmaBuf::with_capacity(0)));
+            return done.unwrap_or_else(|e| (Err(e), None));
         }
         let res = self.write_piece(zone, offset, &data, op, false).await;
-        (res, data)
+        (res, Some(data))
     }
 
     /// Checks a write against the zone as it is now; returns the memory it needs.

@@ -1,0 +1,184 @@
+//! Operations on one zone, each sent to the zone's owning core.
+
+use std::future::Future;
+
+use bytes::Bytes;
+use ziob_backends::{ZoneAction, ZoneTarget, ZonedDevice};
+use ziob_runtime::DmaBuf;
+
+use super::Client;
+use crate::error::Result;
+
+/// Reads up to this size are copied into a fresh `Bytes` on the core (the read buffer goes
+/// back to the core's pool); larger ones hand the read buffer itself over.
+const READ_COPY_MAX_BYTES: usize = 64 * 1024;
+
+/// A read buffer handed over as the owner of a [`Bytes`].
+struct ReadBuf(DmaBuf);
+
+impl AsRef<[u8]> for ReadBuf {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl<D: ZonedDevice> Client<D> {
+    /// Appends `data` to `zone`; returns the offset it was given (see [`Ziob::append`]
+    /// (crate::Ziob::append)). The buffered path copies `data` straight into the zone's
+    /// memory: no aligned buffer per record.
+    ///
+    /// # Cancel safety
+    /// If dropped, the data was appended whole or not at all, and the offset is not reported.
+    pub fn append(
+        &self,
+        zone: u32,
+        data: Bytes,
+    ) -> impl Future<Output = Result<u64>> + Send + 'static {
+        self.on_owner(
+            zone,
+            move |s| async move { s.append_bytes(zone, data).await },
+        )
+    }
+
+    /// [`Client::append`] of a copy of `data` (taken before this returns).
+    ///
+    /// # Cancel safety
+    /// As [`Client::append`].
+    pub fn append_slice(
+        &self,
+        zone: u32,
+        data: &[u8],
+    ) -> impl Future<Output = Result<u64>> + Send + 'static {
+        self.append(zone, Bytes::copy_from_slice(data))
+    }
+
+    /// [`Client::append`] of an owned DMA buffer, handed to the shard (and, pass-through, to
+    /// the device) without a copy.
+    ///
+    /// # Cancel safety
+    /// As [`Client::append`].
+    pub fn append_dma(
+        &self,
+        zone: u32,
+        data: DmaBuf,
+    ) -> impl Future<Output = Result<u64>> + Send + 'static {
+        self.on_owner(zone, move |s| async move { s.append(zone, data).await.0 })
+    }
+
+    /// Writes `data` at `offset` of `zone`, which must be the zone's write pointer (see
+    /// [`Ziob::write_at`](crate::Ziob::write_at)).
+    ///
+    /// # Cancel safety
+    /// As [`Client::append`]: written whole or not at all.
+    pub fn write_at(
+        &self,
+        zone: u32,
+        offset: u64,
+        data: Bytes,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.on_owner(zone, move |s| async move {
+            s.write_at_bytes(zone, offset, data).await
+        })
+    }
+
+    /// [`Client::write_at`] of a copy of `data` (taken before this returns).
+    ///
+    /// # Cancel safety
+    /// As [`Client::append`].
+    pub fn write_at_slice(
+        &self,
+        zone: u32,
+        offset: u64,
+        data: &[u8],
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.write_at(zone, offset, Bytes::copy_from_slice(data))
+    }
+
+    /// Reads `len` bytes at `offset` of `zone` (see [`Ziob::read`](crate::Ziob::read)).
+    ///
+    /// # Cancel safety
+    /// A read changes nothing; dropping it is always safe.
+    pub fn read(
+        &self,
+        zone: u32,
+        offset: u64,
+        len: usize,
+    ) -> impl Future<Output = Result<Bytes>> + Send + 'static {
+        self.on_owner(zone, move |s| async move {
+            let buf = s.read(zone, offset, len).await?;
+            Ok(if buf.len() <= READ_COPY_MAX_BYTES {
+                Bytes::copy_from_slice(&buf)
+            } else {
+                Bytes::from_owner(ReadBuf(buf))
+            })
+        })
+    }
+
+    /// Reads `buf.len()` bytes at `offset` of `zone` into `buf`.
+    ///
+    /// # Cancel safety
+    /// A read changes nothing; if dropped, `buf` may or may not have been filled (it is only
+    /// written, whole, after the data arrived).
+    pub async fn read_into(&self, zone: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let len = buf.len();
+        let data = self
+            .on_owner(
+                zone,
+                move |s| async move { s.read(zone, offset, len).await },
+            )
+            .await?;
+        buf.copy_from_slice(&data);
+        Ok(())
+    }
+
+    /// Writes `zone`'s buffered data to the device and flushes the device cache (see
+    /// [`Ziob::flush`](crate::Ziob::flush)).
+    ///
+    /// # Cancel safety
+    /// A dropped flush may have padded the partial block and started write-back (which goes
+    /// on); it promises nothing durable.
+    pub fn flush(&self, zone: u32) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.on_owner(zone, move |s| async move { s.flush_zone(zone).await })
+    }
+
+    /// Resets `zone` (discards its data). See [`Client::zone_action`].
+    ///
+    /// # Cancel safety
+    /// As [`Client::zone_action`].
+    pub fn reset(&self, zone: u32) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.zone_action(ZoneAction::Reset, ZoneTarget::One(zone))
+    }
+
+    /// Finishes `zone`: writes its data back, makes it Full and flushes the device cache (a
+    /// completed finish is durable). See [`Client::zone_action`].
+    ///
+    /// # Cancel safety
+    /// As [`Client::zone_action`].
+    pub fn finish(&self, zone: u32) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.zone_action(ZoneAction::Finish, ZoneTarget::One(zone))
+    }
+
+    /// Applies a zone management action to one zone (on its core) or all (on every core at
+    /// once); see [`Ziob::zone_action`](crate::Ziob::zone_action).
+    ///
+    /// # Cancel safety
+    /// Once the call reached a zone's core, the action runs to the end as a task of its own
+    /// even if the call is dropped. A dropped call cannot tell whether it got there: after
+    /// dropping a reset, treat the zone's contents as unknown.
+    pub fn zone_action(
+        &self,
+        action: ZoneAction,
+        target: ZoneTarget,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        let call: std::pin::Pin<Box<dyn Future<Output = Result<()>> + Send>> = match target {
+            ZoneTarget::One(zone) => {
+                Box::pin(self.on_owner(zone, move |s| async move { s.action(zone, action).await }))
+            }
+            ZoneTarget::All => {
+                let all = self.on_every_core(move |s| async move { s.action_all(action).await });
+                Box::pin(async move { all.await.map(|_| ()) })
+            }
+        };
+        call
+    }
+}
