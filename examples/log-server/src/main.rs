@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use clap::{Parser, ValueEnum};
 use log_server::store::file::FileStore;
+use log_server::store::zone::{create_emu_if_missing, ZoneStore};
 use log_server::{serve, ApiOptions, LogStore};
+use ziob::ZiobConfig;
 
 /// Which storage the routes use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -88,7 +90,28 @@ fn run(args: Args) -> Result<(), String> {
             tracing::info!(dir = %args.dir.display(), "file store open");
             tokio.block_on(serve_until_signal(Arc::new(store), &args))
         }
-        StoreKind::Ziob => Err("--store ziob: not wired yet".into()),
+        StoreKind::Ziob => {
+            // ZIOB's cores run next to tokio's workers; the store reaches them through a
+            // `ziob::Client`.
+            let ziob_rt = ziob::backends::runtime_builder_for(&args.dev)
+                .cores(args.ziob_cores.max(1))
+                .build()
+                .map_err(|e| format!("ZIOB runtime: {e}"))?;
+            let geometry = ziob::Geometry::new(args.create_zones, args.create_zone_size);
+            let store = tokio.block_on(async {
+                if create_emu_if_missing(&ziob_rt.handle(), &args.dev, geometry).await? {
+                    tracing::info!(dev = %args.dev, zones = args.create_zones, zone_size = args.create_zone_size, "created the emu device");
+                }
+                ZoneStore::open(ziob_rt.handle(), &args.dev, ZiobConfig::default()).await
+            });
+            let store = store.map_err(|e| e.to_string())?;
+            tracing::info!(dev = %args.dev, "zone store open");
+            let served = tokio.block_on(serve_until_signal(Arc::new(store), &args));
+            // The store was closed (synced) by `serve`; tokio goes first, then ZIOB's cores.
+            drop(tokio);
+            drop(ziob_rt);
+            served
+        }
     }
 }
 

@@ -45,6 +45,7 @@ impl From<StoreError> for ApiError {
             StoreError::RecordTooLarge { .. } => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "record_too_large")
             }
+            StoreError::NoSpace(_) => (StatusCode::INSUFFICIENT_STORAGE, "no_space"),
             StoreError::Closed => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
             StoreError::Storage(_) => (StatusCode::INTERNAL_SERVER_ERROR, "storage_error"),
         };

@@ -3,6 +3,7 @@
 //! (one plain file per log, `fdatasync` group commit), the peer of the load test.
 
 pub mod file;
+pub mod zone;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -90,6 +91,9 @@ pub enum StoreError {
         /// The store's limit in bytes.
         max_bytes: usize,
     },
+    /// The storage is full (for the zone store: no free zone; truncate logs).
+    #[error("storage full: {0}")]
+    NoSpace(String),
     /// The store is closing or closed.
     #[error("the store is shutting down")]
     Closed,

@@ -10,6 +10,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use futures::StreamExt;
 use log_server::store::file::FileStore;
+use log_server::store::zone::{create_emu_if_missing, ZoneStore};
 use log_server::{serve, ApiOptions, LogStore, ServeError};
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -49,6 +50,63 @@ impl StoreFactory for FileFactory {
     fn binary_args(&self) -> Vec<String> {
         let dir = self.dir.path().display().to_string();
         vec!["--store".into(), "file".into(), "--dir".into(), dir]
+    }
+}
+
+/// The zone store on an emu device in a temporary directory, with a ZIOB runtime of its own.
+pub struct ZoneFactory {
+    /// Holds the device file (removed on drop).
+    pub _dir: tempfile::TempDir,
+    pub spec: String,
+    pub runtime: ziob::Runtime,
+}
+
+/// Zones of the test device: small, so records spread over several zones.
+pub const TEST_ZONES: u32 = 32;
+/// Zone size of the test device in bytes.
+pub const TEST_ZONE_BYTES: u64 = 128 << 10;
+
+impl ZoneFactory {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = format!("emu:{}", dir.path().join("dev.zns").display());
+        let runtime = ziob::Runtime::builder().cores(1).build().unwrap();
+        ZoneFactory {
+            _dir: dir,
+            spec,
+            runtime,
+        }
+    }
+}
+
+impl StoreFactory for ZoneFactory {
+    type Store = ZoneStore;
+    async fn open(&self) -> Arc<ZoneStore> {
+        let geometry = ziob::Geometry::new(TEST_ZONES, TEST_ZONE_BYTES);
+        create_emu_if_missing(&self.runtime.handle(), &self.spec, geometry)
+            .await
+            .unwrap();
+        let config = ziob::ZiobConfig::default();
+        Arc::new(
+            ZoneStore::open(self.runtime.handle(), &self.spec, config)
+                .await
+                .unwrap(),
+        )
+    }
+    fn binary_args(&self) -> Vec<String> {
+        [
+            "--store",
+            "ziob",
+            "--dev",
+            &self.spec,
+            "--create-zones",
+            &TEST_ZONES.to_string(),
+            "--create-zone-size",
+            &TEST_ZONE_BYTES.to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
     }
 }
 
