@@ -93,7 +93,9 @@ impl ZoneLog {
         &self.log.name
     }
 
-    /// The first position still readable: the first record of the log's oldest zone.
+    /// Where the log's records begin: the start of its oldest zone's records, at or before
+    /// its first record (reading from here gets every record still in the log; positions
+    /// before it were truncated).
     pub fn start(&self) -> Position {
         self.log.chain().start()
     }
@@ -247,8 +249,8 @@ impl ZoneLog {
     /// current one whose records all lie before `pos`) and resets them, oldest first, so
     /// they are free for any log of the space. Records at or after `pos` are kept; records
     /// before it that share a zone with one at or after it stay readable.
-    /// [`start`](ZoneLog::start) moves to the first record of the oldest zone left, and
-    /// reading before it is [`ZiobError::Truncated`].
+    /// [`start`](ZoneLog::start) moves to the oldest zone left, and reading before it is
+    /// [`ZiobError::Truncated`].
     ///
     /// # Errors
     /// [`ZiobError::InvalidPosition`] for a position past [`end`](ZoneLog::end); a failed

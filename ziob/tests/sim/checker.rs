@@ -50,8 +50,12 @@ pub fn allowed_error(
             _ => false,
         },
         // No task panics and no core stops in the simulation.
-        ZiobError::Config(_) | ZiobError::Runtime(_) | ZiobError::Aborted { .. } => false,
-        // Errors of the layers above the buffer (client, zone logs), not used here.
+        ZiobError::Config(_)
+        | ZiobError::Runtime(_)
+        | ZiobError::Aborted { .. }
+        | ZiobError::RuntimeStopped { .. }
+        | ZiobError::BlockingOnCore { .. } => false,
+        // Zone log errors: the simulation uses no zone logs.
         _ => false,
     };
     if ok {
