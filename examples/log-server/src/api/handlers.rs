@@ -231,6 +231,7 @@ pub async fn truncate<S: LogStore>(
 
 /// `GET /metrics`: Prometheus text format.
 pub async fn metrics<S: LogStore>(State(app): State<Arc<App<S>>>) -> impl IntoResponse {
+    app.store.publish_metrics().await;
     app.prometheus.run_upkeep();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

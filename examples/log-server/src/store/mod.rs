@@ -155,6 +155,12 @@ pub trait LogStore: Send + Sync + 'static {
     /// Every log, by name.
     fn list(&self) -> impl Future<Output = Result<Vec<LogInfo>, StoreError>> + Send;
 
+    /// Publishes the storage's own metrics through the `metrics` facade; `/metrics` calls it
+    /// before each render. Nothing by default.
+    fn publish_metrics(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
     /// Makes every acknowledged record durable and stops: later calls fail with
     /// [`StoreError::Closed`] and tails end.
     fn close(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
