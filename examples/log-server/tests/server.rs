@@ -447,3 +447,36 @@ macro_rules! for_store {
 
 for_store!(file, FileFactory::new());
 for_store!(ziob, ZoneFactory::new());
+
+/// A record too large for a zone fails alone: the zone store batches concurrent appends,
+/// and the others of its batch still succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ziob_too_large_record_fails_alone() {
+    use log_server::{Durability, LogName, LogStore, StoreError};
+    let factory = ZoneFactory::new();
+    let store = factory.open().await;
+    let log = LogName::new("big").unwrap();
+    for round in 0..5 {
+        let mut calls = Vec::new();
+        for i in 0..40usize {
+            let (store, log) = (store.clone(), log.clone());
+            let len = if i == 20 {
+                common::TEST_ZONE_BYTES as usize
+            } else {
+                100
+            };
+            calls.push(tokio::spawn(async move {
+                let record = bytes::Bytes::from(vec![i as u8; len]);
+                store.append(&log, record, Durability::Buffered).await
+            }));
+        }
+        for (i, call) in calls.into_iter().enumerate() {
+            match (i, call.await.unwrap()) {
+                (20, Err(StoreError::RecordTooLarge { .. })) => {}
+                (20, other) => panic!("round {round}: the large record got {other:?}"),
+                (_, r) => assert!(r.is_ok(), "round {round} record {i}: {r:?}"),
+            }
+        }
+    }
+    store.close().await.unwrap();
+}

@@ -1,13 +1,17 @@
 //! The ZIOB store: each log is a `ziob::zonelog::ZoneLog` of one `LogSpace` over the whole
 //! device, used from tokio through a `ziob::Client`. A record's position is the raw
-//! `ziob::zonelog::Position` (`zone sequence << 32 | byte offset`).
+//! `ziob::zonelog::Position` (`zone sequence << 32 | byte offset`). Appends go through a
+//! writer and a syncer task per log ([`commit`]).
+
+pub mod commit;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::RwLock;
+use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use futures::StreamExt;
+use tokio::sync::{mpsc, oneshot};
 use ziob::backends::{create_device, DeviceSpec, Geometry};
 use ziob::runtime::Handle;
 use ziob::zonelog::{LogSpace, LogSpaceOptions, Position as ZonePosition, ZoneLog};
@@ -41,12 +45,66 @@ pub async fn create_emu_if_missing(
     }
 }
 
+/// One log opened by the store: its handle and its write path.
+struct OpenLog {
+    log: ZoneLog,
+    /// `None` once closed.
+    appends: Mutex<Option<mpsc::Sender<commit::Append>>>,
+    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl OpenLog {
+    fn new(log: ZoneLog) -> Arc<Self> {
+        let (tx, rx) = mpsc::channel(commit::QUEUED_APPENDS_MAX);
+        let writer = tokio::spawn(commit::write_loop(log.clone(), rx));
+        Arc::new(OpenLog {
+            log,
+            appends: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+        })
+    }
+
+    async fn append(&self, record: Bytes, durability: Durability) -> Result<Position, StoreError> {
+        // Checked here: one record too large would fail its whole batch.
+        let max_bytes = self.log.max_record_bytes() as usize;
+        if record.len() > max_bytes {
+            return Err(StoreError::RecordTooLarge {
+                len: record.len(),
+                max_bytes,
+            });
+        }
+        let sender = self
+            .appends
+            .lock()
+            .expect("appends lock")
+            .clone()
+            .ok_or(StoreError::Closed)?;
+        let (reply, answer) = oneshot::channel();
+        let append = commit::Append {
+            record,
+            durability,
+            reply,
+        };
+        sender.send(append).await.map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Refuses new appends and waits until the queued ones are answered.
+    async fn close(&self) {
+        drop(self.appends.lock().expect("appends lock").take());
+        let writer = self.writer.lock().expect("writer lock").take();
+        if let Some(w) = writer {
+            let _ = w.await;
+        }
+    }
+}
+
 /// Logs stored as ZIOB zone logs.
 pub struct ZoneStore {
     client: Client,
     space: LogSpace,
-    /// Handles of the logs opened so far (a cache: the space knows every log).
-    logs: RwLock<HashMap<LogName, ZoneLog>>,
+    /// The logs opened so far (the space knows every log).
+    logs: RwLock<HashMap<LogName, Arc<OpenLog>>>,
     closed: AtomicBool,
 }
 
@@ -98,31 +156,32 @@ impl ZoneStore {
     /// An existing log.
     async fn get(&self, name: &LogName) -> Result<ZoneLog, StoreError> {
         self.check_open()?;
-        if let Some(log) = self.logs.read().expect("logs lock").get(name) {
-            return Ok(log.clone());
+        if let Some(open) = self.logs.read().expect("logs lock").get(name) {
+            return Ok(open.log.clone());
         }
         if !self.space.logs().iter().any(|n| n == name.as_str()) {
             return Err(StoreError::NotFound(name.clone()));
         }
-        self.get_or_create(name).await
+        Ok(self.get_or_create(name).await?.log.clone())
     }
 
     /// A log, created when missing.
-    async fn get_or_create(&self, name: &LogName) -> Result<ZoneLog, StoreError> {
+    async fn get_or_create(&self, name: &LogName) -> Result<Arc<OpenLog>, StoreError> {
         self.check_open()?;
-        if let Some(log) = self.logs.read().expect("logs lock").get(name) {
-            return Ok(log.clone());
+        if let Some(open) = self.logs.read().expect("logs lock").get(name) {
+            return Ok(open.clone());
         }
+        // `open_log` serializes creations; the map keeps one writer per log.
         let log = self
             .space
             .open_log(name.as_str())
             .await
             .map_err(map_error)?;
-        self.logs
-            .write()
-            .expect("logs lock")
-            .insert(name.clone(), log.clone());
-        Ok(log)
+        let mut logs = self.logs.write().expect("logs lock");
+        Ok(logs
+            .entry(name.clone())
+            .or_insert_with(|| OpenLog::new(log))
+            .clone())
     }
 }
 
@@ -200,14 +259,10 @@ impl LogStore for ZoneStore {
         record: Bytes,
         durability: Durability,
     ) -> Result<Position, StoreError> {
-        let zone_log = self.get_or_create(log).await?;
-        let pos = zone_log.append(&record).await.map_err(map_error)?;
-        if durability == Durability::Durable {
-            // Flushes the zone the record went to (group-committed with other syncs), or
-            // the zone was finished by a rollover, which made it durable.
-            zone_log.sync().await.map_err(map_error)?;
-        }
-        Ok(Position(pos.into_raw()))
+        self.get_or_create(log)
+            .await?
+            .append(record, durability)
+            .await
     }
 
     async fn read(
@@ -269,14 +324,23 @@ impl LogStore for ZoneStore {
         let mut all = Vec::new();
         for name in self.space.logs() {
             let name = LogName::new(&name).map_err(StoreError::storage)?;
-            all.push(info(&self.get_or_create(&name).await?));
+            all.push(info(&self.get_or_create(&name).await?.log));
         }
         Ok(all)
     }
 
     async fn close(&self) -> Result<(), StoreError> {
         self.closed.store(true, Ordering::Release);
-        self.logs.write().expect("logs lock").clear();
+        let open: Vec<_> = self
+            .logs
+            .read()
+            .expect("logs lock")
+            .values()
+            .cloned()
+            .collect();
+        for log in open {
+            log.close().await;
+        }
         // Syncs every shard: every acknowledged append is durable once this is Ok.
         self.client.close().await.map_err(map_error)
     }
