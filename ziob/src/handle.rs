@@ -10,6 +10,8 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use ziob_backends::{
     open_device, AnyDevice, Geometry, ZoneAction, ZoneInfo, ZoneTarget, ZonedDevice,
 };
@@ -18,6 +20,7 @@ use ziob_runtime::{call_on, core_id, num_cores, DmaBuf};
 use crate::client::Client;
 use crate::config::ZiobConfig;
 use crate::error::{Result, ZiobError};
+use crate::metrics::MetricsSnapshot;
 use crate::placement::owner_core;
 use crate::shard::{run_to_completion, Shard};
 use crate::stats::ShardStats;
@@ -306,8 +309,10 @@ impl<D: ZonedDevice> Ziob<D> {
     /// [`Ziob::append`], handing the data buffer back for reuse. Cancel safety as
     /// [`Ziob::append`].
     pub async fn append_returning(&self, zone: u32, data: DmaBuf) -> (Result<u64>, Option<DmaBuf>) {
+        let span = tracing::debug_span!("append", zone, len = data.len());
         match self
             .on_owner(zone, move |s| async move { Ok(s.append(zone, data).await) })
+            .instrument(span)
             .await
         {
             Ok((res, buf)) => (res, Some(buf)),
@@ -332,10 +337,12 @@ impl<D: ZonedDevice> Ziob<D> {
         offset_bytes: u64,
         data: DmaBuf,
     ) -> (Result<()>, Option<DmaBuf>) {
+        let span = tracing::debug_span!("write_at", zone, offset = offset_bytes, len = data.len());
         match self
             .on_owner(zone, move |s| async move {
                 Ok(s.write_at(zone, offset_bytes, data).await)
             })
+            .instrument(span)
             .await
         {
             Ok((res, buf)) => (res, Some(buf)),
@@ -354,6 +361,12 @@ impl<D: ZonedDevice> Ziob<D> {
         self.on_owner(zone, move |s| async move {
             s.read(zone, offset_bytes, len).await
         })
+        .instrument(tracing::debug_span!(
+            "read",
+            zone,
+            offset = offset_bytes,
+            len
+        ))
         .await
     }
 
@@ -371,6 +384,7 @@ impl<D: ZonedDevice> Ziob<D> {
     /// on in the background); it promises nothing durable.
     pub async fn flush(&self, zone: u32) -> Result<()> {
         self.on_owner(zone, move |s| async move { s.flush_zone(zone).await })
+            .instrument(tracing::debug_span!("flush", zone))
             .await
     }
 
@@ -381,7 +395,10 @@ impl<D: ZonedDevice> Ziob<D> {
     /// # Cancel safety
     /// As [`Ziob::flush`], for every zone.
     pub async fn sync(&self) -> Result<()> {
-        let results = self.on_all(|s| async move { Ok(s.sync().await) }).await?;
+        let results = self
+            .on_all(|s| async move { Ok(s.sync().await) })
+            .instrument(tracing::debug_span!("sync"))
+            .await?;
         ZiobError::merge_sync(results)
     }
 
@@ -399,13 +416,16 @@ impl<D: ZonedDevice> Ziob<D> {
     /// but the buffer still holding the old data). A dropped call cannot tell whether it got
     /// there, so after dropping a reset, treat the zone's contents as unknown.
     pub async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
+        let span = tracing::debug_span!("zone_action", %action, ?target);
         match target {
             ZoneTarget::One(zone) => {
                 self.on_owner(zone, move |s| async move { s.action(zone, action).await })
+                    .instrument(span)
                     .await
             }
             ZoneTarget::All => self
                 .on_all(move |s| async move { s.action_all(action).await })
+                .instrument(span)
                 .await
                 .map(|_| ()),
         }
@@ -417,6 +437,7 @@ impl<D: ZonedDevice> Ziob<D> {
         self.inner.geometry.check_zone(first)?;
         let parts = self
             .on_all(move |s| async move { s.report(first, count).await })
+            .instrument(tracing::debug_span!("report", first, count))
             .await?;
         let mut all: Vec<ZoneInfo> = parts.into_iter().flatten().collect();
         all.sort_by_key(|z| z.index);
@@ -426,6 +447,14 @@ impl<D: ZonedDevice> Ziob<D> {
     /// Statistics of every shard, in core order. Dropping it is always safe.
     pub async fn stats(&self) -> Result<Vec<ShardStats>> {
         self.on_all(|s| async move { Ok(s.stats()) }).await
+    }
+
+    /// Every core's counters, gauges and latency histograms, per core and merged (see
+    /// [`crate::metrics`]); [`MetricsSnapshot::publish`] hands them to a `metrics` recorder.
+    /// Dropping it is always safe.
+    pub async fn metrics(&self) -> Result<MetricsSnapshot> {
+        let cores = self.on_all(|s| async move { Ok(s.metrics()) }).await?;
+        Ok(MetricsSnapshot::from_cores(cores))
     }
 
     /// The shards' bookkeeping as text (zone states, write pointers, resources), for
@@ -462,7 +491,9 @@ impl<D: ZonedDevice> Ziob<D> {
         let id = self.inner.id;
         let closes = (0..self.inner.cores)
             .map(|core| call_on(core, move || async move { close_shard::<D>(id).await }));
-        let results = futures::future::join_all(closes).await;
+        let results = futures::future::join_all(closes)
+            .instrument(tracing::debug_span!("close"))
+            .await;
         ZiobError::merge_sync(
             results
                 .into_iter()

@@ -125,6 +125,7 @@ mod handle;
 /// A `tracing` subscriber to stderr for the binaries (`RUST_LOG`, default `warn`).
 pub mod logging;
 mod logical;
+pub mod metrics;
 pub mod placement;
 mod shard;
 mod stats;
@@ -137,6 +138,7 @@ pub use config::{
 };
 pub use error::{Result, ZiobError};
 pub use handle::{Ziob, Zone};
+pub use metrics::{MetricsSnapshot, OpKind};
 pub use stats::ShardStats;
 
 pub use ziob_backends as backends;

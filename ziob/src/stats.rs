@@ -1,6 +1,13 @@
-//! Per-shard statistics.
+//! Per-shard statistics: the counters and gauges of one core's shard ([`ShardStats`]) and
+//! the live cell the shard records them in, with its latency histograms ([`StatsCell`],
+//! [`OpTimer`]). Recording is plain arithmetic on core-local cells: no atomics, no locks.
+
+use std::cell::RefCell;
 
 use hdrhistogram::Histogram;
+
+use crate::metrics::clock::Stamp;
+use crate::metrics::{OpKind, OpLatencies};
 
 /// Counters of one core's buffer shard. Sizes in bytes, times in nanoseconds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -52,16 +59,33 @@ pub struct ShardStats {
     pub device_flushes: u64,
     /// Partial blocks padded and written back because memory was short.
     pub pressure_pads: u64,
+    /// Bytes accepted by appends (part of `bytes_written`; the rest came by `write_at`).
+    pub append_bytes: u64,
+    /// Bytes returned by reads (from memory and from the device).
+    pub read_bytes: u64,
+    /// Gauge: calls admitted on this core and not finished (the shard's queue depth), not
+    /// counting the statistics call itself.
+    pub calls_in_flight: u64,
+    /// Most calls in flight at once.
+    pub calls_in_flight_peak: u64,
+    /// Gauge: device writes of write-back in flight.
+    pub device_writes_in_flight: u64,
+    /// Gauge: zones holding buffer memory (dirty or clean data).
+    pub zones_buffered: u64,
+    /// Gauge: zones whose write-back waits for a device open/active resource.
+    pub zones_waiting_for_resource: u64,
 }
 
-/// The live counters of a shard, with the write-back size histogram.
+/// The live counters of a shard, with the write-back size and latency histograms.
 pub(crate) struct StatsCell {
     pub(crate) s: ShardStats,
     writeback_sizes: Histogram<u64>,
+    pub(crate) latency: OpLatencies,
 }
 
 impl StatsCell {
     pub(crate) fn new(core: usize, budget: u64) -> StatsCell {
+        crate::metrics::clock::init();
         StatsCell {
             s: ShardStats {
                 core,
@@ -69,6 +93,7 @@ impl StatsCell {
                 ..ShardStats::default()
             },
             writeback_sizes: Histogram::new(3).expect("3 significant digits is valid"),
+            latency: OpLatencies::new(),
         }
     }
 
@@ -89,8 +114,42 @@ impl StatsCell {
     }
 }
 
+/// Times one operation from its creation and records it in the shard's latency histogram
+/// of `op` when dropped: when the operation completes, fails or is dropped itself.
+pub(crate) struct OpTimer<'a> {
+    cell: &'a RefCell<StatsCell>,
+    op: OpKind,
+    start: Stamp,
+}
+
+impl<'a> OpTimer<'a> {
+    /// Starts timing `op`, to be recorded in `cell`.
+    #[inline]
+    pub(crate) fn start(cell: &'a RefCell<StatsCell>, op: OpKind) -> OpTimer<'a> {
+        OpTimer {
+            cell,
+            op,
+            start: Stamp::now(),
+        }
+    }
+}
+
+impl Drop for OpTimer<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        let ns = self.start.elapsed_ns();
+        // Never borrowed across an await; `try_` only so that a drop while unwinding from a
+        // panic inside a borrow does not panic again.
+        if let Ok(mut c) = self.cell.try_borrow_mut() {
+            c.latency.record(self.op, ns);
+        }
+    }
+}
+
 impl ShardStats {
-    /// Sums the counters of several shards (core is the count of shards summed).
+    /// Sums the counters and gauges of several shards (core is the count of shards summed;
+    /// peaks are the sum of the shards' peaks; the write-back size p50 and max are the
+    /// largest of the shards').
     pub fn total(shards: &[ShardStats]) -> ShardStats {
         let mut t = ShardStats {
             core: shards.len(),
@@ -119,6 +178,13 @@ impl ShardStats {
             t.backpressure_wait_ns += s.backpressure_wait_ns;
             t.device_flushes += s.device_flushes;
             t.pressure_pads += s.pressure_pads;
+            t.append_bytes += s.append_bytes;
+            t.read_bytes += s.read_bytes;
+            t.calls_in_flight += s.calls_in_flight;
+            t.calls_in_flight_peak += s.calls_in_flight_peak;
+            t.device_writes_in_flight += s.device_writes_in_flight;
+            t.zones_buffered += s.zones_buffered;
+            t.zones_waiting_for_resource += s.zones_waiting_for_resource;
         }
         t
     }

@@ -127,6 +127,15 @@ async fn every_route_and_restart<F: StoreFactory>(factory: F) {
     ] {
         assert!(text.contains(metric), "{metric} missing from:\n{text}");
     }
+    if s.kind == "ziob" {
+        // ZIOB's own metrics, published by the zone store for each scrape.
+        for metric in [
+            "ziob_append_bytes_total{instance=\"log-server\"}",
+            "ziob_device_flushes_total",
+        ] {
+            assert!(text.contains(metric), "{metric} missing from:\n{text}");
+        }
+    }
 
     // Shutdown with tails open: they end, the server stops.
     s.stop().await;

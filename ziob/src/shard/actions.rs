@@ -14,12 +14,15 @@ use super::zone::{DeviceZone, ZoneOp};
 use super::{run_to_completion, Shard};
 use crate::error::Result;
 use crate::logical;
+use crate::metrics::OpKind;
+use crate::stats::OpTimer;
 
 impl<D: ZonedDevice> Shard<D> {
     /// Applies a zone management action to one zone.
     ///
     /// Cancel safety: the action runs as its own task; dropping the call does not stop it.
     pub(crate) async fn action(self: &Rc<Self>, zone: u32, action: ZoneAction) -> Result<()> {
+        let _timer = OpTimer::start(&self.stats, OpKind::of_action(action));
         self.check_zone(zone)?;
         let this = self.clone();
         let call = self.hold_call();
@@ -34,6 +37,7 @@ impl<D: ZonedDevice> Shard<D> {
     /// Applies `action` to every owned zone it applies to (Select All semantics). Cancel
     /// safety as [`Shard::action`] (all the zones' actions complete).
     pub(crate) async fn action_all(self: &Rc<Self>, action: ZoneAction) -> Result<()> {
+        let _timer = OpTimer::start(&self.stats, OpKind::of_action(action));
         let this = self.clone();
         let call = self.hold_call();
         run_to_completion(async move {

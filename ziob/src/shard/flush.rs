@@ -9,6 +9,8 @@ use ziob_backends::{DeviceError, ZonedDevice};
 use super::zone::DeviceZone;
 use super::Shard;
 use crate::error::{Result, ZiobError};
+use crate::metrics::OpKind;
+use crate::stats::OpTimer;
 
 impl<D: ZonedDevice> Shard<D> {
     /// Whether zone `i` needs an active resource this core cannot get: its device zone is
@@ -85,6 +87,7 @@ impl<D: ZonedDevice> Shard<D> {
     /// Cancel safety: a dropped flush may have padded the zone's partial block and started
     /// its write-back (which goes on); nothing is left held, but nothing is promised durable.
     pub(crate) async fn flush_zone(self: &Rc<Self>, zone: u32) -> Result<()> {
+        let _timer = OpTimer::start(&self.stats, OpKind::Flush);
         self.check_zone(zone)?;
         if self.buffered {
             self.writeback_zone(zone).await?;
@@ -97,6 +100,7 @@ impl<D: ZonedDevice> Shard<D> {
     /// not stop the others' write-back nor the device cache flush. Any other error (the
     /// device flush's first) takes precedence. Cancel safety as [`Shard::flush_zone`].
     pub(crate) async fn sync(self: &Rc<Self>) -> Result<()> {
+        let _timer = OpTimer::start(&self.stats, OpKind::Sync);
         let mut other_err = None;
         let mut failed: Vec<(u32, ZiobError)> = Vec::new();
         if self.buffered {

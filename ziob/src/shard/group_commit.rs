@@ -12,10 +12,14 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use tracing::Instrument;
+
 use ziob_backends::{DeviceError, ZonedDevice};
 
 use super::Shard;
 use crate::error::{Result, ZiobError};
+use crate::metrics::OpKind;
+use crate::stats::OpTimer;
 
 /// A shard's device flushes: started, wanted and completed, by number (1, 2, ...).
 pub(crate) struct FlushGroup {
@@ -83,7 +87,14 @@ impl<D: ZonedDevice> Shard<D> {
                 g.started += 1;
                 g.started
             };
-            let res = self.device.flush().await.err();
+            let timer = OpTimer::start(&self.stats, OpKind::DeviceFlush);
+            let res = self
+                .device
+                .flush()
+                .instrument(tracing::debug_span!("device_flush", core = self.core, n))
+                .await
+                .err();
+            drop(timer);
             self.stats.borrow_mut().s.device_flushes += 1;
             self.flush_group.borrow_mut().done = (n, res);
             self.notify();

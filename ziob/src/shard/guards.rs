@@ -153,7 +153,11 @@ impl<D: ZonedDevice> Shard<D> {
         if self.closing.get() {
             return Err(crate::ZiobError::Closed);
         }
-        self.calls.set(self.calls.get() + 1);
+        let calls = self.calls.get() + 1;
+        self.calls.set(calls);
+        let mut st = self.stats.borrow_mut();
+        st.s.calls_in_flight_peak = st.s.calls_in_flight_peak.max(calls);
+        drop(st);
         Ok(CallGuard::counted(self.clone()))
     }
 }

@@ -8,6 +8,8 @@ use ziob_runtime::DmaBuf;
 use super::guards::ReaderGuard;
 use super::Shard;
 use crate::error::Result;
+use crate::metrics::OpKind;
+use crate::stats::OpTimer;
 
 impl<D: ZonedDevice> Shard<D> {
     /// Reads `len` bytes at `offset` of `zone`: from memory where the buffer holds the data
@@ -22,6 +24,7 @@ impl<D: ZonedDevice> Shard<D> {
         offset: u64,
         len: usize,
     ) -> Result<DmaBuf> {
+        let _timer = OpTimer::start(&self.stats, OpKind::Read);
         self.check_zone(zone)?;
         let bs = self.bs();
         let end = offset + len as u64;
@@ -32,6 +35,7 @@ impl<D: ZonedDevice> Shard<D> {
                 .read(zone, offset, len, DmaBuf::with_capacity(len))
                 .await;
             res?;
+            self.stats.borrow_mut().s.read_bytes += len as u64;
             return Ok(buf);
         }
         let i = self.local(zone);
@@ -44,7 +48,10 @@ impl<D: ZonedDevice> Shard<D> {
                 if z.in_memory(offset, end) {
                     z.copy_out(offset, &mut out).expect("checked in memory");
                     drop(zones);
-                    self.stats.borrow_mut().s.read_hits += 1;
+                    let mut st = self.stats.borrow_mut();
+                    st.s.read_hits += 1;
+                    st.s.read_bytes += len as u64;
+                    drop(st);
                     return Ok(out);
                 }
                 (z.mem_start(), z.state)
@@ -62,6 +69,7 @@ impl<D: ZonedDevice> Shard<D> {
             let a = offset / bs * bs;
             let b = dev_end.div_ceil(bs) * bs;
             let reading = ReaderGuard::new(self, i);
+            let device_timer = OpTimer::start(&self.stats, OpKind::DeviceRead);
             let (res, dev) = self
                 .device
                 .read(
@@ -71,6 +79,7 @@ impl<D: ZonedDevice> Shard<D> {
                     DmaBuf::with_capacity((b - a) as usize),
                 )
                 .await;
+            drop(device_timer);
             drop(reading);
             res?;
             let n = (dev_end - offset) as usize;
@@ -81,7 +90,10 @@ impl<D: ZonedDevice> Shard<D> {
                     continue; // chunks moved meanwhile (evicted or held): read again
                 }
             }
-            self.stats.borrow_mut().s.read_misses += 1;
+            let mut st = self.stats.borrow_mut();
+            st.s.read_misses += 1;
+            st.s.read_bytes += len as u64;
+            drop(st);
             return Ok(out);
         }
     }

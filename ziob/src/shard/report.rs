@@ -5,6 +5,7 @@ use ziob_backends::{ZoneInfo, ZonedDevice};
 
 use super::Shard;
 use crate::error::Result;
+use crate::metrics::CoreMetrics;
 use crate::stats::ShardStats;
 
 impl<D: ZonedDevice> Shard<D> {
@@ -40,6 +41,10 @@ impl<D: ZonedDevice> Shard<D> {
         s.dirty_bytes = zones.iter().map(|z| z.dirty_bytes()).sum();
         s.clean_bytes = zones.iter().map(|z| z.clean_bytes()).sum();
         s.memory_used_bytes = self.memory_used.get();
+        s.zones_buffered = zones.iter().filter(|z| z.memory_bytes() > 0).count() as u64;
+        s.zones_waiting_for_resource = self.token_queue.borrow().len() as u64;
+        // Called through `Ziob::stats` / `Ziob::metrics`, which are admitted calls themselves.
+        s.calls_in_flight = self.calls.get().saturating_sub(1);
         debug_assert!(s.memory_used_bytes >= zones.iter().map(|z| z.memory_bytes()).sum::<u64>());
         s
     }
@@ -67,6 +72,14 @@ impl<D: ZonedDevice> Shard<D> {
             );
         }
         out
+    }
+
+    /// The counters, gauges and latency histograms.
+    pub(crate) fn metrics(&self) -> CoreMetrics {
+        CoreMetrics {
+            stats: self.stats(),
+            latency: self.stats.borrow().latency.clone(),
+        }
     }
 
     /// Memory charged against the budget right now.

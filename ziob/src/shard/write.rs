@@ -12,6 +12,8 @@ use super::zone::{ZoneBuf, ZoneOp};
 use super::{run_to_completion, Shard};
 use crate::error::Result;
 use crate::logical;
+use crate::metrics::OpKind;
+use crate::stats::OpTimer;
 
 /// What a write needs, decided by [`Shard::admit`].
 struct Admission {
@@ -37,6 +39,7 @@ impl<D: ZonedDevice> Shard<D> {
     /// after it, so a dropped call appended all or nothing. A streamed write (larger than
     /// [`Shard::max_piece_bytes`]) runs as its own task and completes even if dropped.
     pub(crate) async fn append(self: &Rc<Self>, zone: u32, data: DmaBuf) -> (Result<u64>, DmaBuf) {
+        let _timer = OpTimer::start(&self.stats, OpKind::Append);
         if let Err(e) = self.check_zone(zone) {
             return (Err(e), data);
         }
@@ -56,6 +59,7 @@ impl<D: ZonedDevice> Shard<D> {
         offset: u64,
         data: DmaBuf,
     ) -> (Result<()>, DmaBuf) {
+        let _timer = OpTimer::start(&self.stats, OpKind::WriteAt);
         if let Err(e) = self.check_zone(zone) {
             return (Err(e), data);
         }
@@ -220,6 +224,9 @@ impl<D: ZonedDevice> Shard<D> {
             let at = self.zones.borrow()[i].wp;
             self.write_piece(zone, Some(at), piece, IoOp::Write, true)
                 .await?;
+            if op == IoOp::Append {
+                self.stats.borrow_mut().s.append_bytes += piece.len() as u64;
+            }
         }
         Ok(start)
     }
@@ -272,7 +279,12 @@ impl<D: ZonedDevice> Shard<D> {
                 z.target = z.wp;
             }
             drop(zones);
-            self.stats.borrow_mut().s.bytes_written += len;
+            let mut st = self.stats.borrow_mut();
+            st.s.bytes_written += len;
+            if op == IoOp::Append {
+                st.s.append_bytes += len;
+            }
+            drop(st);
             self.kick(zone);
             return Ok(at);
         }

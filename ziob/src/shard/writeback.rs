@@ -4,12 +4,16 @@
 
 use std::rc::Rc;
 
+use tracing::Instrument;
+
 use ziob_backends::{ZoneAction, ZoneTarget, ZonedDevice};
 
 use super::policy;
 use super::zone::{DeviceZone, Writeback, ZoneOp};
 use super::Shard;
 use crate::error::ZiobError;
+use crate::metrics::clock::Stamp;
+use crate::metrics::OpKind;
 
 impl<D: ZonedDevice> Shard<D> {
     /// Starts the zone's write-back if it has something to write and none is running; queues
@@ -197,10 +201,21 @@ impl<D: ZonedDevice> Shard<D> {
                 };
                 tracing::trace!(zone, start = plan.start, end = plan.end, "write-back");
                 let device = self.device.clone();
-                let mut write = Box::pin(async move {
-                    let (res, _view) = device.write(zone, plan.start, buf).await;
-                    (plan, res)
-                });
+                let span = tracing::debug_span!(
+                    "writeback",
+                    zone,
+                    offset = plan.start,
+                    len = plan.end - plan.start
+                );
+                let mut write = Box::pin(
+                    async move {
+                        let started = Stamp::now();
+                        let (res, _view) = device.write(zone, plan.start, buf).await;
+                        (plan, res, started)
+                    }
+                    .instrument(span),
+                );
+                self.stats.borrow_mut().s.device_writes_in_flight += 1;
                 // Poll once now: the device takes the write at its first poll, so writes are
                 // issued in write-pointer order whatever order they complete in.
                 match futures::poll!(write.as_mut()) {
@@ -210,9 +225,14 @@ impl<D: ZonedDevice> Shard<D> {
                     std::task::Poll::Pending => in_flight.push(write),
                 }
             }
-            let Some((plan, res)) = in_flight.next().await else {
+            let Some((plan, res, started)) = in_flight.next().await else {
                 break;
             };
+            {
+                let mut st = self.stats.borrow_mut();
+                st.s.device_writes_in_flight -= 1;
+                st.latency.record(OpKind::DeviceWrite, started.elapsed_ns());
+            }
             let mut zones = self.zones.borrow_mut();
             let z = &mut zones[i];
             match res {

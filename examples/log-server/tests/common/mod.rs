@@ -113,6 +113,8 @@ impl StoreFactory for ZoneFactory {
 /// A running server.
 pub struct Server {
     pub addr: SocketAddr,
+    /// The store's kind (`LogStore::kind`; empty for a client of the binary).
+    pub kind: &'static str,
     pub http: reqwest::Client,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), ServeError>>>,
@@ -125,6 +127,7 @@ impl Server {
     /// Starts a server over a store from `factory`.
     pub async fn start<F: StoreFactory>(factory: &F) -> Server {
         let store = factory.open().await;
+        let kind = store.kind();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -138,6 +141,7 @@ impl Server {
         }));
         Server {
             addr,
+            kind,
             http: reqwest::Client::new(),
             stop: Some(stop),
             task: Some(task),
@@ -148,6 +152,7 @@ impl Server {
     pub fn client_of(addr: SocketAddr) -> Server {
         Server {
             addr,
+            kind: "",
             http: reqwest::Client::new(),
             stop: None,
             task: None,

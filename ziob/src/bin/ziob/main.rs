@@ -9,6 +9,7 @@
 //! ziob write DEV --zone Z [--pad]          data from stdin, at the write pointer
 //! ziob append DEV --zone Z [--pad]         data from stdin; prints the offset it landed at
 //! ziob read DEV --zone Z --offset O --length L   data to stdout
+//! ziob stats DEV --zone Z [--bs S] [--cores N] [--json]   stdin through the buffer; metrics
 //! ```
 //! `DEV` is a device spec (`emu:/path/dev.zns`, `mem:zones=8,zone_size=1M`, …). Zones are
 //! numbered from 0; offsets and lengths are bytes within the zone; sizes take K/M/G suffixes.
@@ -74,7 +75,7 @@ enum Command {
     /// Zone-append stdin; prints the byte offset within the zone where it landed.
     Append(DataArgs),
     /// Append stdin to a zone through the ZIOB buffer, flush, read back, and print the
-    /// buffer's per-core statistics.
+    /// buffer's metrics: per-core counters and gauges, and latency percentiles per operation.
     Stats(stats::StatsArgs),
     /// Read bytes of a zone to stdout.
     Read {

@@ -1,10 +1,13 @@
-//! `ziob stats`: drives data through the ZIOB buffer and prints its per-core statistics.
+//! `ziob stats`: drives data through the ZIOB buffer and prints its metrics: every core's
+//! counters and gauges with their total, and the latency percentiles per operation kind.
 //!
-//! Each CLI command is a separate process, so a buffer's statistics only exist while a
-//! process uses it: `stats` appends stdin to a zone through the buffer in `--bs` pieces,
+//! Each CLI command is a separate process, so a buffer's metrics only exist while a process
+//! uses it (a long-running service publishes its own through the `metrics` facade, see
+//! docs/METRICS.md): `stats` appends stdin to a zone through the buffer in `--bs` pieces,
 //! flushes it, reads it back once and prints what every core's shard did. stdin is read up
 //! to what fits in the zone (see [`crate::input`]).
 
+use ziob::metrics::{MetricsSnapshot, OpKind};
 use ziob::{DmaBuf, ShardStats, Ziob, ZiobConfig};
 
 use crate::access::{open, Access};
@@ -24,7 +27,9 @@ pub struct StatsArgs {
     /// Runtime cores (shards).
     #[arg(long, default_value_t = 1)]
     pub cores: usize,
-    /// Print JSON: `{"total": {...}, "shards": [{...}, ...]}`.
+    /// Print JSON: `{"total": {...}, "shards": [{...}, ...]}`, each the stats fields with a
+    /// `latency` object (per operation kind: count, sum_ns, p50_ns, p90_ns, p99_ns, p999_ns,
+    /// max_ns).
     #[arg(long)]
     pub json: bool,
 }
@@ -39,7 +44,7 @@ pub fn run(args: StatsArgs) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     let (dev, zone, bs) = (args.dev.clone(), args.zone, args.bs as usize);
-    let shards = rt
+    let snapshot = rt
         .block_on(move || async move {
             let device = open(&dev, Access::ReadWrite).await?;
             let z = Ziob::with_device(device, ZiobConfig::default()).await?;
@@ -60,67 +65,122 @@ pub fn run(args: StatsArgs) -> Result<(), String> {
             if !data.is_empty() {
                 z.read(zone, start, data.len()).await?;
             }
-            let stats = z.stats().await?;
+            let metrics = z.metrics().await?;
             z.close().await?;
-            Ok::<_, ziob::ZiobError>(Ok(stats))
+            Ok::<_, ziob::ZiobError>(Ok(metrics))
         })
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())??;
-    let total = ShardStats::total(&shards);
-    if args.json {
-        let v = serde_json::json!({ "total": total, "shards": shards });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-        );
+    let text = if args.json {
+        serde_json::to_string_pretty(&snapshot).map_err(|e| e.to_string())? + "\n"
     } else {
-        print!("{}", table(&shards, &total));
-    }
-    Ok(())
+        format!("{}\n{}", table(&snapshot), latency_table(&snapshot))
+    };
+    print_out(&text)
 }
 
-/// A table row: its label and how to read the counter.
-type Row = (&'static str, fn(&ShardStats) -> u64);
+/// Writes `text` to stdout; a reader that went away (`| head`) is not an error.
+fn print_out(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.to_string()),
+        _ => Ok(()),
+    }
+}
 
-fn table(shards: &[ShardStats], total: &ShardStats) -> String {
-    let rows: [Row; 17] = [
-        ("bytes written", |s| s.bytes_written),
-        ("dirty bytes", |s| s.dirty_bytes),
-        ("clean bytes (read cache)", |s| s.clean_bytes),
-        ("memory used bytes", |s| s.memory_used_bytes),
-        ("memory peak bytes", |s| s.memory_peak_bytes),
-        ("memory budget bytes", |s| s.memory_budget_bytes),
-        ("write-backs", |s| s.writebacks),
-        ("write-back bytes", |s| s.writeback_bytes),
-        ("write-back size p50", |s| s.writeback_size_p50_bytes),
-        ("write-back size max", |s| s.writeback_size_max_bytes),
-        ("write-back errors", |s| s.writeback_errors),
-        ("read hits", |s| s.read_hits),
-        ("read misses", |s| s.read_misses),
-        ("device zone opens/closes", |s| {
-            s.device_zone_opens * 1_000_000 + s.device_zone_closes
+/// A table row: its label and how to read the value.
+type Row = (&'static str, fn(&ShardStats) -> String);
+
+/// Counters and gauges: one column per core, then the total.
+fn table(snapshot: &MetricsSnapshot) -> String {
+    let rows: [Row; 28] = [
+        ("bytes written", |s| s.bytes_written.to_string()),
+        ("append bytes", |s| s.append_bytes.to_string()),
+        ("read bytes", |s| s.read_bytes.to_string()),
+        ("read hits", |s| s.read_hits.to_string()),
+        ("read misses", |s| s.read_misses.to_string()),
+        ("dirty bytes", |s| s.dirty_bytes.to_string()),
+        ("clean bytes (read cache)", |s| s.clean_bytes.to_string()),
+        ("memory used bytes", |s| s.memory_used_bytes.to_string()),
+        ("memory peak bytes", |s| s.memory_peak_bytes.to_string()),
+        ("memory budget bytes", |s| s.memory_budget_bytes.to_string()),
+        ("zones buffered", |s| s.zones_buffered.to_string()),
+        ("zones waiting (resource)", |s| {
+            s.zones_waiting_for_resource.to_string()
         }),
-        ("device zone finishes", |s| s.device_zone_finishes),
-        ("backpressure waits", |s| s.backpressure_waits),
-        ("backpressure wait ns", |s| s.backpressure_wait_ns),
+        ("calls in flight", |s| s.calls_in_flight.to_string()),
+        ("calls in flight peak", |s| {
+            s.calls_in_flight_peak.to_string()
+        }),
+        ("write-backs", |s| s.writebacks.to_string()),
+        ("write-back bytes", |s| s.writeback_bytes.to_string()),
+        ("write-backs in flight", |s| {
+            s.device_writes_in_flight.to_string()
+        }),
+        ("write-back size p50", |s| {
+            s.writeback_size_p50_bytes.to_string()
+        }),
+        ("write-back size max", |s| {
+            s.writeback_size_max_bytes.to_string()
+        }),
+        ("write-back errors", |s| s.writeback_errors.to_string()),
+        ("write-back retries", |s| s.writeback_retries.to_string()),
+        ("device flushes", |s| s.device_flushes.to_string()),
+        ("device zone opens/closes", |s| {
+            format!("{}/{}", s.device_zone_opens, s.device_zone_closes)
+        }),
+        ("device zone finishes", |s| {
+            s.device_zone_finishes.to_string()
+        }),
+        ("device zone resets", |s| s.device_zone_resets.to_string()),
+        ("backpressure waits", |s| s.backpressure_waits.to_string()),
+        ("backpressure wait ns", |s| {
+            s.backpressure_wait_ns.to_string()
+        }),
+        ("pressure pads", |s| s.pressure_pads.to_string()),
     ];
+    let columns: Vec<&ShardStats> = snapshot
+        .cores()
+        .iter()
+        .map(|c| &c.stats)
+        .chain(std::iter::once(&snapshot.total().stats))
+        .collect();
     let mut out = format!("{:<26}", "");
-    for s in shards {
-        out += &format!(" {:>14}", format!("core {}", s.core));
+    for c in snapshot.cores() {
+        out += &format!(" {:>14}", format!("core {}", c.stats.core));
     }
     out += &format!(" {:>14}\n", "total");
     for (name, get) in rows {
         out += &format!("{name:<26}");
-        for s in shards.iter().chain(std::iter::once(total)) {
-            let v = get(s);
-            let cell = if name == "device zone opens/closes" {
-                format!("{}/{}", v / 1_000_000, v % 1_000_000)
-            } else {
-                v.to_string()
-            };
-            out += &format!(" {cell:>14}");
+        for s in &columns {
+            out += &format!(" {:>14}", get(s));
         }
         out.push('\n');
+    }
+    out
+}
+
+/// Latency percentiles of every operation kind recorded, all cores merged, in microseconds.
+fn latency_table(snapshot: &MetricsSnapshot) -> String {
+    let us = |ns: u64| format!("{:.1}", ns as f64 / 1_000.0);
+    let mut out = format!(
+        "{:<14} {:>8} {:>11} {:>11} {:>11} {:>11} {:>11}\n",
+        "latency (µs)", "count", "p50", "p90", "p99", "p99.9", "max"
+    );
+    let latency = &snapshot.total().latency;
+    for op in OpKind::ALL.into_iter().filter(|&op| latency.count(op) > 0) {
+        let s = latency.summary(op);
+        out += &format!(
+            "{:<14} {:>8} {:>11} {:>11} {:>11} {:>11} {:>11}\n",
+            op.name(),
+            s.count,
+            us(s.p50_ns),
+            us(s.p90_ns),
+            us(s.p99_ns),
+            us(s.p999_ns),
+            us(s.max_ns)
+        );
     }
     out
 }

@@ -329,6 +329,19 @@ impl LogStore for ZoneStore {
         Ok(all)
     }
 
+    /// Publishes ZIOB's merged metrics (`ziob_*`, label `instance="log-server"`; see
+    /// docs/METRICS.md) through the `metrics` facade.
+    async fn publish_metrics(&self) {
+        match self
+            .client
+            .with_ziob(|z| async move { z.metrics().await })
+            .await
+        {
+            Ok(snapshot) => snapshot.publish("log-server"),
+            Err(e) => tracing::warn!(error = %e, "could not read ZIOB's metrics"),
+        }
+    }
+
     async fn close(&self) -> Result<(), StoreError> {
         self.closed.store(true, Ordering::Release);
         let open: Vec<_> = self
