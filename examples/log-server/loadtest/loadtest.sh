@@ -40,7 +40,7 @@ trap cleanup EXIT
 results="$WORK/results"
 : > "$results"
 echo "log-server load test: wrk -t$THREADS -c$CONNECTIONS -d${SECONDS_PER_CASE}s," \
-  "$RECORD_BYTES-byte records, $REPEAT round(s), $(nproc) CPUs"
+  "$RECORD_BYTES-byte records, $REPEAT round(s), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq 1 "$REPEAT"); do
   for store in $STORES; do
     for sync in $SYNCS; do
@@ -57,6 +57,8 @@ for round in $(seq 1 "$REPEAT"); do
       line=$(RECORD_BYTES=$RECORD_BYTES wrk -t"$THREADS" -c"$CONNECTIONS" \
         -d"${SECONDS_PER_CASE}s" --timeout 10s -s "$here/post.lua" \
         "http://127.0.0.1:$PORT/logs/bench?sync=$sync" | grep '^RESULT')
+      # Batching seen by the store: records per write (pwrite / append_batch) and per sync.
+      curl -s "http://127.0.0.1:$PORT/metrics" > "$WORK/metrics" || : > "$WORK/metrics"
       kill -TERM "$server_pid"
       if ! wait "$server_pid"; then
         echo "server exited with an error:" >&2
@@ -64,7 +66,15 @@ for round in $(seq 1 "$REPEAT"); do
         exit 1
       fi
       server_pid=
-      echo "round=$round store=$store sync=$sync ${line#RESULT }" | tee -a "$results"
+      batching=$(awk -v req="${line#*requests=}" '
+        /^log_server_(file_writes|zone_append_batches)_total / { writes = $2 }
+        /^log_server_(file|zone)_group_commit_records_sum / { synced = $2 }
+        /^log_server_(file|zone)_group_commit_records_count / { syncs = $2 }
+        END {
+          split(req, r, " ")
+          printf "per_write=%.1f per_sync=%.1f", (writes ? r[1] / writes : 0), (syncs ? synced / syncs : 0)
+        }' "$WORK/metrics")
+      echo "round=$round store=$store sync=$sync ${line#RESULT } $batching" | tee -a "$results"
     done
   done
 done
@@ -74,13 +84,15 @@ median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : int((v[NR
 field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
 echo
 echo "median of $REPEAT round(s):"
-printf '%-6s %-6s %10s %9s %9s %9s %10s %7s\n' store sync req/s p50_us p90_us p99_us p99.9_us errors
+printf '%-6s %-6s %10s %9s %9s %9s %10s %7s %9s %9s\n' store sync req/s p50_us p90_us p99_us \
+  p99.9_us errors per_write per_sync
 for sync in $SYNCS; do
   for store in $STORES; do
     rows=$(grep "store=$store sync=$sync " "$results")
-    printf '%-6s %-6s %10s %9s %9s %9s %10s %7s\n' "$store" "$sync" \
+    printf '%-6s %-6s %10s %9s %9s %9s %10s %7s %9s %9s\n' "$store" "$sync" \
       "$(echo "$rows" | field rps | median)" "$(echo "$rows" | field p50_us | median)" \
       "$(echo "$rows" | field p90_us | median)" "$(echo "$rows" | field p99_us | median)" \
-      "$(echo "$rows" | field p999_us | median)" "$(echo "$rows" | field errors | median)"
+      "$(echo "$rows" | field p999_us | median)" "$(echo "$rows" | field errors | median)" \
+      "$(echo "$rows" | field per_write | median)" "$(echo "$rows" | field per_sync | median)"
   done
 done
