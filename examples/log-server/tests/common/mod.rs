@@ -337,6 +337,15 @@ impl Binary {
         Binary { child, addr }
     }
 
+    /// Sends SIGKILL (a crash: nothing runs after it) and waits for the exit.
+    pub async fn kill(mut self) {
+        self.child.start_kill().unwrap();
+        tokio::time::timeout(WATCHDOG, self.child.wait())
+            .await
+            .expect("SIGKILL did not end the server")
+            .unwrap();
+    }
+
     /// Sends SIGTERM and waits for a successful exit.
     pub async fn terminate(mut self) {
         let pid = self.child.id().unwrap().to_string();
