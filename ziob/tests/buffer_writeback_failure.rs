@@ -42,7 +42,9 @@ fn allowed(e: &ZiobError) -> bool {
 
 #[test]
 fn a_failed_writeback_keeps_its_error_until_reset_and_wedges_nothing() {
-    let seeds = shard_support::seeds(0..40);
+    // About one seed in eight keeps a write-back error (timing decides which op a fault hits):
+    // 150 seeds make a run without one practically impossible (40 gave none in 1 of 4 runs).
+    let seeds = shard_support::seeds(0..150);
     let mut resets = 0;
     for seed in seeds.clone() {
         resets += Runtime::builder()
