@@ -124,6 +124,11 @@ impl<D: ZonedDevice> BlockingClient<D> {
         wait("stats", self.client.stats())
     }
 
+    /// See [`Client::metrics`].
+    pub fn metrics(&self) -> Result<crate::MetricsSnapshot> {
+        wait("metrics", self.client.metrics())
+    }
+
     /// See [`Client::close`].
     pub fn close(&self) -> Result<()> {
         wait("close", self.client.close())
