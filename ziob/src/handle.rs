@@ -21,9 +21,9 @@ use crate::client::Client;
 use crate::config::ZiobConfig;
 use crate::error::{Result, ZiobError};
 use crate::metrics::MetricsSnapshot;
+use crate::metrics::ShardStats;
 use crate::placement::owner_core;
 use crate::shard::{run_to_completion, Shard};
-use crate::stats::ShardStats;
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 

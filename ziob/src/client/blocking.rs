@@ -8,7 +8,7 @@ use ziob_runtime::DmaBuf;
 
 use super::Client;
 use crate::error::{Result, ZiobError};
-use crate::stats::ShardStats;
+use crate::metrics::ShardStats;
 
 /// The [`Client`]'s operations as blocking calls, for plain threads and FFI callers (e.g. a
 /// storage engine's own threads). Each call blocks the calling thread until the owning core

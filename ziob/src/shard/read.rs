@@ -9,7 +9,7 @@ use super::guards::ReaderGuard;
 use super::Shard;
 use crate::error::Result;
 use crate::metrics::OpKind;
-use crate::stats::OpTimer;
+use crate::metrics::OpTimer;
 
 impl<D: ZonedDevice> Shard<D> {
     /// Reads `len` bytes at `offset` of `zone`: from memory where the buffer holds the data
