@@ -117,8 +117,15 @@ impl Client<AnyDevice> {
     }
 }
 
+impl<D: ZonedDevice> Ziob<D> {
+    /// A [`Client`] of this instance: `Send` futures, usable from any thread and executor.
+    pub fn client(&self) -> Client<D> {
+        Client::new(self.clone())
+    }
+}
+
 impl<D: ZonedDevice> Client<D> {
-    pub(crate) fn new(ziob: Ziob<D>) -> Client<D> {
+    fn new(ziob: Ziob<D>) -> Client<D> {
         Client { ziob }
     }
 
