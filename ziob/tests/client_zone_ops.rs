@@ -143,3 +143,41 @@ fn metrics_from_the_client_count_every_append_once() {
         });
     });
 }
+
+#[test]
+fn offsets_near_the_end_of_u64_are_errors_not_panics() {
+    bounded(60, "extreme offsets", || {
+        let rt = Runtime::builder().cores(2).build().unwrap();
+        for buffered in [true, false] {
+            let cfg = ZiobConfig {
+                buffered,
+                ..ZiobConfig::default()
+            };
+            let c = open(&rt, "mem:zones=4,zone_size=1M", cfg);
+            futures::executor::block_on(async {
+                c.append_slice(1, &[7u8; 4096]).await.unwrap();
+                let zone_size = c.geometry().zone_size_bytes;
+                let extremes = [
+                    (u64::MAX, 1usize),
+                    (u64::MAX - 4095, 4096),
+                    (u64::MAX / 2, 4096),
+                    (zone_size, 4096),
+                    (4096, usize::MAX),
+                ];
+                for (offset, len) in extremes {
+                    let what = format!("buffered={buffered} offset={offset} len={len}");
+                    assert!(c.read(1, offset, len).await.is_err(), "read {what}");
+                    if len <= 4096 {
+                        let mut buf = vec![0u8; len];
+                        assert!(c.read_into(1, offset, &mut buf).await.is_err(), "{what}");
+                        let data = vec![1u8; len];
+                        assert!(c.write_at_slice(1, offset, &data).await.is_err(), "{what}");
+                    }
+                }
+                // The zone is unharmed.
+                assert_eq!(&c.read(1, 0, 4096).await.unwrap()[..], &[7u8; 4096][..]);
+                c.close().await.unwrap();
+            });
+        }
+    });
+}

@@ -27,8 +27,9 @@ impl<D: ZonedDevice> Shard<D> {
         let _timer = OpTimer::start(&self.stats, OpKind::Read);
         self.check_zone(zone)?;
         let bs = self.bs();
-        let end = offset + len as u64;
+        // Checked first: past it `offset + len` cannot overflow (it is within the zone).
         self.geometry.check_read_end(zone, offset, len as u64)?;
+        let end = offset + len as u64;
         if !self.buffered {
             let (res, buf) = self
                 .device
