@@ -174,6 +174,8 @@ fn offsets_near_the_end_of_u64_are_errors_not_panics() {
                         assert!(c.write_at_slice(1, offset, &data).await.is_err(), "{what}");
                     }
                 }
+                let r = c.report(2, u32::MAX).await.unwrap();
+                assert_eq!(r.iter().map(|z| z.index).collect::<Vec<_>>(), vec![2, 3]);
                 // The zone is unharmed.
                 assert_eq!(&c.read(1, 0, 4096).await.unwrap()[..], &[7u8; 4096][..]);
                 c.close().await.unwrap();
