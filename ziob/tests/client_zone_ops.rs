@@ -109,6 +109,13 @@ fn pass_through_takes_bytes_too() {
         b.write_at_slice(3, 8192, &data[..4096]).unwrap();
         assert_eq!(&b.read(3, 0, 8192).unwrap()[..], &data[..]);
         assert_eq!(&b.read(3, 8192, 4096).unwrap()[..], &data[..4096]);
+        // The owned-buffer forms, async and blocking.
+        let dma = ziob::DmaBuf::from_slice(&data[4096..]);
+        futures::executor::block_on(c.write_at_dma(3, 12288, dma)).unwrap();
+        b.write_at_dma(3, 16384, ziob::DmaBuf::from_slice(&data[..4096]))
+            .unwrap();
+        assert_eq!(&b.read(3, 12288, 4096).unwrap()[..], &data[4096..]);
+        assert_eq!(&b.read(3, 16384, 4096).unwrap()[..], &data[..4096]);
         // Not a block multiple: the device refuses it, as without the client.
         assert!(b.append_slice(3, b"odd").is_err());
         b.close().unwrap();

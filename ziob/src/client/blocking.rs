@@ -71,6 +71,11 @@ impl<D: ZonedDevice> BlockingClient<D> {
         wait("write_at", self.client.write_at(zone, offset, data))
     }
 
+    /// See [`Client::write_at_dma`].
+    pub fn write_at_dma(&self, zone: u32, offset: u64, data: DmaBuf) -> Result<()> {
+        wait("write_at_dma", self.client.write_at_dma(zone, offset, data))
+    }
+
     /// See [`Client::write_at_slice`].
     pub fn write_at_slice(&self, zone: u32, offset: u64, data: &[u8]) -> Result<()> {
         wait(
