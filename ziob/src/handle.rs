@@ -17,13 +17,12 @@ use ziob_backends::{
 };
 use ziob_runtime::{call_on, core_id, num_cores, DmaBuf};
 
-use crate::client::Client;
 use crate::config::ZiobConfig;
 use crate::error::{Result, ZiobError};
 use crate::metrics::MetricsSnapshot;
+use crate::metrics::ShardStats;
 use crate::placement::owner_core;
 use crate::shard::{run_to_completion, Shard};
-use crate::stats::ShardStats;
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
@@ -53,7 +52,8 @@ struct Inner<D: ZonedDevice> {
     config: ZiobConfig,
     cores: usize,
     closed: AtomicBool,
-    /// The runtime's cores, reachable from any thread (the [`Client`] and the drop path).
+    /// The runtime's cores, reachable from any thread (the [`Client`](crate::Client) and the
+    /// drop path).
     handle: ziob_runtime::Handle,
 }
 
@@ -249,18 +249,13 @@ impl<D: ZonedDevice> Ziob<D> {
         call_on(owner, move || admitted(id, f)).await?
     }
 
-    /// A [`Client`] of this instance: `Send` futures, usable from any thread and executor.
-    pub fn client(&self) -> Client<D> {
-        Client::new(self.clone())
-    }
-
     /// The runtime handle of the cores this instance's shards live on.
     pub(crate) fn runtime_handle(&self) -> &ziob_runtime::Handle {
         &self.inner.handle
     }
 
     /// Runs `f` with this core's shard as an admitted call. The caller is on the core that
-    /// owns what `f` touches (the [`Client`] sends it there).
+    /// owns what `f` touches (the [`Client`](crate::Client) sends it there).
     pub(crate) async fn on_local<F, Fut, T>(&self, f: F) -> Result<T>
     where
         F: FnOnce(Rc<Shard<D>>) -> Fut,
@@ -478,8 +473,8 @@ impl<D: ZonedDevice> Ziob<D> {
     /// then syncs, then stops. So every append acknowledged to any clone is durable once
     /// `close` returns `Ok`. A sync error is returned as by [`Ziob::sync`] (failed zones of all
     /// cores listed in one [`ZiobError::ZonesFailed`]); the instance is closed either way.
-    /// Dropping the last handle ([`Ziob`] or [`Client`]) without closing closes the instance
-    /// in the background (each shard syncs, then goes away; an error there is only logged,
+    /// Dropping the last handle ([`Ziob`] or [`Client`](crate::Client)) without closing
+    /// closes the instance in the background (each shard syncs, then goes away; an error there is only logged,
     /// and if the runtime stops first, unflushed data is lost as in a crash). Use
     /// [`Ziob::abandon`] to drop the shards without syncing.
     ///

@@ -134,7 +134,6 @@ mod logical;
 pub mod metrics;
 pub mod placement;
 mod shard;
-mod stats;
 pub mod zone_io;
 pub mod zonelog;
 
@@ -144,8 +143,8 @@ pub use config::{
 };
 pub use error::{Result, ZiobError};
 pub use handle::{Ziob, Zone};
+pub use metrics::ShardStats;
 pub use metrics::{MetricsSnapshot, OpKind};
-pub use stats::ShardStats;
 pub use zone_io::{ZoneReader, ZoneWriter};
 pub use zonelog::{LogSpace, LogSpaceOptions, Position, ZoneLog};
 

@@ -72,6 +72,14 @@ fn plain_threads_append_read_flush_through_the_blocking_client() {
             .iter()
             .all(|z| z.state == ZoneState::Empty));
         assert_eq!(b.stats().unwrap().len(), 2);
+        let m = b.metrics().unwrap();
+        assert_eq!(m.cores().len(), 2);
+        // 8 threads x 60 appends and writes, one write_at_slice.
+        let total = &m.total().latency;
+        assert_eq!(
+            total.count(ziob::OpKind::Append) + total.count(ziob::OpKind::WriteAt),
+            8 * 60 + 1
+        );
         b.close().unwrap();
         assert!(matches!(b.append_slice(0, b"x"), Err(ZiobError::Closed)));
     });

@@ -24,6 +24,7 @@ fn every_future_is_send(c: Client, h: ziob::runtime::Handle) {
     check!(c.append_dma(0, DmaBuf::from_slice(b"x")));
     check!(c.write_at(0, 0, Bytes::new()));
     check!(c.write_at_slice(0, 0, b"x"));
+    check!(c.write_at_dma(0, 0, DmaBuf::from_slice(b"x")));
     check!(c.read(0, 0, 1));
     check!(c.flush(0));
     check!(c.sync());
@@ -32,6 +33,7 @@ fn every_future_is_send(c: Client, h: ziob::runtime::Handle) {
     check!(c.zone_action(ZoneAction::Open, ZoneTarget::All));
     check!(c.report(0, 1));
     check!(c.stats());
+    check!(c.metrics());
     check!(c.close());
     check!(c.with_ziob(|z| async move { Ok(z.view_name().len()) }));
     // Borrows the caller's buffer: Send, not 'static.

@@ -109,6 +109,13 @@ fn pass_through_takes_bytes_too() {
         b.write_at_slice(3, 8192, &data[..4096]).unwrap();
         assert_eq!(&b.read(3, 0, 8192).unwrap()[..], &data[..]);
         assert_eq!(&b.read(3, 8192, 4096).unwrap()[..], &data[..4096]);
+        // The owned-buffer forms, async and blocking.
+        let dma = ziob::DmaBuf::from_slice(&data[4096..]);
+        futures::executor::block_on(c.write_at_dma(3, 12288, dma)).unwrap();
+        b.write_at_dma(3, 16384, ziob::DmaBuf::from_slice(&data[..4096]))
+            .unwrap();
+        assert_eq!(&b.read(3, 12288, 4096).unwrap()[..], &data[4096..]);
+        assert_eq!(&b.read(3, 16384, 4096).unwrap()[..], &data[..4096]);
         // Not a block multiple: the device refuses it, as without the client.
         assert!(b.append_slice(3, b"odd").is_err());
         b.close().unwrap();
@@ -141,5 +148,45 @@ fn metrics_from_the_client_count_every_append_once() {
             assert_eq!(per_core, vec![20, 20], "zones alternate between the cores");
             c.close().await.unwrap();
         });
+    });
+}
+
+#[test]
+fn offsets_near_the_end_of_u64_are_errors_not_panics() {
+    bounded(60, "extreme offsets", || {
+        let rt = Runtime::builder().cores(2).build().unwrap();
+        for buffered in [true, false] {
+            let cfg = ZiobConfig {
+                buffered,
+                ..ZiobConfig::default()
+            };
+            let c = open(&rt, "mem:zones=4,zone_size=1M", cfg);
+            futures::executor::block_on(async {
+                c.append_slice(1, &[7u8; 4096]).await.unwrap();
+                let zone_size = c.geometry().zone_size_bytes;
+                let extremes = [
+                    (u64::MAX, 1usize),
+                    (u64::MAX - 4095, 4096),
+                    (u64::MAX / 2, 4096),
+                    (zone_size, 4096),
+                    (4096, usize::MAX),
+                ];
+                for (offset, len) in extremes {
+                    let what = format!("buffered={buffered} offset={offset} len={len}");
+                    assert!(c.read(1, offset, len).await.is_err(), "read {what}");
+                    if len <= 4096 {
+                        let mut buf = vec![0u8; len];
+                        assert!(c.read_into(1, offset, &mut buf).await.is_err(), "{what}");
+                        let data = vec![1u8; len];
+                        assert!(c.write_at_slice(1, offset, &data).await.is_err(), "{what}");
+                    }
+                }
+                let r = c.report(2, u32::MAX).await.unwrap();
+                assert_eq!(r.iter().map(|z| z.index).collect::<Vec<_>>(), vec![2, 3]);
+                // The zone is unharmed.
+                assert_eq!(&c.read(1, 0, 4096).await.unwrap()[..], &[7u8; 4096][..]);
+                c.close().await.unwrap();
+            });
+        }
     });
 }

@@ -3,44 +3,33 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// Longest log name, in bytes (the same rule as `ziob::ZoneLog`).
-pub const NAME_BYTES_MAX: usize = 64;
+/// Longest log name, in bytes: the zone log's rule, which the name check below applies.
+pub const NAME_BYTES_MAX: usize = ziob::zonelog::LOG_NAME_BYTES_MAX;
 
-/// A validated log name: 1..=64 bytes of `[A-Za-z0-9._-]`. It is also a safe file name
-/// (no `/`, never empty), which the file store relies on.
+/// A validated log name: 1..=64 bytes of `[A-Za-z0-9._-]`, exactly what
+/// [`ziob::zonelog::validate_log_name`] accepts. It is also a safe file name (no `/`, never
+/// empty), which the file store relies on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LogName(String);
 
-/// Why a string is not a log name.
+/// Why a string is not a log name (the zone log's reason).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum NameError {
-    /// The name is empty.
-    #[error("a log name must not be empty")]
-    Empty,
-    /// The name is longer than [`NAME_BYTES_MAX`].
-    #[error("a log name has at most {NAME_BYTES_MAX} bytes, this one has {0}")]
-    TooLong(usize),
-    /// The name holds a character outside `[A-Za-z0-9._-]`.
-    #[error("a log name may only hold A-Z, a-z, 0-9, '.', '_' and '-' (found {0:?})")]
-    BadChar(char),
+#[error("bad log name: {reason}")]
+pub struct NameError {
+    /// Why, e.g. "it contains '/'; only A-Z, a-z, 0-9, '.', '_' and '-' are allowed".
+    pub reason: String,
 }
 
 impl LogName {
-    /// Validates `name`.
+    /// Validates `name` with the zone log's rule.
     pub fn new(name: &str) -> Result<Self, NameError> {
-        if name.is_empty() {
-            return Err(NameError::Empty);
+        match ziob::zonelog::validate_log_name(name) {
+            Ok(()) => Ok(Self(name.to_string())),
+            Err(ziob::ZiobError::InvalidLogName { reason, .. }) => Err(NameError { reason }),
+            Err(other) => Err(NameError {
+                reason: other.to_string(),
+            }),
         }
-        if let Some(c) = name
-            .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-        {
-            return Err(NameError::BadChar(c));
-        }
-        if name.len() > NAME_BYTES_MAX {
-            return Err(NameError::TooLong(name.len()));
-        }
-        Ok(Self(name.to_string()))
     }
 
     /// The name as a string.
@@ -75,17 +64,15 @@ mod tests {
 
     #[test]
     fn refuses_everything_else() {
-        assert_eq!(LogName::new(""), Err(NameError::Empty));
+        let reason = |name: &str| LogName::new(name).unwrap_err().reason;
+        assert!(reason("").contains("empty"));
+        assert!(reason(&"x".repeat(NAME_BYTES_MAX + 1)).contains("65 bytes long"));
+        for bad in ["a/b", "é", "a b"] {
+            assert!(reason(bad).contains("only A-Z"), "{bad:?}: {}", reason(bad));
+        }
         assert_eq!(
-            LogName::new(&"x".repeat(NAME_BYTES_MAX + 1)),
-            Err(NameError::TooLong(NAME_BYTES_MAX + 1))
-        );
-        assert_eq!(LogName::new("a/b"), Err(NameError::BadChar('/')));
-        assert_eq!(LogName::new("é"), Err(NameError::BadChar('é')));
-        assert_eq!(LogName::new("a b"), Err(NameError::BadChar(' ')));
-        assert_eq!(
-            NameError::TooLong(65).to_string(),
-            "a log name has at most 64 bytes, this one has 65"
+            LogName::new("a/b").unwrap_err().to_string(),
+            "bad log name: it contains '/'; only A-Z, a-z, 0-9, '.', '_' and '-' are allowed"
         );
     }
 }

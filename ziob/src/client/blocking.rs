@@ -8,7 +8,7 @@ use ziob_runtime::DmaBuf;
 
 use super::Client;
 use crate::error::{Result, ZiobError};
-use crate::stats::ShardStats;
+use crate::metrics::ShardStats;
 
 /// The [`Client`]'s operations as blocking calls, for plain threads and FFI callers (e.g. a
 /// storage engine's own threads). Each call blocks the calling thread until the owning core
@@ -71,6 +71,11 @@ impl<D: ZonedDevice> BlockingClient<D> {
         wait("write_at", self.client.write_at(zone, offset, data))
     }
 
+    /// See [`Client::write_at_dma`].
+    pub fn write_at_dma(&self, zone: u32, offset: u64, data: DmaBuf) -> Result<()> {
+        wait("write_at_dma", self.client.write_at_dma(zone, offset, data))
+    }
+
     /// See [`Client::write_at_slice`].
     pub fn write_at_slice(&self, zone: u32, offset: u64, data: &[u8]) -> Result<()> {
         wait(
@@ -122,6 +127,11 @@ impl<D: ZonedDevice> BlockingClient<D> {
     /// See [`Client::stats`].
     pub fn stats(&self) -> Result<Vec<ShardStats>> {
         wait("stats", self.client.stats())
+    }
+
+    /// See [`Client::metrics`].
+    pub fn metrics(&self) -> Result<crate::MetricsSnapshot> {
+        wait("metrics", self.client.metrics())
     }
 
     /// See [`Client::close`].

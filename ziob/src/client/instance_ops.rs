@@ -9,7 +9,7 @@ use ziob_backends::{ZoneInfo, ZonedDevice};
 use super::{route, Client};
 use crate::error::{Result, ZiobError};
 use crate::handle::Ziob;
-use crate::stats::ShardStats;
+use crate::metrics::ShardStats;
 
 /// Where the next [`Client::with_ziob`] runs (round robin over the cores).
 static NEXT_CORE: AtomicUsize = AtomicUsize::new(0);

@@ -70,7 +70,7 @@ use crate::handle::Ziob;
 /// | method | if the future is dropped |
 /// |---|---|
 /// | `append*`, `write_at*` | the data was written whole or not at all; the offset is not reported |
-/// | `read`, `read_into`, `report`, `stats` | nothing changed |
+/// | `read`, `read_into`, `report`, `stats`, `metrics` | nothing changed |
 /// | `flush`, `sync` | partial blocks may be padded and write-back started; nothing promised durable |
 /// | `reset`, `finish`, `zone_action` | if it reached the core it runs to the end; after a dropped reset treat the zone's contents as unknown |
 /// | `close` | once started it runs to the end; the instance is closed either way |
@@ -117,8 +117,15 @@ impl Client<AnyDevice> {
     }
 }
 
+impl<D: ZonedDevice> Ziob<D> {
+    /// A [`Client`] of this instance: `Send` futures, usable from any thread and executor.
+    pub fn client(&self) -> Client<D> {
+        Client::new(self.clone())
+    }
+}
+
 impl<D: ZonedDevice> Client<D> {
-    pub(crate) fn new(ziob: Ziob<D>) -> Client<D> {
+    fn new(ziob: Ziob<D>) -> Client<D> {
         Client { ziob }
     }
 

@@ -82,6 +82,22 @@ impl<D: ZonedDevice> Client<D> {
         })
     }
 
+    /// [`Client::write_at`] of an owned DMA buffer, handed to the shard (and, pass-through, to
+    /// the device) without a copy.
+    ///
+    /// # Cancel safety
+    /// As [`Client::append`].
+    pub fn write_at_dma(
+        &self,
+        zone: u32,
+        offset: u64,
+        data: DmaBuf,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.on_owner("write_at", zone, move |s| async move {
+            s.write_at(zone, offset, data).await.0
+        })
+    }
+
     /// [`Client::write_at`] of a copy of `data` (taken before this returns).
     ///
     /// # Cancel safety

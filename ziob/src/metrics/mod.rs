@@ -6,7 +6,7 @@
 //! owning the zone (from its admission there until it completes or is dropped, so the hop
 //! from another core is not included) and of the device I/O the buffer issues itself
 //! (write-back writes, device reads of misses, cache flushes), plus the counters and gauges
-//! of [`ShardStats`](crate::ShardStats). [`Ziob::metrics`](crate::Ziob::metrics) collects
+//! of [`ShardStats`]. [`Ziob::metrics`](crate::Ziob::metrics) collects
 //! every core's into a [`MetricsSnapshot`] (per core and merged); nothing is merged or
 //! exported until then.
 //!
@@ -34,6 +34,7 @@ pub(crate) mod clock;
 mod latency;
 mod op;
 mod publish;
+mod shard_stats;
 mod snapshot;
 
 pub use hdrhistogram;
@@ -43,4 +44,6 @@ pub use publish::{
     describe, StatKind, StatMetric, LATENCY_COUNT_METRIC, LATENCY_METRIC, LATENCY_SUM_METRIC,
     STAT_METRICS,
 };
+pub use shard_stats::ShardStats;
+pub(crate) use shard_stats::{OpTimer, StatsCell};
 pub use snapshot::{CoreMetrics, MetricsSnapshot};

@@ -7,7 +7,7 @@ use ::metrics::{Label, Unit};
 use super::latency::LatencySummary;
 use super::op::OpKind;
 use super::snapshot::MetricsSnapshot;
-use crate::stats::ShardStats;
+use super::ShardStats;
 
 /// How a counter or gauge of [`ShardStats`] is published.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use serde::ser::SerializeMap;
 
 use super::latency::OpLatencies;
-use crate::stats::ShardStats;
+use super::ShardStats;
 
 /// One core's metrics: its shard's counters and gauges and its latency histograms.
 ///

@@ -15,7 +15,7 @@ use super::{run_to_completion, Shard};
 use crate::error::Result;
 use crate::logical;
 use crate::metrics::OpKind;
-use crate::stats::OpTimer;
+use crate::metrics::OpTimer;
 
 impl<D: ZonedDevice> Shard<D> {
     /// Applies a zone management action to one zone.

@@ -10,7 +10,7 @@ use super::zone::DeviceZone;
 use super::Shard;
 use crate::error::{Result, ZiobError};
 use crate::metrics::OpKind;
-use crate::stats::OpTimer;
+use crate::metrics::OpTimer;
 
 impl<D: ZonedDevice> Shard<D> {
     /// Whether zone `i` needs an active resource this core cannot get: its device zone is

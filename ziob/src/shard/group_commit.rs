@@ -19,7 +19,7 @@ use ziob_backends::{DeviceError, ZonedDevice};
 use super::Shard;
 use crate::error::{Result, ZiobError};
 use crate::metrics::OpKind;
-use crate::stats::OpTimer;
+use crate::metrics::OpTimer;
 
 /// A shard's device flushes: started, wanted and completed, by number (1, 2, ...).
 pub(crate) struct FlushGroup {

@@ -42,8 +42,8 @@ use ziob_backends::{Geometry, ZonedDevice};
 
 use crate::config::ZiobConfig;
 use crate::error::{Result, ZiobError};
+use crate::metrics::StatsCell;
 use crate::placement::{owned_zones, resource_share};
-use crate::stats::StatsCell;
 use guards::CallGuard;
 use zone::{ZoneBuf, ZoneOp};
 

@@ -9,7 +9,7 @@ use super::guards::ReaderGuard;
 use super::Shard;
 use crate::error::Result;
 use crate::metrics::OpKind;
-use crate::stats::OpTimer;
+use crate::metrics::OpTimer;
 
 impl<D: ZonedDevice> Shard<D> {
     /// Reads `len` bytes at `offset` of `zone`: from memory where the buffer holds the data
@@ -27,8 +27,9 @@ impl<D: ZonedDevice> Shard<D> {
         let _timer = OpTimer::start(&self.stats, OpKind::Read);
         self.check_zone(zone)?;
         let bs = self.bs();
-        let end = offset + len as u64;
+        // Checked first: past it `offset + len` cannot overflow (it is within the zone).
         self.geometry.check_read_end(zone, offset, len as u64)?;
+        let end = offset + len as u64;
         if !self.buffered {
             let (res, buf) = self
                 .device

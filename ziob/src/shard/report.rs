@@ -6,7 +6,7 @@ use ziob_backends::{ZoneInfo, ZonedDevice};
 use super::Shard;
 use crate::error::Result;
 use crate::metrics::CoreMetrics;
-use crate::stats::ShardStats;
+use crate::metrics::ShardStats;
 
 impl<D: ZonedDevice> Shard<D> {
     /// The zones this shard owns within `[first, first + count)`, as applications see them.

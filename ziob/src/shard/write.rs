@@ -13,7 +13,7 @@ use super::{run_to_completion, Shard};
 use crate::error::Result;
 use crate::logical;
 use crate::metrics::OpKind;
-use crate::stats::OpTimer;
+use crate::metrics::OpTimer;
 
 /// The data of an append or write: a DMA buffer (handed back with the result) or bytes (the
 /// buffered path copies them straight into the zone's chunks, with no buffer per record).

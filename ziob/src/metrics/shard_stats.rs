@@ -6,8 +6,8 @@ use std::cell::RefCell;
 
 use hdrhistogram::Histogram;
 
-use crate::metrics::clock::Stamp;
-use crate::metrics::{OpKind, OpLatencies};
+use super::clock::Stamp;
+use super::{OpKind, OpLatencies};
 
 /// Counters of one core's buffer shard. Sizes in bytes, times in nanoseconds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -85,7 +85,7 @@ pub(crate) struct StatsCell {
 
 impl StatsCell {
     pub(crate) fn new(core: usize, budget: u64) -> StatsCell {
-        crate::metrics::clock::init();
+        super::clock::init();
         StatsCell {
             s: ShardStats {
                 core,
