@@ -12,7 +12,7 @@ use ziob_backends::{ZoneAction, ZoneState, ZoneTarget, ZonedDevice};
 
 use super::zone::{DeviceZone, ZoneOp};
 use super::{run_to_completion, Shard};
-use crate::error::Result;
+use crate::error::{Result, ZiobError};
 use crate::logical;
 use crate::metrics::OpKind;
 use crate::metrics::OpTimer;
@@ -139,15 +139,20 @@ impl<D: ZonedDevice> Shard<D> {
             z.wp
         };
         self.kick(zone);
+        // An abandoned shard (closed without a sync) starts no write-back any more.
         self.wait_until(|s| {
             let z = &s.zones.borrow()[i];
             (z.device_wp >= target && !z.writeback_running())
                 || z.error.is_some()
                 || (z.waiting_for_tokens() && s.activation_blocked(i))
+                || (s.closed.get() && !z.writeback_running())
         })
         .await;
         if let Some(e) = &self.zones.borrow()[i].error {
             return Err(e.clone());
+        }
+        if self.closed.get() && self.zones.borrow()[i].device_wp < target {
+            return Err(ZiobError::Closed);
         }
         if self.zones.borrow()[i].device_wp < target {
             return Err(self.too_many_active(zone));

@@ -64,17 +64,22 @@ impl<D: ZonedDevice> Shard<D> {
             (z.wp, z.generation)
         };
         self.kick(zone);
+        // An abandoned shard (closed without a sync) starts no write-back any more.
         self.wait_until(|s| {
             let z = &s.zones.borrow()[i];
             z.device_wp >= target
                 || z.error.is_some()
                 || z.generation != generation
                 || (z.waiting_for_tokens() && s.activation_blocked(i))
+                || s.closed.get()
         })
         .await;
         let z = &self.zones.borrow()[i];
         match &z.error {
             Some(e) => Err(e.clone()),
+            None if z.device_wp < target && z.generation == generation && self.closed.get() => {
+                Err(ZiobError::Closed)
+            }
             None if z.device_wp < target && z.generation == generation => {
                 Err(self.too_many_active(zone))
             }

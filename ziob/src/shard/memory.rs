@@ -97,6 +97,10 @@ impl<D: ZonedDevice> Shard<D> {
             if !progress_possible {
                 return Err(self.buffer_full(zone, bytes));
             }
+            if self.closed.get() {
+                // Abandoned (closed without a sync): nothing will free memory any more.
+                return Err(ZiobError::Closed);
+            }
             waited_since.get_or_insert_with(Instant::now);
             let listener = self.progress.listen();
             if self.memory_used.get() + bytes <= self.budget_bytes {
