@@ -2,6 +2,7 @@
 //! [`zone::ZoneStore`] (ZIOB's `ZoneLog` through a `ziob::Client`) and [`file::FileStore`]
 //! (one plain file per log, `fdatasync` group commit), the peer of the load test.
 
+pub mod commit;
 pub mod file;
 pub mod zone;
 

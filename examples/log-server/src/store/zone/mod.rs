@@ -7,18 +7,19 @@ pub mod commit;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 use futures::StreamExt;
-use tokio::sync::{mpsc, oneshot};
 use ziob::backends::{create_device, DeviceSpec, Geometry};
 use ziob::runtime::Handle;
 use ziob::zonelog::{LogSpace, LogSpaceOptions, Position as ZonePosition, ZoneLog};
 use ziob::{Client, ZiobConfig, ZiobError};
 
+use self::commit::ZoneWriter;
 use crate::name::LogName;
 use crate::position::Position;
+use crate::store::commit::AppendQueue;
 use crate::store::{Durability, LogInfo, LogStore, ReadBatch, RecordStream, StoreError};
 
 /// Creates the emu file `spec` names with `geometry` if it does not exist yet (on core 0 of
@@ -48,20 +49,13 @@ pub async fn create_emu_if_missing(
 /// One log opened by the store: its handle and its write path.
 struct OpenLog {
     log: ZoneLog,
-    /// `None` once closed.
-    appends: Mutex<Option<mpsc::Sender<commit::Append>>>,
-    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    appends: AppendQueue,
 }
 
 impl OpenLog {
     fn new(log: ZoneLog) -> Arc<Self> {
-        let (tx, rx) = mpsc::channel(commit::QUEUED_APPENDS_MAX);
-        let writer = tokio::spawn(commit::write_loop(log.clone(), rx));
-        Arc::new(OpenLog {
-            log,
-            appends: Mutex::new(Some(tx)),
-            writer: Mutex::new(Some(writer)),
-        })
+        let appends = AppendQueue::spawn(ZoneWriter(log.clone()));
+        Arc::new(OpenLog { log, appends })
     }
 
     async fn append(&self, record: Bytes, durability: Durability) -> Result<Position, StoreError> {
@@ -73,29 +67,12 @@ impl OpenLog {
                 max_bytes,
             });
         }
-        let sender = self
-            .appends
-            .lock()
-            .expect("appends lock")
-            .clone()
-            .ok_or(StoreError::Closed)?;
-        let (reply, answer) = oneshot::channel();
-        let append = commit::Append {
-            record,
-            durability,
-            reply,
-        };
-        sender.send(append).await.map_err(|_| StoreError::Closed)?;
-        answer.await.map_err(|_| StoreError::Closed)?
+        self.appends.append(record, durability).await
     }
 
     /// Refuses new appends and waits until the queued ones are answered.
     async fn close(&self) {
-        drop(self.appends.lock().expect("appends lock").take());
-        let writer = self.writer.lock().expect("writer lock").take();
-        if let Some(w) = writer {
-            let _ = w.await;
-        }
+        let _ = self.appends.close().await;
     }
 }
 
