@@ -4,6 +4,7 @@
 
 pub mod commit;
 pub mod file;
+pub mod open_logs;
 pub mod zone;
 
 use std::future::Future;

@@ -6,8 +6,7 @@
 pub mod commit;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -20,6 +19,7 @@ use self::commit::ZoneWriter;
 use crate::name::LogName;
 use crate::position::Position;
 use crate::store::commit::AppendQueue;
+use crate::store::open_logs::OpenLogs;
 use crate::store::{Durability, LogInfo, LogStore, ReadBatch, RecordStream, StoreError};
 
 /// Creates the emu file `spec` names with `geometry` if it does not exist yet (on core 0 of
@@ -81,8 +81,7 @@ pub struct ZoneStore {
     client: Client,
     space: LogSpace,
     /// The logs opened so far (the space knows every log).
-    logs: RwLock<HashMap<LogName, Arc<OpenLog>>>,
-    closed: AtomicBool,
+    logs: OpenLogs<OpenLog>,
 }
 
 impl ZoneStore {
@@ -113,8 +112,7 @@ impl ZoneStore {
         Ok(ZoneStore {
             client,
             space,
-            logs: RwLock::new(HashMap::new()),
-            closed: AtomicBool::new(false),
+            logs: OpenLogs::new(HashMap::new()),
         })
     }
 
@@ -123,17 +121,9 @@ impl ZoneStore {
         &self.client
     }
 
-    fn check_open(&self) -> Result<(), StoreError> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(StoreError::Closed);
-        }
-        Ok(())
-    }
-
     /// An existing log.
     async fn get(&self, name: &LogName) -> Result<ZoneLog, StoreError> {
-        self.check_open()?;
-        if let Some(open) = self.logs.read().expect("logs lock").get(name) {
+        if let Some(open) = self.logs.get(name)? {
             return Ok(open.log.clone());
         }
         if !self.space.logs().iter().any(|n| n == name.as_str()) {
@@ -144,9 +134,8 @@ impl ZoneStore {
 
     /// A log, created when missing.
     async fn get_or_create(&self, name: &LogName) -> Result<Arc<OpenLog>, StoreError> {
-        self.check_open()?;
-        if let Some(open) = self.logs.read().expect("logs lock").get(name) {
-            return Ok(open.clone());
+        if let Some(open) = self.logs.get(name)? {
+            return Ok(open);
         }
         // `open_log` serializes creations; the map keeps one writer per log.
         let log = self
@@ -154,11 +143,7 @@ impl ZoneStore {
             .open_log(name.as_str())
             .await
             .map_err(map_error)?;
-        let mut logs = self.logs.write().expect("logs lock");
-        Ok(logs
-            .entry(name.clone())
-            .or_insert_with(|| OpenLog::new(log))
-            .clone())
+        Ok(self.logs.get_or_insert(name, || OpenLog::new(log)))
     }
 }
 
@@ -297,7 +282,7 @@ impl LogStore for ZoneStore {
     }
 
     async fn list(&self) -> Result<Vec<LogInfo>, StoreError> {
-        self.check_open()?;
+        self.logs.check_open()?;
         let mut all = Vec::new();
         for name in self.space.logs() {
             let name = LogName::new(&name).map_err(StoreError::storage)?;
@@ -320,15 +305,8 @@ impl LogStore for ZoneStore {
     }
 
     async fn close(&self) -> Result<(), StoreError> {
-        self.closed.store(true, Ordering::Release);
-        let open: Vec<_> = self
-            .logs
-            .read()
-            .expect("logs lock")
-            .values()
-            .cloned()
-            .collect();
-        for log in open {
+        self.logs.mark_closed();
+        for log in self.logs.all() {
             log.close().await;
         }
         // Syncs every shard: every acknowledged append is durable once this is Ok.
