@@ -327,17 +327,10 @@ impl Handle {
         let target = self.remotes.get(core).cloned();
         async move {
             let target = target.ok_or(Error::CoreGone(core))?;
-            let (tx, rx) = futures::channel::oneshot::channel();
-            let job = move || {
+            crate::task::send_call(&target, move |tx| {
                 crate::task::spawn(run_unless_abandoned(tx, f)).detach();
-            };
-            target
-                .send(Message::Job(Box::new(job)))
-                .map_err(|_| target.gone_error())?;
-            match rx.await.map_err(|_| target.gone_error())? {
-                Ok(v) => Ok(v),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
+            })
+            .await
         }
     }
 }

@@ -224,8 +224,7 @@ where
     }
     let target = me.peers.get(core).cloned().ok_or(Error::CoreGone(core))?;
     drop(me);
-    let (tx, rx) = futures::channel::oneshot::channel();
-    let job = move || {
+    send_call(&target, move |tx| {
         spawn(async move {
             use futures::FutureExt;
             let out = std::panic::AssertUnwindSafe(async move { f().await })
@@ -234,13 +233,25 @@ where
             let _ = tx.send(out);
         })
         .detach();
-    };
+    })
+    .await
+}
+
+/// Sends `job` to `target` with the sending end of a oneshot and waits for the answer it
+/// sends there (the output of a call, or its panic, which continues in the caller as if the
+/// call had run inline). Fails with `target`'s gone error if the job cannot be sent or the
+/// answer never comes.
+pub(crate) async fn send_call<T, J>(target: &CoreRemote, job: J) -> Result<T>
+where
+    J: FnOnce(futures::channel::oneshot::Sender<std::thread::Result<T>>) + Send + 'static,
+    T: Send + 'static,
+{
+    let (tx, rx) = futures::channel::oneshot::channel();
     target
-        .send(Message::Job(Box::new(job)))
+        .send(Message::Job(Box::new(move || job(tx))))
         .map_err(|_| target.gone_error())?;
     match rx.await.map_err(|_| target.gone_error())? {
         Ok(v) => Ok(v),
-        // As if `f` had run inline: its panic continues in the caller.
         Err(panic) => std::panic::resume_unwind(panic),
     }
 }

@@ -362,42 +362,48 @@ async fn random_requests_never_5xx<F: StoreFactory>(factory: F) {
     s.stop().await;
 }
 
-/// The binary under appends from 16 clients gets SIGTERM: it exits cleanly, and after a
-/// restart every append it acknowledged (`sync=false` included: nearly all are) is there.
-async fn sigterm_loses_nothing_acknowledged<F: StoreFactory>(factory: F) {
-    let args = factory.binary_args();
-    let bin = Binary::start(&args).await;
+/// What one append of a client under load came to: `Break` stops the client (the server is
+/// going away), `Continue(Some(record))` is an acknowledged append the test checks after the
+/// restart, `Continue(None)` one it does not check.
+type Sent = std::ops::ControlFlow<(), Option<(u64, Vec<u8>)>>;
+
+/// Starts the binary with `args` under appends from 16 clients, client `c` running
+/// `append(http, base_url, c, i)` for its `i`-th append; once `min_acked` appends to check
+/// were acknowledged, stops it with `stop` (the clients end on their own), and restarts it
+/// on the same storage. Answers the restarted binary and every acknowledged append to check.
+async fn acked_across_restart<A, AF, S, SF>(
+    args: &[String],
+    min_acked: usize,
+    append: A,
+    stop: S,
+) -> (Binary, Vec<(u64, Vec<u8>)>)
+where
+    A: Fn(reqwest::Client, String, u32, u32) -> AF + Clone + Send + 'static,
+    AF: std::future::Future<Output = Sent> + Send,
+    S: FnOnce(Binary) -> SF,
+    SF: std::future::Future<Output = ()>,
+{
+    let bin = Binary::start(args).await;
     let base = format!("http://{}", bin.addr);
     let (acked_tx, mut acked_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut clients = Vec::new();
     for c in 0..16u32 {
-        let (base, acked_tx) = (base.clone(), acked_tx.clone());
+        let (base, acked_tx, append) = (base.clone(), acked_tx.clone(), append.clone());
         clients.push(tokio::spawn(async move {
             let http = reqwest::Client::new();
             for i in 0u32.. {
-                let body = format!("client {c} record {i}").into_bytes();
-                let sent = http
-                    .post(format!("{base}/logs/crash?sync={}", c == 0 && i % 8 == 0))
-                    .body(body.clone())
-                    .send()
-                    .await;
-                let Ok(r) = sent else { return };
-                if r.status() != 200 {
-                    return;
+                match append(http.clone(), base.clone(), c, i).await {
+                    Sent::Break(()) => return,
+                    Sent::Continue(Some(acked)) => acked_tx.send(acked).unwrap(),
+                    Sent::Continue(None) => {}
                 }
-                let Ok(v) = r.json::<Value>().await else {
-                    return;
-                };
-                acked_tx
-                    .send((v["position"].as_u64().unwrap(), body))
-                    .unwrap();
             }
         }));
     }
     drop(acked_tx);
     // Let some appends through, then stop the server under load.
     let mut acked = Vec::new();
-    while acked.len() < 400 {
+    while acked.len() < min_acked {
         acked.push(
             tokio::time::timeout(WATCHDOG, acked_rx.recv())
                 .await
@@ -405,14 +411,39 @@ async fn sigterm_loses_nothing_acknowledged<F: StoreFactory>(factory: F) {
                 .unwrap(),
         );
     }
-    bin.terminate().await;
+    stop(bin).await;
     for c in clients {
         tokio::time::timeout(WATCHDOG, c).await.unwrap().unwrap();
     }
     while let Some(a) = acked_rx.recv().await {
         acked.push(a);
     }
-    let bin = Binary::start(&args).await;
+    (Binary::start(args).await, acked)
+}
+
+/// The binary under appends from 16 clients gets SIGTERM: it exits cleanly, and after a
+/// restart every append it acknowledged (`sync=false` included: nearly all are) is there.
+async fn sigterm_loses_nothing_acknowledged<F: StoreFactory>(factory: F) {
+    let append = |http: reqwest::Client, base: String, c: u32, i: u32| async move {
+        let body = format!("client {c} record {i}").into_bytes();
+        let sent = http
+            .post(format!("{base}/logs/crash?sync={}", c == 0 && i % 8 == 0))
+            .body(body.clone())
+            .send()
+            .await;
+        let Ok(r) = sent else {
+            return Sent::Break(());
+        };
+        if r.status() != 200 {
+            return Sent::Break(());
+        }
+        let Ok(v) = r.json::<Value>().await else {
+            return Sent::Break(());
+        };
+        Sent::Continue(Some((v["position"].as_u64().unwrap(), body)))
+    };
+    let args = factory.binary_args();
+    let (bin, acked) = acked_across_restart(&args, 400, append, Binary::terminate).await;
     let s = Server::client_of(bin.addr);
     let stored: std::collections::HashMap<u64, Vec<u8>> =
         s.read_all("crash", None, 1000).await.into_iter().collect();
@@ -430,52 +461,24 @@ async fn sigterm_loses_nothing_acknowledged<F: StoreFactory>(factory: F) {
 /// (SIGKILL, no shutdown): after a restart every `sync=true` append it acknowledged is there,
 /// and the log reads back cleanly past whatever the crash tore.
 async fn sigkill_keeps_synced_appends<F: StoreFactory>(factory: F) {
+    let append = |http: reqwest::Client, base: String, c: u32, i: u32| async move {
+        let sync = i % 4 != 0;
+        let body = format!("client {c} record {i} sync {sync}").into_bytes();
+        let sent = http
+            .post(format!("{base}/logs/crash?sync={sync}"))
+            .body(body.clone())
+            .send()
+            .await;
+        let Ok(r) = sent else {
+            return Sent::Break(());
+        };
+        let Ok(v) = r.json::<Value>().await else {
+            return Sent::Break(());
+        };
+        Sent::Continue(sync.then(|| (v["position"].as_u64().unwrap(), body)))
+    };
     let args = factory.binary_args();
-    let bin = Binary::start(&args).await;
-    let base = format!("http://{}", bin.addr);
-    let (acked_tx, mut acked_rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut clients = Vec::new();
-    for c in 0..16u32 {
-        let (base, acked_tx) = (base.clone(), acked_tx.clone());
-        clients.push(tokio::spawn(async move {
-            let http = reqwest::Client::new();
-            for i in 0u32.. {
-                let sync = i % 4 != 0;
-                let body = format!("client {c} record {i} sync {sync}").into_bytes();
-                let sent = http
-                    .post(format!("{base}/logs/crash?sync={sync}"))
-                    .body(body.clone())
-                    .send()
-                    .await;
-                let Ok(r) = sent else { return };
-                let Ok(v) = r.json::<Value>().await else {
-                    return;
-                };
-                if sync {
-                    let pos = v["position"].as_u64().unwrap();
-                    acked_tx.send((pos, body)).unwrap();
-                }
-            }
-        }));
-    }
-    drop(acked_tx);
-    let mut acked = Vec::new();
-    while acked.len() < 300 {
-        acked.push(
-            tokio::time::timeout(WATCHDOG, acked_rx.recv())
-                .await
-                .unwrap()
-                .unwrap(),
-        );
-    }
-    bin.kill().await;
-    for c in clients {
-        tokio::time::timeout(WATCHDOG, c).await.unwrap().unwrap();
-    }
-    while let Some(a) = acked_rx.recv().await {
-        acked.push(a);
-    }
-    let bin = Binary::start(&args).await;
+    let (bin, acked) = acked_across_restart(&args, 300, append, Binary::kill).await;
     let s = Server::client_of(bin.addr);
     let stored: std::collections::HashMap<u64, Vec<u8>> =
         s.read_all("crash", None, 1000).await.into_iter().collect();

@@ -2,7 +2,9 @@
 //! [`zone::ZoneStore`] (ZIOB's `ZoneLog` through a `ziob::Client`) and [`file::FileStore`]
 //! (one plain file per log, `fdatasync` group commit), the peer of the load test.
 
+pub mod commit;
 pub mod file;
+pub mod open_logs;
 pub mod zone;
 
 use std::future::Future;

@@ -7,17 +7,15 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::watch;
 
-use super::commit::{self, Append};
+use super::commit::FileWriter;
 use super::frame::{Header, HEADER_BYTES};
 use super::recovery;
 use crate::name::LogName;
 use crate::position::Position;
+use crate::store::commit::AppendQueue;
 use crate::store::{Durability, LogInfo, ReadBatch, RecordStream, StoreError};
-
-/// Appends queued for the writer before `append` waits (backpressure).
-const QUEUED_APPENDS_MAX: usize = 4096;
 
 /// Most bytes of record data one read returns (at least one record is always returned).
 const READ_BYTES_MAX: usize = 8 << 20;
@@ -30,9 +28,8 @@ pub struct FileLog {
     name: LogName,
     dir: PathBuf,
     file: Arc<File>,
-    /// `None` once closed.
-    appends: Mutex<Option<mpsc::Sender<Append>>>,
-    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The write path.
+    appends: AppendQueue,
     /// The end of the written records (readable up to there).
     end: watch::Receiver<u64>,
     start: Mutex<u64>,
@@ -52,15 +49,17 @@ impl FileLog {
             tracing::warn!(log = %name, bytes = r.dropped_bytes, end = r.end, "dropped a torn or corrupt tail");
         }
         let file = Arc::new(r.file);
-        let (tx, rx) = mpsc::channel(QUEUED_APPENDS_MAX);
         let (end_tx, end_rx) = watch::channel(r.end);
-        let writer = tokio::spawn(commit::write_loop(file.clone(), rx, end_tx, r.end));
+        let appends = AppendQueue::spawn(FileWriter {
+            file: file.clone(),
+            end_tx,
+            end: r.end,
+        });
         Ok(Arc::new(FileLog {
             name,
             dir,
             file,
-            appends: Mutex::new(Some(tx)),
-            writer: Mutex::new(Some(writer)),
+            appends,
             end: end_rx,
             start: Mutex::new(r.start),
             truncating: tokio::sync::Mutex::new(()),
@@ -86,20 +85,7 @@ impl FileLog {
         record: Bytes,
         durability: Durability,
     ) -> Result<Position, StoreError> {
-        let sender = self
-            .appends
-            .lock()
-            .expect("appends lock")
-            .clone()
-            .ok_or(StoreError::Closed)?;
-        let (reply, answer) = oneshot::channel();
-        let append = Append {
-            record,
-            durability,
-            reply,
-        };
-        sender.send(append).await.map_err(|_| StoreError::Closed)?;
-        answer.await.map_err(|_| StoreError::Closed)?
+        self.appends.append(record, durability).await
     }
 
     /// Checks `pos` against the log's extent: before the start is [`StoreError::Truncated`],
@@ -180,11 +166,7 @@ impl FileLog {
     /// Refuses new appends, waits for the queued ones and makes everything durable. Tails
     /// end.
     pub async fn close(&self) -> Result<(), StoreError> {
-        drop(self.appends.lock().expect("appends lock").take());
-        let writer = self.writer.lock().expect("writer lock").take();
-        if let Some(w) = writer {
-            w.await.map_err(StoreError::storage)?;
-        }
+        self.appends.close().await?;
         let file = self.file.clone();
         tokio::task::spawn_blocking(move || file.sync_data())
             .await

@@ -10,14 +10,14 @@ pub mod recovery;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use self::log::FileLog;
 use crate::name::LogName;
 use crate::position::Position;
+use crate::store::open_logs::OpenLogs;
 use crate::store::{Durability, LogInfo, LogStore, ReadBatch, RecordStream, StoreError};
 
 /// Largest record the file store takes, in bytes.
@@ -26,10 +26,9 @@ pub const RECORD_BYTES_MAX: usize = 64 << 20;
 /// Logs stored as plain files in one directory.
 pub struct FileStore {
     dir: PathBuf,
-    logs: RwLock<HashMap<LogName, Arc<FileLog>>>,
+    logs: OpenLogs<FileLog>,
     /// Serializes the creation of logs.
     creating: tokio::sync::Mutex<()>,
-    closed: AtomicBool,
 }
 
 impl FileStore {
@@ -58,26 +57,14 @@ impl FileStore {
         }
         Ok(FileStore {
             dir,
-            logs: RwLock::new(logs),
+            logs: OpenLogs::new(logs),
             creating: tokio::sync::Mutex::new(()),
-            closed: AtomicBool::new(false),
         })
     }
 
-    fn check_open(&self) -> Result<(), StoreError> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(StoreError::Closed);
-        }
-        Ok(())
-    }
-
     fn get(&self, name: &LogName) -> Result<Arc<FileLog>, StoreError> {
-        self.check_open()?;
         self.logs
-            .read()
-            .expect("logs lock")
-            .get(name)
-            .cloned()
+            .get(name)?
             .ok_or_else(|| StoreError::NotFound(name.clone()))
     }
 
@@ -92,11 +79,8 @@ impl FileStore {
             found => return found,
         }
         let log = FileLog::open(self.dir.clone(), name.clone()).await?;
-        self.logs
-            .write()
-            .expect("logs lock")
-            .insert(name.clone(), log.clone());
-        Ok(log)
+        // `creating` is held: no other creation can have inserted `name` meanwhile.
+        Ok(self.logs.get_or_insert(name, || log))
     }
 }
 
@@ -149,31 +133,18 @@ impl LogStore for FileStore {
     }
 
     async fn list(&self) -> Result<Vec<LogInfo>, StoreError> {
-        self.check_open()?;
-        let mut all: Vec<LogInfo> = self
-            .logs
-            .read()
-            .expect("logs lock")
-            .values()
-            .map(|l| l.info())
-            .collect();
+        self.logs.check_open()?;
+        let mut all: Vec<LogInfo> = self.logs.all().iter().map(|l| l.info()).collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(all)
     }
 
     async fn close(&self) -> Result<(), StoreError> {
-        self.closed.store(true, Ordering::Release);
+        self.logs.mark_closed();
         // Waits for a creation in progress, then takes every log.
         let _one = self.creating.lock().await;
-        let logs: Vec<_> = self
-            .logs
-            .read()
-            .expect("logs lock")
-            .values()
-            .cloned()
-            .collect();
         let mut first_error = None;
-        for log in logs {
+        for log in self.logs.all() {
             if let Err(e) = log.close().await {
                 first_error.get_or_insert(e);
             }

@@ -6,19 +6,20 @@
 pub mod commit;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use tokio::sync::{mpsc, oneshot};
 use ziob::backends::{create_device, DeviceSpec, Geometry};
 use ziob::runtime::Handle;
 use ziob::zonelog::{LogSpace, LogSpaceOptions, Position as ZonePosition, ZoneLog};
 use ziob::{Client, ZiobConfig, ZiobError};
 
+use self::commit::ZoneWriter;
 use crate::name::LogName;
 use crate::position::Position;
+use crate::store::commit::AppendQueue;
+use crate::store::open_logs::OpenLogs;
 use crate::store::{Durability, LogInfo, LogStore, ReadBatch, RecordStream, StoreError};
 
 /// Creates the emu file `spec` names with `geometry` if it does not exist yet (on core 0 of
@@ -48,20 +49,13 @@ pub async fn create_emu_if_missing(
 /// One log opened by the store: its handle and its write path.
 struct OpenLog {
     log: ZoneLog,
-    /// `None` once closed.
-    appends: Mutex<Option<mpsc::Sender<commit::Append>>>,
-    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    appends: AppendQueue,
 }
 
 impl OpenLog {
     fn new(log: ZoneLog) -> Arc<Self> {
-        let (tx, rx) = mpsc::channel(commit::QUEUED_APPENDS_MAX);
-        let writer = tokio::spawn(commit::write_loop(log.clone(), rx));
-        Arc::new(OpenLog {
-            log,
-            appends: Mutex::new(Some(tx)),
-            writer: Mutex::new(Some(writer)),
-        })
+        let appends = AppendQueue::spawn(ZoneWriter(log.clone()));
+        Arc::new(OpenLog { log, appends })
     }
 
     async fn append(&self, record: Bytes, durability: Durability) -> Result<Position, StoreError> {
@@ -73,29 +67,12 @@ impl OpenLog {
                 max_bytes,
             });
         }
-        let sender = self
-            .appends
-            .lock()
-            .expect("appends lock")
-            .clone()
-            .ok_or(StoreError::Closed)?;
-        let (reply, answer) = oneshot::channel();
-        let append = commit::Append {
-            record,
-            durability,
-            reply,
-        };
-        sender.send(append).await.map_err(|_| StoreError::Closed)?;
-        answer.await.map_err(|_| StoreError::Closed)?
+        self.appends.append(record, durability).await
     }
 
     /// Refuses new appends and waits until the queued ones are answered.
     async fn close(&self) {
-        drop(self.appends.lock().expect("appends lock").take());
-        let writer = self.writer.lock().expect("writer lock").take();
-        if let Some(w) = writer {
-            let _ = w.await;
-        }
+        let _ = self.appends.close().await;
     }
 }
 
@@ -104,8 +81,7 @@ pub struct ZoneStore {
     client: Client,
     space: LogSpace,
     /// The logs opened so far (the space knows every log).
-    logs: RwLock<HashMap<LogName, Arc<OpenLog>>>,
-    closed: AtomicBool,
+    logs: OpenLogs<OpenLog>,
 }
 
 impl ZoneStore {
@@ -136,8 +112,7 @@ impl ZoneStore {
         Ok(ZoneStore {
             client,
             space,
-            logs: RwLock::new(HashMap::new()),
-            closed: AtomicBool::new(false),
+            logs: OpenLogs::new(HashMap::new()),
         })
     }
 
@@ -146,17 +121,9 @@ impl ZoneStore {
         &self.client
     }
 
-    fn check_open(&self) -> Result<(), StoreError> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(StoreError::Closed);
-        }
-        Ok(())
-    }
-
     /// An existing log.
     async fn get(&self, name: &LogName) -> Result<ZoneLog, StoreError> {
-        self.check_open()?;
-        if let Some(open) = self.logs.read().expect("logs lock").get(name) {
+        if let Some(open) = self.logs.get(name)? {
             return Ok(open.log.clone());
         }
         if !self.space.logs().iter().any(|n| n == name.as_str()) {
@@ -167,9 +134,8 @@ impl ZoneStore {
 
     /// A log, created when missing.
     async fn get_or_create(&self, name: &LogName) -> Result<Arc<OpenLog>, StoreError> {
-        self.check_open()?;
-        if let Some(open) = self.logs.read().expect("logs lock").get(name) {
-            return Ok(open.clone());
+        if let Some(open) = self.logs.get(name)? {
+            return Ok(open);
         }
         // `open_log` serializes creations; the map keeps one writer per log.
         let log = self
@@ -177,11 +143,7 @@ impl ZoneStore {
             .open_log(name.as_str())
             .await
             .map_err(map_error)?;
-        let mut logs = self.logs.write().expect("logs lock");
-        Ok(logs
-            .entry(name.clone())
-            .or_insert_with(|| OpenLog::new(log))
-            .clone())
+        Ok(self.logs.get_or_insert(name, || OpenLog::new(log)))
     }
 }
 
@@ -320,7 +282,7 @@ impl LogStore for ZoneStore {
     }
 
     async fn list(&self) -> Result<Vec<LogInfo>, StoreError> {
-        self.check_open()?;
+        self.logs.check_open()?;
         let mut all = Vec::new();
         for name in self.space.logs() {
             let name = LogName::new(&name).map_err(StoreError::storage)?;
@@ -343,15 +305,8 @@ impl LogStore for ZoneStore {
     }
 
     async fn close(&self) -> Result<(), StoreError> {
-        self.closed.store(true, Ordering::Release);
-        let open: Vec<_> = self
-            .logs
-            .read()
-            .expect("logs lock")
-            .values()
-            .cloned()
-            .collect();
-        for log in open {
+        self.logs.mark_closed();
+        for log in self.logs.all() {
             log.close().await;
         }
         // Syncs every shard: every acknowledged append is durable once this is Ok.
