@@ -206,6 +206,32 @@ impl ZoneFs {
             .await
     }
 
+    /// Syncs every file with unsynced data (as [`sync`](ZoneFs::sync) on each): what a clean
+    /// shutdown does before closing the client. Unsynced appends are otherwise lost at the
+    /// next mount, even after a clean close of the client.
+    pub async fn sync_all(&self) -> Result<()> {
+        let mut st = self.state.lock().await;
+        st.check()?;
+        let mut fresh: Vec<(u64, Vec<Extent>)> = st
+            .tree
+            .nodes()
+            .filter(|(_, n)| n.extents.len() > n.synced)
+            .map(|(id, n)| (*id, n.extents[n.synced..].to_vec()))
+            .collect();
+        fresh.sort_by_key(|(id, _)| *id);
+        let zones: BTreeSet<u32> = fresh
+            .iter()
+            .flat_map(|(_, ex)| ex.iter().map(|e| e.zone))
+            .collect();
+        for z in zones {
+            self.client.flush(z).await?;
+        }
+        for (id, extents) in fresh {
+            self.commit(&mut st, Delta::Sync { id, extents }).await?;
+        }
+        Ok(())
+    }
+
     /// Reads up to `len` bytes at `offset` of the file at `path` (fewer at its end; none past
     /// it). Sees every append made, synced or not.
     pub async fn read_at(&self, path: &str, offset: u64, len: usize) -> Result<Bytes> {
@@ -225,13 +251,30 @@ impl ZoneFs {
         };
         if pieces.len() == 1 {
             let (z, off, n) = pieces[0];
-            return Ok(self.client.read(z, off, n as usize).await?);
+            return self.read_piece(z, off, n).await;
         }
         let mut out = BytesMut::with_capacity(pieces.iter().map(|p| p.2 as usize).sum());
         for (z, off, n) in pieces {
-            out.extend_from_slice(&self.client.read(z, off, n as usize).await?);
+            out.extend_from_slice(&self.read_piece(z, off, n).await?);
         }
         Ok(out.freeze())
+    }
+
+    /// Reads `n` bytes at `off` of `zone`; a pass-through instance reads whole blocks (its
+    /// appends were padded to whole blocks, so they are written) and cuts the range out.
+    async fn read_piece(&self, zone: u32, off: u64, n: u64) -> Result<Bytes> {
+        if !self.layout.whole_blocks {
+            return Ok(self.client.read(zone, off, n as usize).await?);
+        }
+        let bs = self.layout.block();
+        let start = off / bs * bs;
+        let end = (off + n).div_ceil(bs) * bs;
+        let data = self
+            .client
+            .read(zone, start, (end - start) as usize)
+            .await?;
+        let from = (off - start) as usize;
+        Ok(data.slice(from..from + n as usize))
     }
 
     /// The size of the file at `path`: every byte appended (synced or not).

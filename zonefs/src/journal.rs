@@ -54,8 +54,12 @@ pub enum ZoneRead {
     Foreign(String),
     /// A zonefs superblock that is not usable (version, fields).
     Invalid(String),
-    /// A superblock without a valid snapshot after it (a roll that did not complete).
+    /// A superblock whose snapshot is missing or runs past the zone's data: a roll that did
+    /// not complete (the zone is ignored).
     NoSnapshot(Superblock, String),
+    /// A superblock whose snapshot is there but corrupt (checksum, contents): damage, not an
+    /// interrupted roll.
+    Damaged(Superblock, String),
     /// A usable journal zone.
     Valid(Box<ZoneContents>),
 }
@@ -99,14 +103,17 @@ pub fn decode_zone(data: &[u8], block: u64) -> ZoneRead {
         Ok(None) => return ZoneRead::Foreign("zeros at the start of a written zone".into()),
         Err(why) => return ZoneRead::Foreign(format!("no record at the start: {why}")),
     };
-    let snapshot = match next(&mut at) {
-        Ok(Some(p)) => Snapshot::decode(&data[p]).map_err(|e| e.0),
-        Ok(None) => Err("no snapshot record".to_string()),
-        Err(why) => Err(why),
+    let snapshot = match decode_at(data, 0, at, end, block) {
+        Decoded::Torn { reason } => return ZoneRead::NoSnapshot(sb, reason),
+        _ => match next(&mut at) {
+            Ok(Some(p)) => Snapshot::decode(&data[p]).map_err(|e| e.0),
+            Ok(None) => return ZoneRead::NoSnapshot(sb, "no snapshot record".into()),
+            Err(why) => Err(why),
+        },
     };
     let mut tree = match snapshot.and_then(|s| Tree::from_snapshot(&s).map_err(|e| e.0)) {
         Ok(t) => t,
-        Err(why) => return ZoneRead::NoSnapshot(sb, why),
+        Err(why) => return ZoneRead::Damaged(sb, why),
     };
     let mut deltas = 0;
     let cut = loop {

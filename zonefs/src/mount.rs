@@ -41,10 +41,16 @@ pub async fn mkfs(client: &Client, opts: MkfsOptions) -> Result<()> {
     if !opts.force {
         let report = client.report(0, g.zone_count).await?;
         if let Some(z) = report.iter().find(|z| z.state != ZoneState::Empty) {
-            let found = match read_zone(client, &layout, 0, report[0].write_pointer_bytes).await? {
-                ZoneRead::Valid(_) | ZoneRead::NoSnapshot(..) => "a zone file system".to_string(),
-                _ => format!("data in zone {}", z.index),
-            };
+            let mut found = format!("data in zone {}", z.index);
+            for j in 0..2.min(g.zone_count) {
+                let wp = report[j as usize].write_pointer_bytes;
+                if matches!(
+                    read_zone(client, &layout, j, wp).await?,
+                    ZoneRead::Valid(_) | ZoneRead::NoSnapshot(..) | ZoneRead::Damaged(..)
+                ) {
+                    found = "a zone file system".to_string();
+                }
+            }
             return Err(FsError::DeviceInUse { found });
         }
     }
@@ -97,7 +103,7 @@ pub async fn mount(client: &Client) -> Result<Mounted> {
     }
     let journal_zones = reads.iter().find_map(|r| match r {
         ZoneRead::Valid(c) => Some(c.superblock.journal_zones),
-        ZoneRead::NoSnapshot(sb, _) => Some(sb.journal_zones),
+        ZoneRead::NoSnapshot(sb, _) | ZoneRead::Damaged(sb, _) => Some(sb.journal_zones),
         _ => None,
     });
     let Some(journal_zones) = journal_zones else {
@@ -115,6 +121,7 @@ pub async fn mount(client: &Client) -> Result<Mounted> {
         reads.push(read_zone(client, &layout, z, wp(z)).await?);
     }
     let mut max_generation = 0;
+    let mut damaged: Option<(u64, String)> = None;
     let mut best: Option<(u32, Box<crate::journal::ZoneContents>)> = None;
     for (z, read) in reads.into_iter().enumerate() {
         let sb = match &read {
@@ -125,6 +132,12 @@ pub async fn mount(client: &Client) -> Result<Mounted> {
                     why,
                     "journal zone without a valid snapshot (an interrupted roll); ignored"
                 );
+                *sb
+            }
+            ZoneRead::Damaged(sb, why) => {
+                if damaged.as_ref().is_none_or(|(g, _)| *g < sb.generation) {
+                    damaged = Some((sb.generation, format!("journal zone {z}: {why}")));
+                }
                 *sb
             }
             _ => continue,
@@ -147,6 +160,18 @@ pub async fn mount(client: &Client) -> Result<Mounted> {
             {
                 best = Some((z as u32, c));
             }
+        }
+    }
+    // A damaged snapshot newer than every valid zone: falling back would silently lose the
+    // metadata changes since; refuse.
+    if let Some((g, why)) = damaged {
+        if best
+            .as_ref()
+            .is_none_or(|(_, b)| b.superblock.generation < g)
+        {
+            return Err(FsError::Corrupt {
+                reason: format!("the newest journal zone's snapshot is corrupt ({why})"),
+            });
         }
     }
     let Some((journal_zone, contents)) = best else {
