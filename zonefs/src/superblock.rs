@@ -5,7 +5,7 @@ use ziob::Geometry;
 use crate::wire::{Reader, Writer};
 
 /// The superblock's magic bytes.
-pub const MAGIC: [u8; 8] = *b"ZIOBZFS\0";
+pub const MAGIC: [u8; 7] = *b"ZIOBZFS";
 /// The format version this code writes and reads.
 pub const VERSION: u16 = 1;
 /// Payload kind byte of a superblock record.
@@ -54,7 +54,7 @@ impl Superblock {
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
         w.u8(KIND_SUPERBLOCK);
-        w.0.extend_from_slice(&MAGIC[..7]);
+        w.0.extend_from_slice(&MAGIC);
         w.u16(VERSION)
             .u16(0)
             .u32(self.journal_zones)
@@ -69,7 +69,7 @@ impl Superblock {
     /// Decodes a superblock record payload.
     pub fn decode(payload: &[u8]) -> Result<Superblock, SuperblockError> {
         let mut r = Reader::new(payload);
-        if r.u8() != Some(KIND_SUPERBLOCK) || r.bytes(7) != Some(&MAGIC[..7]) {
+        if r.u8() != Some(KIND_SUPERBLOCK) || r.bytes(7) != Some(&MAGIC[..]) {
             return Err(SuperblockError::Foreign);
         }
         let invalid = |s: &str| SuperblockError::Invalid(s.to_string());
