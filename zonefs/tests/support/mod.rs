@@ -48,6 +48,18 @@ impl EmuFile {
         f
     }
 
+    /// A copy of this device file under a fresh name (a crash image of it).
+    pub fn copy(&self, tag: &str) -> EmuFile {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let f = EmuFile(PathBuf::from(format!(
+            "/var/tmp/i15-zonefs-{tag}-copy-{}-{n}.zns",
+            std::process::id()
+        )));
+        std::fs::copy(&self.0, &f.0).unwrap();
+        f
+    }
+
     /// The device spec.
     pub fn spec(&self) -> String {
         format!("emu:{}", self.0.display())
