@@ -22,7 +22,8 @@
 //!   `append` is not; `sync(file)` makes the file durable up to its size at that point. After a
 //!   crash each file has at least its last synced size and content; unsynced tails are lost.
 //! - Works through a [`ziob::Client`]: `ZoneFs` is `Clone + Send + Sync` and its futures are
-//!   `Send` (from tokio or `futures::executor::block_on` on a foreign thread).
+//!   `Send` (from tokio or any executor); [`ZoneFs::blocking`] gives the same operations as
+//!   blocking calls for foreign threads (RocksDB's).
 //!
 //! ```
 //! use ziob::{Client, Runtime, ZiobConfig};
@@ -43,6 +44,7 @@
 //! });
 //! ```
 
+mod blocking;
 mod error;
 mod fs;
 mod journal;
@@ -57,6 +59,7 @@ mod tree;
 mod wire;
 mod zones;
 
+pub use blocking::BlockingZoneFs;
 pub use error::{FsError, Result};
 pub use fs::ZoneFs;
 pub use journal::JOURNAL_ZONES_RANGE;

@@ -55,6 +55,13 @@ fn delete_and_rename_over_reset_zones_and_classes_are_apart() {
             }
             let df = b(fs.df());
             assert_eq!(df.used_bytes, 4 * 100_000);
+            let amp = df.space_amplification();
+            assert!((1.0..2.0).contains(&amp), "space amplification {amp}");
+            assert_eq!(
+                df.free_bytes + df.used_bytes + df.reclaimable_bytes,
+                df.total_bytes,
+                "{df:?}"
+            );
             let before = live_zones(&fs);
             assert!(before.len() >= 8, "{before:?}");
             // Delete both WAL files: every zone they used is reset, on the device too.
@@ -92,6 +99,8 @@ fn delete_and_rename_over_reset_zones_and_classes_are_apart() {
             let df = b(fs.df());
             assert_eq!((df.used_bytes, df.reclaimable_bytes), (0, 0));
             assert_eq!(df.free_zones, 30);
+            assert_eq!(df.free_bytes, df.total_bytes);
+            assert_eq!(df.space_amplification(), 1.0);
             drop(fs);
             end(client, false);
         });
