@@ -45,6 +45,6 @@ mod zone_header;
 pub use log::ZoneLog;
 pub use name::{validate_log_name, LOG_NAME_BYTES_MAX};
 pub use position::{ParsePositionError, Position};
-pub use record::{frame_len, RECORD_HEADER_BYTES};
+pub use record::{decode_at, encode_record, frame_len, Decoded, RECORD_HEADER_BYTES};
 pub use recovery::{LogCut, LogRecovery, SpaceRecovery};
 pub use space::{LogSpace, LogSpaceOptions, READ_WINDOW_BYTES_DEFAULT};

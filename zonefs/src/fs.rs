@@ -1,0 +1,449 @@
+//! [`ZoneFs`]: the file operations over the mounted state.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures::lock::Mutex;
+use ziob::backends::DeviceError;
+use ziob::{Client, ZiobError};
+
+use crate::error::{FsError, Result};
+use crate::journal::Journal;
+use crate::layout::Layout;
+use crate::lifetime::{slot_of, WriteLifetime};
+use crate::mount::{self, MkfsOptions, MountReport};
+use crate::path::{child_of, normalize, normalize_dir};
+use crate::records::{Delta, Extent};
+use crate::space::SpaceUsage;
+use crate::tree::Tree;
+use crate::zones::{ZoneTable, ZoneUse};
+
+/// A mounted zone file system. `Clone + Send + Sync`; every method's future is `Send`.
+///
+/// Operations are serialized by one async mutex (reads only look up their extents under it and
+/// read after releasing it). A read racing with the delete or rename-over of the same file may
+/// see zeros: the zone may have been reset.
+#[derive(Clone)]
+pub struct ZoneFs {
+    client: Client,
+    layout: Layout,
+    state: Arc<Mutex<State>>,
+    report: Arc<MountReport>,
+}
+
+impl std::fmt::Debug for ZoneFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZoneFs")
+            .field("layout", &self.layout)
+            .field("mount", &self.report)
+            .finish()
+    }
+}
+
+struct State {
+    tree: Tree,
+    zones: ZoneTable,
+    journal: Journal,
+    /// Set when a journal write failed after the change was made in memory: memory and
+    /// device may disagree, so every later call fails until a remount.
+    broken: Option<String>,
+}
+
+impl State {
+    fn check(&self) -> Result<()> {
+        match &self.broken {
+            Some(why) => Err(FsError::Corrupt {
+                reason: format!("a journal write failed earlier ({why}); remount"),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+fn is_zone_full(e: &ZiobError) -> bool {
+    matches!(
+        e,
+        ZiobError::Device(DeviceError::ZoneFull { .. } | DeviceError::BoundaryError { .. })
+    )
+}
+
+impl ZoneFs {
+    /// Formats the device behind `client` (see [`MkfsOptions`]). Refuses a device that is
+    /// not empty ([`FsError::DeviceInUse`]) unless `force`.
+    pub async fn mkfs(client: &Client, opts: MkfsOptions) -> Result<()> {
+        mount::mkfs(client, opts).await
+    }
+
+    /// Mounts the file system on `client`'s device: reads the newest valid journal zone,
+    /// replays its deltas, rebuilds the zone table (resetting data zones no file uses),
+    /// and rolls the journal to a fresh zone. A device without a file system, with something
+    /// else on it, or with a damaged journal gives a typed error; it is never reformatted.
+    pub async fn mount(client: Client) -> Result<ZoneFs> {
+        let m = mount::mount(&client).await?;
+        Ok(ZoneFs {
+            client,
+            layout: m.layout,
+            state: Arc::new(Mutex::new(State {
+                tree: m.tree,
+                zones: m.zones,
+                journal: m.journal,
+                broken: None,
+            })),
+            report: Arc::new(m.report),
+        })
+    }
+
+    /// What the mount found.
+    pub fn mount_report(&self) -> &MountReport {
+        &self.report
+    }
+
+    /// The client below.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Creates an empty file at `path` whose data goes to the zones of class `lifetime`.
+    /// Durable when it returns. [`FsError::AlreadyExists`] if `path` names a file.
+    pub async fn create(&self, path: &str, lifetime: WriteLifetime) -> Result<()> {
+        let path = normalize(path)?;
+        let mut st = self.state.lock().await;
+        st.check()?;
+        if st.tree.lookup(&path).is_some() {
+            return Err(FsError::AlreadyExists(path));
+        }
+        let delta = Delta::Create {
+            id: st.tree.next_id(),
+            lifetime,
+            path,
+        };
+        self.commit(&mut st, delta).await
+    }
+
+    /// Appends `data` to the file at `path`. The data is readable at once and durable after
+    /// the next [`sync`](ZoneFs::sync) of the file.
+    pub async fn append(&self, path: &str, data: &[u8]) -> Result<()> {
+        let path = normalize(path)?;
+        let mut st = self.state.lock().await;
+        st.check()?;
+        let id = st
+            .tree
+            .lookup(&path)
+            .ok_or_else(|| FsError::NotFound(path.clone()))?;
+        let slot = slot_of(
+            st.tree.node(id).expect("indexed").lifetime,
+            self.layout.slots,
+        );
+        let mut rest = data;
+        while !rest.is_empty() {
+            let zone = match st.zones.open_zone(slot) {
+                Some(z) => z,
+                None => st.zones.open_new(slot).ok_or_else(|| {
+                    FsError::NoSpace(
+                        "no free data zone (zone garbage collection is not implemented yet)".into(),
+                    )
+                })?,
+            };
+            let room = self.layout.capacity() - st.zones.get(zone).written;
+            let piece = self.layout.piece(rest.len() as u64, room) as usize;
+            if piece == 0 {
+                self.leave_zone(&mut st, zone).await?;
+                continue;
+            }
+            let mut bytes = BytesMut::from(&rest[..piece]);
+            bytes.resize(self.layout.footprint(piece as u64) as usize, 0);
+            let footprint = bytes.len() as u64;
+            match self.client.append(zone, bytes.freeze()).await {
+                Ok(offset) => {
+                    st.zones.note_append(zone, offset + footprint, piece as u64);
+                    st.tree
+                        .node_mut(id)
+                        .expect("indexed")
+                        .push(zone, offset, piece as u64);
+                    if offset + footprint >= self.layout.capacity() {
+                        st.zones.close(zone);
+                    }
+                    rest = &rest[piece..];
+                }
+                // Flush padding moved the write pointer past what we tracked.
+                Err(e) if is_zone_full(&e) => self.leave_zone(&mut st, zone).await?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Finishes `zone` (no more appends to it; it stops being active).
+    async fn leave_zone(&self, st: &mut State, zone: u32) -> Result<()> {
+        self.client.finish(zone).await?;
+        st.zones.close(zone);
+        st.zones.note_append(zone, self.layout.capacity(), 0);
+        Ok(())
+    }
+
+    /// Makes the file at `path` durable up to its current size: flushes the data zones
+    /// holding its unsynced extents, then journals its new extents (flushed). When this
+    /// returns, a crash keeps at least this size and content.
+    pub async fn sync(&self, path: &str) -> Result<()> {
+        let path = normalize(path)?;
+        let mut st = self.state.lock().await;
+        st.check()?;
+        let id = st
+            .tree
+            .lookup(&path)
+            .ok_or_else(|| FsError::NotFound(path.clone()))?;
+        let node = st.tree.node(id).expect("indexed");
+        let fresh: Vec<Extent> = node.extents[node.synced..].to_vec();
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let zones: BTreeSet<u32> = fresh.iter().map(|e| e.zone).collect();
+        for z in zones {
+            self.client.flush(z).await?;
+        }
+        self.commit(&mut st, Delta::Sync { id, extents: fresh })
+            .await
+    }
+
+    /// Syncs every file with unsynced data (as [`sync`](ZoneFs::sync) on each): what a clean
+    /// shutdown does before closing the client. Unsynced appends are otherwise lost at the
+    /// next mount, even after a clean close of the client.
+    pub async fn sync_all(&self) -> Result<()> {
+        let mut st = self.state.lock().await;
+        st.check()?;
+        let mut fresh: Vec<(u64, Vec<Extent>)> = st
+            .tree
+            .nodes()
+            .filter(|(_, n)| n.extents.len() > n.synced)
+            .map(|(id, n)| (*id, n.extents[n.synced..].to_vec()))
+            .collect();
+        fresh.sort_by_key(|(id, _)| *id);
+        let zones: BTreeSet<u32> = fresh
+            .iter()
+            .flat_map(|(_, ex)| ex.iter().map(|e| e.zone))
+            .collect();
+        for z in zones {
+            self.client.flush(z).await?;
+        }
+        for (id, extents) in fresh {
+            self.commit(&mut st, Delta::Sync { id, extents }).await?;
+        }
+        Ok(())
+    }
+
+    /// Reads up to `len` bytes at `offset` of the file at `path` (fewer at its end; none past
+    /// it). Sees every append made, synced or not.
+    pub async fn read_at(&self, path: &str, offset: u64, len: usize) -> Result<Bytes> {
+        let path = normalize(path)?;
+        let pieces = {
+            let st = self.state.lock().await;
+            st.check()?;
+            let id = st
+                .tree
+                .lookup(&path)
+                .ok_or_else(|| FsError::NotFound(path.clone()))?;
+            pieces_of(
+                &st.tree.node(id).expect("indexed").extents,
+                offset,
+                len as u64,
+            )
+        };
+        if pieces.len() == 1 {
+            let (z, off, n) = pieces[0];
+            return self.read_piece(z, off, n).await;
+        }
+        let mut out = BytesMut::with_capacity(pieces.iter().map(|p| p.2 as usize).sum());
+        for (z, off, n) in pieces {
+            out.extend_from_slice(&self.read_piece(z, off, n).await?);
+        }
+        Ok(out.freeze())
+    }
+
+    /// Reads `n` bytes at `off` of `zone`; a pass-through instance reads whole blocks (its
+    /// appends were padded to whole blocks, so they are written) and cuts the range out.
+    async fn read_piece(&self, zone: u32, off: u64, n: u64) -> Result<Bytes> {
+        if !self.layout.whole_blocks {
+            return Ok(self.client.read(zone, off, n as usize).await?);
+        }
+        let bs = self.layout.block();
+        let start = off / bs * bs;
+        let end = (off + n).div_ceil(bs) * bs;
+        let data = self
+            .client
+            .read(zone, start, (end - start) as usize)
+            .await?;
+        let from = (off - start) as usize;
+        Ok(data.slice(from..from + n as usize))
+    }
+
+    /// The size of the file at `path`: every byte appended (synced or not).
+    pub async fn size(&self, path: &str) -> Result<u64> {
+        let path = normalize(path)?;
+        let st = self.state.lock().await;
+        let id = st
+            .tree
+            .lookup(&path)
+            .ok_or_else(|| FsError::NotFound(path.clone()))?;
+        Ok(st.tree.node(id).expect("indexed").size())
+    }
+
+    /// Whether a file exists at `path`.
+    pub async fn exists(&self, path: &str) -> Result<bool> {
+        let path = normalize(path)?;
+        Ok(self.state.lock().await.tree.lookup(&path).is_some())
+    }
+
+    /// Deletes the file at `path`. Durable when it returns; zones left with no live data are
+    /// reset then.
+    pub async fn delete(&self, path: &str) -> Result<()> {
+        let path = normalize(path)?;
+        let mut st = self.state.lock().await;
+        st.check()?;
+        let id = st
+            .tree
+            .lookup(&path)
+            .ok_or_else(|| FsError::NotFound(path.clone()))?;
+        self.commit(&mut st, Delta::Delete { id }).await
+    }
+
+    /// Renames the file at `from` to `to`, atomically replacing a file at `to` (whose zones
+    /// are reset if it held their last live data). Durable when it returns.
+    pub async fn rename(&self, from: &str, to: &str) -> Result<()> {
+        let from = normalize(from)?;
+        let to = normalize(to)?;
+        let mut st = self.state.lock().await;
+        st.check()?;
+        let id = st
+            .tree
+            .lookup(&from)
+            .ok_or_else(|| FsError::NotFound(from.clone()))?;
+        if from == to {
+            return Ok(());
+        }
+        self.commit(&mut st, Delta::Rename { id, path: to }).await
+    }
+
+    /// The names directly under `dir` (`""` or `/` = the root): files and subdirectories
+    /// (a directory exists while a path lies under it), sorted, each once.
+    pub async fn list(&self, dir: &str) -> Result<Vec<String>> {
+        let dir = normalize_dir(dir)?;
+        let st = self.state.lock().await;
+        let mut out: Vec<String> = Vec::new();
+        let start = if dir.is_empty() {
+            String::new()
+        } else {
+            format!("{dir}/")
+        };
+        for p in st.tree.paths_from(&start) {
+            if !p.starts_with(&start) {
+                break;
+            }
+            if let Some(name) = child_of(&dir, p) {
+                if out.last().map(String::as_str) != Some(name) {
+                    out.push(name.to_string());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Space accounting over the data zones.
+    pub async fn df(&self) -> SpaceUsage {
+        let st = self.state.lock().await;
+        SpaceUsage::of(&st.zones, self.layout.capacity())
+    }
+
+    /// Every data zone with its use, written and live bytes (for `fsck`-like tools and tests).
+    pub async fn zones(&self) -> Vec<(u32, ZoneUse, u64, u64)> {
+        let st = self.state.lock().await;
+        st.zones
+            .iter()
+            .map(|(i, z)| (i, z.usage, z.written, z.live))
+            .collect()
+    }
+
+    /// Applies `delta` in memory, journals it durably, then resets the zones it left without
+    /// live data (only after the journal has it, so a crash never finds a file pointing into a
+    /// reset zone).
+    async fn commit(&self, st: &mut State, delta: Delta) -> Result<()> {
+        let freed = st.tree.apply(&delta).map_err(|e| FsError::Corrupt {
+            reason: format!("internal: {}", e.0),
+        })?;
+        let State {
+            tree,
+            journal,
+            broken,
+            ..
+        } = &mut *st;
+        if let Err(e) = journal
+            .commit(&self.client, &self.layout, &delta, tree)
+            .await
+        {
+            *broken = Some(e.to_string());
+            return Err(e);
+        }
+        let mut dead = BTreeSet::new();
+        for e in freed {
+            if st.zones.free_bytes(e.zone, e.len) {
+                dead.insert(e.zone);
+            }
+        }
+        for z in dead {
+            // Freed extents of several files may have left it; check again.
+            if st.zones.get(z).live == 0 {
+                self.client.reset(z).await?;
+                st.zones.reset_done(z);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `(zone, offset, len)` pieces of the file range `offset..offset + len` (clipped at the
+/// file's end).
+fn pieces_of(extents: &[Extent], offset: u64, len: u64) -> Vec<(u32, u64, u64)> {
+    let mut out = Vec::new();
+    let end = offset.saturating_add(len);
+    let mut pos = 0u64;
+    for e in extents {
+        let (s, t) = (pos, pos + e.len);
+        pos = t;
+        if t <= offset {
+            continue;
+        }
+        if s >= end {
+            break;
+        }
+        let from = offset.max(s);
+        let to = end.min(t);
+        out.push((e.zone, e.offset + (from - s), to - from));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_cover_the_range() {
+        let ex = [
+            Extent {
+                zone: 3,
+                offset: 100,
+                len: 10,
+            },
+            Extent {
+                zone: 4,
+                offset: 0,
+                len: 5,
+            },
+        ];
+        assert_eq!(pieces_of(&ex, 0, 15), vec![(3, 100, 10), (4, 0, 5)]);
+        assert_eq!(pieces_of(&ex, 8, 4), vec![(3, 108, 2), (4, 0, 2)]);
+        assert_eq!(pieces_of(&ex, 12, 100), vec![(4, 2, 3)]);
+        assert!(pieces_of(&ex, 15, 10).is_empty());
+        assert!(pieces_of(&ex, 0, 0).is_empty());
+    }
+}

@@ -1,0 +1,256 @@
+//! The metadata journal in the reserved zones `0..journal_zones`: each journal zone holds a
+//! superblock record, a snapshot record, then delta records, all in the zone log's record
+//! frame (`ziob::zonelog::encode_record` / `decode_at`). One zone is current; when a delta
+//! does not fit it, the next zone (round robin) is reset and gets a fresh superblock
+//! (generation + 1) and snapshot. Mount reads every journal zone and takes the newest one
+//! whose superblock and snapshot are valid, replaying its deltas up to the first torn or
+//! corrupt record.
+
+use bytes::Bytes;
+use ziob::zonelog::{decode_at, encode_record, Decoded};
+use ziob::{Client, ZoneState};
+
+use crate::error::{FsError, Result};
+use crate::layout::Layout;
+use crate::records::{Delta, Snapshot};
+use crate::superblock::{Superblock, SuperblockError};
+use crate::tree::Tree;
+
+/// The smallest and largest number of reserved journal zones.
+pub const JOURNAL_ZONES_RANGE: std::ops::RangeInclusive<u32> = 2..=16;
+
+/// The journal as mounted: which zone is current and how far it is written.
+#[derive(Debug, Clone)]
+pub struct Journal {
+    /// Reserved zones `0..zones`.
+    pub zones: u32,
+    /// The zone deltas go to.
+    pub current: u32,
+    /// Bytes written to it (its write pointer as far as the journal knows).
+    pub written: u64,
+    /// The current zone's superblock generation.
+    pub generation: u64,
+}
+
+/// What one journal zone holds, read back.
+#[derive(Debug)]
+pub struct ZoneContents {
+    /// Its superblock.
+    pub superblock: Superblock,
+    /// The tree after its snapshot and deltas.
+    pub tree: Tree,
+    /// Deltas replayed.
+    pub deltas: usize,
+    /// Why replay stopped before the zone's write pointer, if it did.
+    pub cut: Option<String>,
+}
+
+/// What reading one journal zone found.
+#[derive(Debug)]
+pub enum ZoneRead {
+    /// The zone is empty.
+    Empty,
+    /// The zone starts with something else.
+    Foreign(String),
+    /// A zonefs superblock that is not usable (version, fields).
+    Invalid(String),
+    /// A superblock whose snapshot is missing or runs past the zone's data: a roll that did
+    /// not complete (the zone is ignored).
+    NoSnapshot(Superblock, String),
+    /// A superblock whose snapshot is there but corrupt (checksum, contents): damage, not an
+    /// interrupted roll.
+    Damaged(Superblock, String),
+    /// A usable journal zone.
+    Valid(Box<ZoneContents>),
+}
+
+/// Reads and decodes journal zone `zone` (written up to `wp`).
+pub async fn read_zone(client: &Client, layout: &Layout, zone: u32, wp: u64) -> Result<ZoneRead> {
+    if wp == 0 {
+        return Ok(ZoneRead::Empty);
+    }
+    let data = client.read(zone, 0, wp as usize).await?;
+    Ok(decode_zone(&data, layout.block()))
+}
+
+/// Decodes the bytes of a journal zone (`data` = bytes from its start to its write pointer).
+pub fn decode_zone(data: &[u8], block: u64) -> ZoneRead {
+    let end = data.len() as u64;
+    let mut at = 0u64;
+    // The next record, skipping padding.
+    let next = |at: &mut u64| -> std::result::Result<Option<std::ops::Range<usize>>, String> {
+        loop {
+            match decode_at(data, 0, *at, end, block) {
+                Decoded::Record { payload, next } => {
+                    *at = next;
+                    return Ok(Some(payload));
+                }
+                Decoded::Padding { next } => *at = next,
+                Decoded::End => return Ok(None),
+                Decoded::NeedMore { .. } => unreachable!("the whole zone is in the window"),
+                Decoded::Torn { reason } | Decoded::Corrupt { reason } => return Err(reason),
+            }
+        }
+    };
+    let sb = match next(&mut at) {
+        Ok(Some(p)) => match Superblock::decode(&data[p]) {
+            Ok(sb) => sb,
+            Err(SuperblockError::Foreign) => {
+                return ZoneRead::Foreign("the first record is not a zonefs superblock".into())
+            }
+            Err(SuperblockError::Invalid(why)) => return ZoneRead::Invalid(why),
+        },
+        Ok(None) => return ZoneRead::Foreign("zeros at the start of a written zone".into()),
+        Err(why) => return ZoneRead::Foreign(format!("no record at the start: {why}")),
+    };
+    let snapshot = match decode_at(data, 0, at, end, block) {
+        Decoded::Torn { reason } => return ZoneRead::NoSnapshot(sb, reason),
+        _ => match next(&mut at) {
+            Ok(Some(p)) => Snapshot::decode(&data[p]).map_err(|e| e.0),
+            Ok(None) => return ZoneRead::NoSnapshot(sb, "no snapshot record".into()),
+            Err(why) => Err(why),
+        },
+    };
+    let mut tree = match snapshot.and_then(|s| Tree::from_snapshot(&s).map_err(|e| e.0)) {
+        Ok(t) => t,
+        Err(why) => return ZoneRead::Damaged(sb, why),
+    };
+    let mut deltas = 0;
+    let cut = loop {
+        match next(&mut at) {
+            Ok(None) => break None,
+            Ok(Some(p)) => {
+                let applied = Delta::decode(&data[p])
+                    .map_err(|e| e.0)
+                    .and_then(|d| tree.apply(&d).map_err(|e| e.0));
+                match applied {
+                    Ok(_) => deltas += 1,
+                    Err(why) => break Some(format!("delta at byte {at}: {why}")),
+                }
+            }
+            Err(why) => break Some(why),
+        }
+    };
+    ZoneRead::Valid(Box::new(ZoneContents {
+        superblock: sb,
+        tree,
+        deltas,
+        cut,
+    }))
+}
+
+/// Frames `payloads` as records; padded to whole blocks when the layout says so.
+fn frame(layout: &Layout, payloads: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in payloads {
+        encode_record(&mut out, p);
+    }
+    if layout.whole_blocks {
+        out.resize(layout.footprint(out.len() as u64) as usize, 0);
+    }
+    out
+}
+
+/// Appends `bytes` to `zone` (in pieces of at most the largest append when appends must be
+/// whole blocks); returns the end offset.
+async fn append_all(client: &Client, layout: &Layout, zone: u32, bytes: Vec<u8>) -> Result<u64> {
+    let bytes = Bytes::from(bytes);
+    if !layout.whole_blocks {
+        let len = bytes.len() as u64;
+        return Ok(client.append(zone, bytes).await? + len);
+    }
+    let step = (layout.max_append_bytes / layout.block() * layout.block()) as usize;
+    let mut end = 0;
+    for start in (0..bytes.len()).step_by(step) {
+        let piece = bytes.slice(start..(start + step).min(bytes.len()));
+        let len = piece.len() as u64;
+        end = client.append(zone, piece).await? + len;
+    }
+    Ok(end)
+}
+
+impl Journal {
+    /// Writes a fresh journal zone `zone` (reset first): superblock of `generation` and the
+    /// snapshot of `tree`, flushed. Returns the journal with that zone current.
+    pub async fn write_fresh(
+        client: &Client,
+        layout: &Layout,
+        zones: u32,
+        zone: u32,
+        generation: u64,
+        tree: &Tree,
+    ) -> Result<Journal> {
+        let sb = Superblock::for_geometry(&layout.geometry, zones, generation).encode();
+        let snap = tree.snapshot().encode();
+        let bytes = frame(layout, &[&sb, &snap]);
+        if bytes.len() as u64 > layout.capacity() {
+            return Err(FsError::NoSpace(format!(
+                "the metadata snapshot ({} bytes) does not fit one journal zone ({} bytes)",
+                bytes.len(),
+                layout.capacity()
+            )));
+        }
+        client.reset(zone).await?;
+        let end = append_all(client, layout, zone, bytes).await?;
+        client.flush(zone).await?;
+        // A flush pads the partial block: the next record starts at a block boundary.
+        let written = end.div_ceil(layout.block()) * layout.block();
+        Ok(Journal {
+            zones,
+            current: zone,
+            written,
+            generation,
+        })
+    }
+
+    /// Moves to the next journal zone with a fresh snapshot of `tree`. The current zone is
+    /// finished first (its data stays valid until the new zone is complete, and only one
+    /// journal zone is active at a time).
+    pub async fn roll(&mut self, client: &Client, layout: &Layout, tree: &Tree) -> Result<()> {
+        let info = client.report(self.current, 1).await?;
+        if info.first().is_some_and(|z| z.state != ZoneState::Full) {
+            client.finish(self.current).await?;
+        }
+        let next = (self.current + 1) % self.zones;
+        *self = Journal::write_fresh(client, layout, self.zones, next, self.generation + 1, tree)
+            .await?;
+        Ok(())
+    }
+
+    /// Journals `delta` durably (appended and flushed when this returns). `tree` must already
+    /// include it: if the delta does not fit the current zone, the journal rolls and the new
+    /// zone's snapshot carries it.
+    pub async fn commit(
+        &mut self,
+        client: &Client,
+        layout: &Layout,
+        delta: &Delta,
+        tree: &Tree,
+    ) -> Result<()> {
+        let bytes = frame(layout, &[&delta.encode()]);
+        let len = bytes.len() as u64;
+        if self.written + len > layout.capacity()
+            || (layout.whole_blocks && len > layout.max_append_bytes)
+        {
+            return self.roll(client, layout, tree).await;
+        }
+        let res = async {
+            let start = client.append(self.current, Bytes::from(bytes)).await?;
+            client.flush(self.current).await?;
+            Ok::<u64, ziob::ZiobError>(start)
+        }
+        .await;
+        match res {
+            Ok(start) => {
+                // A flush pads the partial block: the next record starts at a block boundary.
+                self.written = (start + len).div_ceil(layout.block()) * layout.block();
+                Ok(())
+            }
+            Err(ziob::ZiobError::Device(
+                ziob::backends::DeviceError::ZoneFull { .. }
+                | ziob::backends::DeviceError::BoundaryError { .. },
+            )) => self.roll(client, layout, tree).await,
+            Err(e) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! `ziob-zonefs`: a zone file layer on ZIOB — append-only files stored as extents in zones,
+//! for storage engines (RocksDB's `FileSystem` plugin, kv-demo) that want files on a zoned
+//! device without a block file system.
+//!
+//! - **Files** are lists of extents `(zone, offset, length)` in data zones, in a flat
+//!   namespace of `/`-separated paths (directories are prefixes: [`ZoneFs::list`]). Files
+//!   are append-only: [`create`](ZoneFs::create), [`append`](ZoneFs::append),
+//!   [`sync`](ZoneFs::sync), [`read_at`](ZoneFs::read_at), [`size`](ZoneFs::size),
+//!   [`delete`](ZoneFs::delete), atomic [`rename`](ZoneFs::rename) (replaces the target),
+//!   [`exists`](ZoneFs::exists).
+//! - **Placement**: each file has a [`WriteLifetime`] class (RocksDB's write-lifetime hints
+//!   plus WAL); each class appends to its own open data zone (classes share zones when the
+//!   device's active-zone limit, as the instance presents it, is below 8; the buffer lifts
+//!   it). A zone is reset as soon as no file holds a live byte in it. **Zone garbage
+//!   collection (moving live data out of mostly-dead zones) is not implemented yet**; live
+//!   bytes per zone are tracked ([`ZoneFs::zones`], [`ZoneFs::df`]) so it can be added.
+//! - **Metadata journal** in the reserved zones `0..journal_zones` (default 2): superblock,
+//!   snapshot, then delta records in the zone log's CRC-32C record frame; rolled to the next
+//!   reserved zone with a fresh snapshot when one fills. Byte layout: `docs/format.md`,
+//!   "Zone file layer (zonefs)".
+//! - **Crash semantics**: `create`, `delete` and `rename` are durable when they return.
+//!   `append` is not; `sync(file)` makes the file durable up to its size at that point. After a
+//!   crash each file has at least its last synced size and content; unsynced tails are lost.
+//! - Works through a [`ziob::Client`]: `ZoneFs` is `Clone + Send + Sync` and its futures are
+//!   `Send` (from tokio or any executor); [`ZoneFs::blocking`] gives the same operations as
+//!   blocking calls for foreign threads (RocksDB's).
+//!
+//! ```
+//! use ziob::{Client, Runtime, ZiobConfig};
+//! use ziob_zonefs::{MkfsOptions, WriteLifetime, ZoneFs};
+//! let rt = Runtime::builder().cores(1).build().unwrap();
+//! futures::executor::block_on(async {
+//!     let client = Client::open(rt.handle(), "mem:zones=8,zone_size=1M", ZiobConfig::default())
+//!         .await
+//!         .unwrap();
+//!     ZoneFs::mkfs(&client, MkfsOptions::default()).await.unwrap();
+//!     let fs = ZoneFs::mount(client.clone()).await.unwrap();
+//!     fs.create("db/000001.log", WriteLifetime::Wal).await.unwrap();
+//!     fs.append("db/000001.log", b"hello").await.unwrap();
+//!     fs.sync("db/000001.log").await.unwrap();
+//!     assert_eq!(&fs.read_at("db/000001.log", 0, 100).await.unwrap()[..], b"hello");
+//!     assert_eq!(fs.list("db").await.unwrap(), vec!["000001.log".to_string()]);
+//!     client.close().await.unwrap();
+//! });
+//! ```
+
+mod blocking;
+mod error;
+mod fs;
+mod journal;
+mod layout;
+mod lifetime;
+mod mount;
+mod path;
+pub mod records;
+mod space;
+pub mod superblock;
+mod tree;
+mod wire;
+mod zones;
+
+pub use blocking::BlockingZoneFs;
+pub use error::{FsError, Result};
+pub use fs::ZoneFs;
+pub use journal::JOURNAL_ZONES_RANGE;
+pub use lifetime::WriteLifetime;
+pub use mount::{MkfsOptions, MountReport};
+pub use path::PATH_BYTES_MAX;
+pub use space::SpaceUsage;
+pub use zones::ZoneUse;

@@ -1,0 +1,302 @@
+//! `mkfs` and `mount`: format the reserved zones, or read the journal back and rebuild the
+//! zone table from the device's report.
+
+use ziob::{Client, ZoneInfo, ZoneState};
+
+use crate::error::{FsError, Result};
+use crate::journal::{read_zone, Journal, ZoneRead, JOURNAL_ZONES_RANGE};
+use crate::layout::Layout;
+use crate::tree::Tree;
+use crate::zones::{DataZone, ZoneTable, ZoneUse};
+
+/// Options of [`mkfs`](crate::ZoneFs::mkfs).
+#[derive(Debug, Clone, Copy)]
+pub struct MkfsOptions {
+    /// Zones reserved for the metadata journal (zones `0..journal_zones`), 2..=16. Default 2.
+    pub journal_zones: u32,
+    /// Format even if the device holds a file system or other data (it is all erased).
+    pub force: bool,
+}
+
+impl Default for MkfsOptions {
+    fn default() -> Self {
+        MkfsOptions {
+            journal_zones: 2,
+            force: false,
+        }
+    }
+}
+
+/// Formats the device: every zone reset, then a superblock (generation 1) and an empty
+/// snapshot in zone 0.
+pub async fn mkfs(client: &Client, opts: MkfsOptions) -> Result<()> {
+    let layout = Layout::of(client).await?;
+    let g = layout.geometry;
+    if !JOURNAL_ZONES_RANGE.contains(&opts.journal_zones) || opts.journal_zones + 1 > g.zone_count {
+        return Err(FsError::Config(format!(
+            "journal_zones {} must be in {JOURNAL_ZONES_RANGE:?} and leave a data zone (device has {} zones)",
+            opts.journal_zones, g.zone_count
+        )));
+    }
+    if !opts.force {
+        let report = client.report(0, g.zone_count).await?;
+        if let Some(z) = report.iter().find(|z| z.state != ZoneState::Empty) {
+            let mut found = format!("data in zone {}", z.index);
+            for j in 0..2.min(g.zone_count) {
+                let wp = report[j as usize].write_pointer_bytes;
+                if matches!(
+                    read_zone(client, &layout, j, wp).await?,
+                    ZoneRead::Valid(_) | ZoneRead::NoSnapshot(..) | ZoneRead::Damaged(..)
+                ) {
+                    found = "a zone file system".to_string();
+                }
+            }
+            return Err(FsError::DeviceInUse { found });
+        }
+    }
+    for z in 0..g.zone_count {
+        client.reset(z).await?;
+    }
+    Journal::write_fresh(client, &layout, opts.journal_zones, 0, 1, &Tree::default()).await?;
+    Ok(())
+}
+
+/// Everything a mount rebuilds.
+pub struct Mounted {
+    /// How the layer writes to this instance.
+    pub layout: Layout,
+    /// The namespace.
+    pub tree: Tree,
+    /// The data zones.
+    pub zones: ZoneTable,
+    /// The journal, rolled to a fresh zone.
+    pub journal: Journal,
+    /// What mount found and did, for the caller to show.
+    pub report: MountReport,
+}
+
+/// What a mount found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MountReport {
+    /// The journal zone read (the newest valid one).
+    pub journal_zone: u32,
+    /// Its generation.
+    pub generation: u64,
+    /// Deltas replayed after its snapshot.
+    pub deltas: usize,
+    /// Why replay stopped before the zone's end (a torn or corrupt record), if it did.
+    pub cut: Option<String>,
+    /// Data zones reset because no file holds data in them (unsynced data lost in a crash).
+    pub zones_reset: Vec<u32>,
+}
+
+/// Reads the journal back and rebuilds the zone table; rolls the journal to a fresh zone so
+/// that new deltas never follow a torn record.
+pub async fn mount(client: &Client) -> Result<Mounted> {
+    let layout = Layout::of(client).await?;
+    let g = layout.geometry;
+    let report = client.report(0, g.zone_count).await?;
+    let wp = |z: u32| report[z as usize].write_pointer_bytes;
+    let mut reads = Vec::new();
+    for z in 0..2.min(g.zone_count) {
+        reads.push(read_zone(client, &layout, z, wp(z)).await?);
+    }
+    let journal_zones = reads.iter().find_map(|r| match r {
+        ZoneRead::Valid(c) => Some(c.superblock.journal_zones),
+        ZoneRead::NoSnapshot(sb, _) | ZoneRead::Damaged(sb, _) => Some(sb.journal_zones),
+        _ => None,
+    });
+    let Some(journal_zones) = journal_zones else {
+        return Err(no_superblock(&reads));
+    };
+    if journal_zones >= g.zone_count {
+        return Err(FsError::GeometryMismatch {
+            reason: format!(
+                "{journal_zones} journal zones on a device of {} zones",
+                g.zone_count
+            ),
+        });
+    }
+    for z in 2..journal_zones {
+        reads.push(read_zone(client, &layout, z, wp(z)).await?);
+    }
+    let mut max_generation = 0;
+    let mut damaged: Option<(u64, String)> = None;
+    let mut best: Option<(u32, Box<crate::journal::ZoneContents>)> = None;
+    for (z, read) in reads.into_iter().enumerate() {
+        let sb = match &read {
+            ZoneRead::Valid(c) => c.superblock,
+            ZoneRead::NoSnapshot(sb, why) => {
+                tracing::warn!(
+                    zone = z,
+                    why,
+                    "journal zone without a valid snapshot (an interrupted roll); ignored"
+                );
+                *sb
+            }
+            ZoneRead::Damaged(sb, why) => {
+                if damaged.as_ref().is_none_or(|(g, _)| *g < sb.generation) {
+                    damaged = Some((sb.generation, format!("journal zone {z}: {why}")));
+                }
+                *sb
+            }
+            _ => continue,
+        };
+        sb.check_geometry(&g)
+            .map_err(|reason| FsError::GeometryMismatch { reason })?;
+        if sb.journal_zones != journal_zones {
+            return Err(FsError::Corrupt {
+                reason: format!(
+                    "journal zone {z} says {} journal zones, another says {journal_zones}",
+                    sb.journal_zones
+                ),
+            });
+        }
+        max_generation = max_generation.max(sb.generation);
+        if let ZoneRead::Valid(c) = read {
+            if best
+                .as_ref()
+                .is_none_or(|(_, b)| b.superblock.generation < sb.generation)
+            {
+                best = Some((z as u32, c));
+            }
+        }
+    }
+    // A damaged snapshot newer than every valid zone: falling back would silently lose the
+    // metadata changes since; refuse.
+    if let Some((g, why)) = damaged {
+        if best
+            .as_ref()
+            .is_none_or(|(_, b)| b.superblock.generation < g)
+        {
+            return Err(FsError::Corrupt {
+                reason: format!("the newest journal zone's snapshot is corrupt ({why})"),
+            });
+        }
+    }
+    let Some((journal_zone, contents)) = best else {
+        return Err(FsError::Corrupt {
+            reason: "no journal zone has a valid superblock and snapshot".into(),
+        });
+    };
+    if let Some(cut) = &contents.cut {
+        tracing::warn!(
+            zone = journal_zone,
+            cut,
+            "journal replay stopped at a torn or corrupt record; later deltas dropped"
+        );
+    }
+    let tree = contents.tree;
+    let (zones, zones_reset) = data_zones(client, &layout, &report, journal_zones, &tree).await?;
+    let mut journal = Journal {
+        zones: journal_zones,
+        current: journal_zone,
+        written: wp(journal_zone),
+        generation: max_generation,
+    };
+    journal.roll(client, &layout, &tree).await?;
+    Ok(Mounted {
+        layout,
+        tree,
+        zones,
+        journal,
+        report: MountReport {
+            journal_zone,
+            generation: contents.superblock.generation,
+            deltas: contents.deltas,
+            cut: contents.cut,
+            zones_reset,
+        },
+    })
+}
+
+/// The typed error for reserved zones with no zonefs superblock.
+fn no_superblock(reads: &[ZoneRead]) -> FsError {
+    for r in reads {
+        match r {
+            ZoneRead::Invalid(why) => {
+                return FsError::Corrupt {
+                    reason: format!("unusable superblock: {why}"),
+                }
+            }
+            ZoneRead::Foreign(why) => {
+                return FsError::Foreign {
+                    reason: why.clone(),
+                }
+            }
+            _ => {}
+        }
+    }
+    FsError::NotFormatted
+}
+
+/// Builds the data zone table: live bytes from the files' extents (checked against the zones'
+/// write pointers); zones holding no live byte are reset; zones holding some are finished
+/// (closed for appends, and no longer active).
+async fn data_zones(
+    client: &Client,
+    layout: &Layout,
+    report: &[ZoneInfo],
+    first: u32,
+    tree: &Tree,
+) -> Result<(ZoneTable, Vec<u32>)> {
+    let mut live = vec![0u64; report.len()];
+    for (_, node) in tree.nodes() {
+        for e in &node.extents {
+            let z = e.zone as usize;
+            let ok = e.zone >= first
+                && z < report.len()
+                && e.offset.checked_add(e.len).is_some_and(|end| {
+                    end <= report[z].write_pointer_bytes && end <= layout.capacity()
+                });
+            if !ok {
+                return Err(FsError::Corrupt {
+                    reason: format!(
+                        "file {} has an extent {e:?} outside the written data zones",
+                        node.path
+                    ),
+                });
+            }
+            live[z] += e.len;
+        }
+    }
+    let mut table = Vec::new();
+    let mut reset = Vec::new();
+    for info in &report[first as usize..] {
+        let z = info.index as usize;
+        let entry = match info.state {
+            ZoneState::Offline | ZoneState::ReadOnly => DataZone {
+                usage: ZoneUse::Unusable,
+                written: info.write_pointer_bytes,
+                live: live[z],
+            },
+            ZoneState::Empty => DataZone {
+                usage: ZoneUse::Free,
+                written: 0,
+                live: 0,
+            },
+            _ if live[z] == 0 => {
+                client.reset(info.index).await?;
+                reset.push(info.index);
+                DataZone {
+                    usage: ZoneUse::Free,
+                    written: 0,
+                    live: 0,
+                }
+            }
+            state => {
+                if state != ZoneState::Full {
+                    client.finish(info.index).await?;
+                }
+                // Finished or Full: the whole capacity is spent.
+                DataZone {
+                    usage: ZoneUse::Closed,
+                    written: layout.capacity(),
+                    live: live[z],
+                }
+            }
+        };
+        table.push(entry);
+    }
+    Ok((ZoneTable::new(first, table, layout.slots), reset))
+}

@@ -1,0 +1,62 @@
+//! Space accounting over the data zones (`df`).
+
+use crate::zones::{ZoneTable, ZoneUse};
+
+/// What the data zones hold, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpaceUsage {
+    /// Writable bytes of all usable data zones.
+    pub total_bytes: u64,
+    /// Bytes still writable: free zones whole, plus what is left in open zones.
+    pub free_bytes: u64,
+    /// Bytes in files (live extents, synced or not).
+    pub used_bytes: u64,
+    /// Bytes written or spent that no file holds: dead data, padding, and the unwritten rest
+    /// of finished zones. Zone garbage collection (not implemented yet) would reclaim them.
+    pub reclaimable_bytes: u64,
+    /// Usable data zones.
+    pub data_zones: u32,
+    /// Zones free (empty).
+    pub free_zones: u32,
+}
+
+impl SpaceUsage {
+    /// Sums the table (zone capacity `capacity`).
+    pub fn of(zones: &ZoneTable, capacity: u64) -> SpaceUsage {
+        let mut u = SpaceUsage {
+            total_bytes: 0,
+            free_bytes: 0,
+            used_bytes: 0,
+            reclaimable_bytes: 0,
+            data_zones: 0,
+            free_zones: 0,
+        };
+        for (_, z) in zones.iter() {
+            if z.usage == ZoneUse::Unusable {
+                continue;
+            }
+            u.data_zones += 1;
+            u.total_bytes += capacity;
+            u.used_bytes += z.live;
+            u.reclaimable_bytes += z.written.saturating_sub(z.live);
+            match z.usage {
+                ZoneUse::Free => {
+                    u.free_zones += 1;
+                    u.free_bytes += capacity;
+                }
+                ZoneUse::Open(_) => u.free_bytes += capacity.saturating_sub(z.written),
+                _ => {}
+            }
+        }
+        u
+    }
+
+    /// Space amplification: bytes spent in zones (used + reclaimable) over bytes in files;
+    /// 1.0 when nothing is stored.
+    pub fn space_amplification(&self) -> f64 {
+        if self.used_bytes == 0 {
+            return 1.0;
+        }
+        (self.used_bytes + self.reclaimable_bytes) as f64 / self.used_bytes as f64
+    }
+}

@@ -1,0 +1,170 @@
+//! The data zones' table: which are free, which class slot each open zone serves, how far each
+//! is written and how many of its bytes are live (in some file's extents).
+
+use std::collections::BTreeSet;
+
+/// What a data zone is used for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZoneUse {
+    /// Empty, ready to be opened.
+    Free,
+    /// Being appended to by the class slot given.
+    Open(usize),
+    /// Written and left (Full or finished); freed when its live bytes drop to 0.
+    Closed,
+    /// Offline or read-only on the device: never used.
+    Unusable,
+}
+
+/// One data zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataZone {
+    /// What it is used for.
+    pub usage: ZoneUse,
+    /// Bytes written from its start, as far as this layer knows (the write pointer).
+    pub written: u64,
+    /// Bytes of it in files' extents.
+    pub live: u64,
+}
+
+/// Every data zone (`first..zone_count`) and the open zone of each class slot.
+#[derive(Debug, Clone)]
+pub struct ZoneTable {
+    first: u32,
+    zones: Vec<DataZone>,
+    open: Vec<Option<u32>>,
+    free: BTreeSet<u32>,
+}
+
+impl ZoneTable {
+    /// A table of data zones `first..first + zones.len()` with `slots` class slots; zones
+    /// marked `Open` are not accepted here (mount closes or frees them first).
+    pub fn new(first: u32, zones: Vec<DataZone>, slots: usize) -> ZoneTable {
+        let free = zones
+            .iter()
+            .enumerate()
+            .filter(|(_, z)| z.usage == ZoneUse::Free)
+            .map(|(i, _)| first + i as u32)
+            .collect();
+        ZoneTable {
+            first,
+            zones,
+            open: vec![None; slots],
+            free,
+        }
+    }
+
+    /// Zone `zone`'s entry.
+    pub fn get(&self, zone: u32) -> &DataZone {
+        &self.zones[(zone - self.first) as usize]
+    }
+
+    fn get_mut(&mut self, zone: u32) -> &mut DataZone {
+        &mut self.zones[(zone - self.first) as usize]
+    }
+
+    /// Every data zone with its index.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &DataZone)> {
+        self.zones
+            .iter()
+            .enumerate()
+            .map(move |(i, z)| (self.first + i as u32, z))
+    }
+
+    /// Number of class slots.
+    pub fn slots(&self) -> usize {
+        self.open.len()
+    }
+
+    /// The zone slot `slot` appends to, if one is open.
+    pub fn open_zone(&self, slot: usize) -> Option<u32> {
+        self.open[slot]
+    }
+
+    /// Opens the lowest free zone for `slot`; None when no zone is free.
+    pub fn open_new(&mut self, slot: usize) -> Option<u32> {
+        debug_assert!(self.open[slot].is_none());
+        let zone = self.free.pop_first()?;
+        *self.get_mut(zone) = DataZone {
+            usage: ZoneUse::Open(slot),
+            written: 0,
+            live: 0,
+        };
+        self.open[slot] = Some(zone);
+        Some(zone)
+    }
+
+    /// `len` bytes appended to `zone` end at `end`; `live` of them belong to a file.
+    pub fn note_append(&mut self, zone: u32, end: u64, live: u64) {
+        let z = self.get_mut(zone);
+        z.written = z.written.max(end);
+        z.live += live;
+    }
+
+    /// Adds `len` live bytes to `zone` (building the table at mount).
+    pub fn add_live(&mut self, zone: u32, len: u64) {
+        self.get_mut(zone).live += len;
+    }
+
+    /// The zone is left (full or finished): no more appends to it.
+    pub fn close(&mut self, zone: u32) {
+        if let ZoneUse::Open(slot) = self.get(zone).usage {
+            self.open[slot] = None;
+        }
+        let z = self.get_mut(zone);
+        if z.usage != ZoneUse::Free {
+            z.usage = ZoneUse::Closed;
+        }
+    }
+
+    /// Removes `len` live bytes from `zone`; true when the zone now holds no live byte and
+    /// has data (it should be reset).
+    pub fn free_bytes(&mut self, zone: u32, len: u64) -> bool {
+        let z = self.get_mut(zone);
+        z.live = z.live.saturating_sub(len);
+        z.live == 0 && z.written > 0 && matches!(z.usage, ZoneUse::Open(_) | ZoneUse::Closed)
+    }
+
+    /// The zone was reset: it is free again.
+    pub fn reset_done(&mut self, zone: u32) {
+        self.close(zone);
+        *self.get_mut(zone) = DataZone {
+            usage: ZoneUse::Free,
+            written: 0,
+            live: 0,
+        };
+        self.free.insert(zone);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn free() -> DataZone {
+        DataZone {
+            usage: ZoneUse::Free,
+            written: 0,
+            live: 0,
+        }
+    }
+
+    #[test]
+    fn open_fill_free_reset() {
+        let mut t = ZoneTable::new(2, vec![free(), free(), free()], 2);
+        assert_eq!(t.open_new(0), Some(2));
+        assert_eq!(t.open_new(1), Some(3));
+        t.note_append(2, 100, 100);
+        t.note_append(2, 200, 100);
+        assert!(!t.free_bytes(2, 100));
+        assert!(t.free_bytes(2, 100));
+        t.reset_done(2);
+        assert_eq!(t.open_zone(0), None);
+        t.close(3);
+        assert_eq!(t.open_zone(1), None);
+        assert_eq!(t.open_new(1), Some(2));
+        assert_eq!(t.open_new(0), Some(4));
+        // A zone without data is not reported as needing a reset.
+        assert!(!t.free_bytes(4, 0));
+    }
+}

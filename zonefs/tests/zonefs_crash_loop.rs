@@ -1,0 +1,207 @@
+//! Crash loop: a writer thread creates, appends to, syncs and deletes files while the
+//! instance is abandoned (a crash: buffered data lost) at a random moment, mid-operation.
+//! After each remount every acknowledged create and delete holds, every file has at least
+//! its acknowledged synced size, and its content is a prefix of what was appended.
+//! `ZONEFS_CRASH_ROUNDS` sets the number of rounds (default 20).
+//!
+//! Known ZIOB issue (see `ziob_abandon_race.rs`): a client call racing the abandon sometimes
+//! never answers. A writer still blocked 20 s after the abandon is left behind (reported on
+//! stderr); its operation counts as in flight, and it works on a copy of the model, so a late
+//! answer cannot change what the next round checks. The stuck instance keeps the device file
+//! open, so the loop goes on with a copy of the file (a crash image).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use support::{b, bounded, end, open, runtime, EmuFile};
+use ziob_zonefs::{MkfsOptions, WriteLifetime, ZoneFs};
+
+/// What the writer was told about a file.
+#[derive(Debug, Clone, Default)]
+struct Known {
+    /// Create acknowledged (else in flight at the crash).
+    created: bool,
+    /// Delete acknowledged / in flight.
+    deleted: Option<bool>,
+    /// Bytes appended (acknowledged or in flight).
+    appended: u64,
+    /// Size at the last acknowledged sync.
+    synced: u64,
+}
+
+/// The content of file `name` at `offset`.
+fn byte_at(name: &str, offset: u64) -> u8 {
+    let h = name
+        .bytes()
+        .fold(7u8, |a, c| a.wrapping_mul(31).wrapping_add(c));
+    h.wrapping_add((offset % 251) as u8)
+}
+
+fn content(name: &str, from: u64, len: u64) -> Vec<u8> {
+    (from..from + len).map(|o| byte_at(name, o)).collect()
+}
+
+/// A small deterministic generator.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// The writer: ops until one fails (the crash).
+fn writer(fs: ZoneFs, round: u64, known: Arc<Mutex<BTreeMap<String, Known>>>) {
+    let mut rng = Rng(round * 7919 + 1);
+    for i in 0.. {
+        let name = format!("r{round}/f{}", i % 6);
+        let exists = known
+            .lock()
+            .unwrap()
+            .get(&name)
+            .is_some_and(|k| k.deleted.is_none());
+        let res = if !exists {
+            known.lock().unwrap().insert(name.clone(), Known::default());
+            let lt = if i % 2 == 0 {
+                WriteLifetime::Wal
+            } else {
+                WriteLifetime::Medium
+            };
+            let r = b(fs.create(&name, lt));
+            if r.is_ok() {
+                known.lock().unwrap().get_mut(&name).unwrap().created = true;
+            }
+            r
+        } else {
+            match rng.next() % 8 {
+                0 => {
+                    // Delete an older file of any round.
+                    let victim = known
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .find(|(_, k)| k.created && k.deleted.is_none())
+                        .map(|(n, _)| n.clone());
+                    let Some(v) = victim else { continue };
+                    known.lock().unwrap().get_mut(&v).unwrap().deleted = Some(false);
+                    let r = b(fs.delete(&v));
+                    if r.is_ok() {
+                        known.lock().unwrap().get_mut(&v).unwrap().deleted = Some(true);
+                    }
+                    r
+                }
+                1..=3 => {
+                    let size = known.lock().unwrap()[&name].appended;
+                    let r = b(fs.sync(&name));
+                    if r.is_ok() {
+                        known.lock().unwrap().get_mut(&name).unwrap().synced = size;
+                    }
+                    r
+                }
+                _ => {
+                    let len = 1 + rng.next() % 9000;
+                    let from = {
+                        let mut k = known.lock().unwrap();
+                        let e = k.get_mut(&name).unwrap();
+                        e.appended += len;
+                        e.appended - len
+                    };
+                    b(fs.append(&name, &content(&name, from, len)))
+                }
+            }
+        };
+        if res.is_err() {
+            return;
+        }
+    }
+}
+
+#[test]
+fn crash_loop_keeps_acknowledged_metadata_and_synced_data() {
+    let rounds: u64 = std::env::var("ZONEFS_CRASH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let first = EmuFile::create("crash", 256, 256 << 10, None);
+    bounded(60 + rounds * 30, move || {
+        let mut file = first;
+        let mut spec = file.spec();
+        let rt = runtime(2);
+        let client = open(&rt, &spec, true);
+        b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
+        end(client, false);
+        let known: Arc<Mutex<BTreeMap<String, Known>>> = Arc::default();
+        let mut rng = Rng(42);
+        for round in 0..rounds {
+            let client = open(&rt, &spec, true);
+            let fs = b(ZoneFs::mount(client.clone())).unwrap();
+            // Check what the last crash left, then take reality as the new model.
+            {
+                let mut k = known.lock().unwrap();
+                let mut gone = Vec::new();
+                for (name, e) in k.iter_mut() {
+                    let exists = b(fs.exists(name)).unwrap();
+                    match e.deleted {
+                        Some(true) => assert!(!exists, "{name}: deleted, yet there"),
+                        Some(false) => {}
+                        None if e.created => assert!(exists, "{name}: created, yet gone"),
+                        None => {}
+                    }
+                    if !exists {
+                        gone.push(name.clone());
+                        continue;
+                    }
+                    let size = b(fs.size(name)).unwrap();
+                    assert!(size >= e.synced, "{name}: {size} < synced {}", e.synced);
+                    assert!(
+                        size <= e.appended,
+                        "{name}: {size} > appended {}",
+                        e.appended
+                    );
+                    let data = b(fs.read_at(name, 0, size as usize)).unwrap();
+                    assert_eq!(&data[..], &content(name, 0, size)[..], "{name} content");
+                    *e = Known {
+                        created: true,
+                        deleted: None,
+                        appended: size,
+                        synced: size,
+                    };
+                }
+                for n in gone {
+                    k.remove(&n);
+                }
+            }
+            // The writer works on its own copy of the model, taken back when it ends.
+            let round_known = Arc::new(Mutex::new(known.lock().unwrap().clone()));
+            let (done_tx, done_rx) = std::sync::mpsc::channel();
+            {
+                let (fs, round_known) = (fs.clone(), round_known.clone());
+                std::thread::spawn(move || {
+                    writer(fs, round, round_known);
+                    let _ = done_tx.send(());
+                });
+            }
+            std::thread::sleep(Duration::from_millis(5 + rng.next() % 60));
+            drop(fs);
+            end(client, true);
+            match done_rx.recv_timeout(Duration::from_secs(20)) {
+                Ok(()) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    eprintln!("round {round}: a call racing the abandon never answered (known ZIOB issue); writer left behind, going on with a copy of the device file");
+                    let copy = file.copy("crash");
+                    spec = copy.spec();
+                    // Unlinks the old file (the stuck instance keeps its descriptor).
+                    file = copy;
+                }
+                Err(e) => panic!("the writer panicked: {e}"),
+            }
+            let snapshot = round_known.lock().unwrap().clone();
+            *known.lock().unwrap() = snapshot;
+        }
+    });
+}

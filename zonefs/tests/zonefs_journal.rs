@@ -1,0 +1,178 @@
+//! The metadata journal: rollover across small reserved zones under many metadata operations
+//! (with remounts and crashes in between), and the typed errors for devices that hold no file
+//! system, something else, or a damaged one — never a silent reformat.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use support::{b, bounded, end, open, runtime, EmuFile};
+use ziob::zonelog::{LogSpace, LogSpaceOptions};
+use ziob_zonefs::{FsError, MkfsOptions, WriteLifetime, ZoneFs};
+
+const ZONES: u32 = 16;
+const ZONE_BYTES: u64 = 32 << 10;
+
+#[test]
+fn journal_rolls_over_small_reserved_zones() {
+    for (journal_zones, buffered) in [(2, true), (3, false), (4, true)] {
+        // Many data zones: every sync pads a block and there is no zone GC yet.
+        let file = EmuFile::create("roll", 128, ZONE_BYTES, None);
+        let spec = file.spec();
+        bounded(180, move || {
+            let rt = runtime(2);
+            let mut client = open(&rt, &spec, buffered);
+            b(ZoneFs::mkfs(
+                &client,
+                MkfsOptions {
+                    journal_zones,
+                    force: false,
+                },
+            ))
+            .unwrap();
+            let mut fs = b(ZoneFs::mount(client.clone())).unwrap();
+            // Each delta takes a block (it is flushed on its own); a 32 KiB zone holds 7.
+            let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+            for i in 0..300u32 {
+                let p = format!("dir{}/f{}", i % 3, i % 17);
+                if model.contains_key(&p) {
+                    if i % 2 == 0 {
+                        b(fs.delete(&p)).unwrap();
+                        model.remove(&p);
+                    } else {
+                        let q = format!("dir{}/r{}", i % 5, i % 7);
+                        b(fs.rename(&p, &q)).unwrap();
+                        let v = model.remove(&p).unwrap();
+                        model.insert(q, v);
+                    }
+                } else {
+                    b(fs.create(&p, WriteLifetime::Short)).unwrap();
+                    let data = i.to_le_bytes().repeat(1 + i as usize % 5);
+                    b(fs.append(&p, &data)).unwrap();
+                    b(fs.sync(&p)).unwrap();
+                    model.insert(p, data);
+                }
+                if i % 97 == 96 {
+                    // Every third of the way, a crash: metadata is durable as it returned.
+                    drop(fs);
+                    end(client, i % 2 == 0);
+                    client = open(&rt, &spec, buffered);
+                    fs = b(ZoneFs::mount(client.clone())).unwrap();
+                }
+            }
+            drop(fs);
+            end(client, true);
+            let client = open(&rt, &spec, buffered);
+            let fs = b(ZoneFs::mount(client.clone())).unwrap();
+            let rep = fs.mount_report().clone();
+            assert!(
+                rep.generation > 40,
+                "the journal rolled many times: {rep:?}"
+            );
+            assert!(rep.journal_zone < journal_zones);
+            for (p, data) in &model {
+                assert_eq!(&b(fs.read_at(p, 0, 1000)).unwrap()[..], &data[..], "{p}");
+            }
+            let mut all = Vec::new();
+            for d in b(fs.list("")).unwrap() {
+                for f in b(fs.list(&d)).unwrap() {
+                    all.push(format!("{d}/{f}"));
+                }
+            }
+            all.sort();
+            assert_eq!(all, model.keys().cloned().collect::<Vec<_>>());
+            drop(fs);
+            end(client, false);
+        });
+    }
+}
+
+#[test]
+fn empty_foreign_and_formatted_devices() {
+    let file = EmuFile::create("foreign", ZONES, ZONE_BYTES, None);
+    let spec = file.spec();
+    bounded(120, move || {
+        let rt = runtime(1);
+        // Empty: not formatted.
+        let client = open(&rt, &spec, true);
+        let r = b(ZoneFs::mount(client.clone()));
+        assert!(matches!(r, Err(FsError::NotFormatted)), "{r:?}");
+        // A zone log on it: foreign, for mount and mkfs alike.
+        let space = b(LogSpace::open(client.clone(), LogSpaceOptions::default())).unwrap();
+        let log = b(space.open_log("wal")).unwrap();
+        b(log.append(b"record")).unwrap();
+        b(log.sync()).unwrap();
+        drop((log, space));
+        let r = b(ZoneFs::mount(client.clone()));
+        assert!(matches!(r, Err(FsError::Foreign { .. })), "{r:?}");
+        let r = b(ZoneFs::mkfs(&client, MkfsOptions::default()));
+        assert!(
+            matches!(&r, Err(FsError::DeviceInUse { found }) if found.contains("data in zone")),
+            "{r:?}"
+        );
+        // Forced: formatted; then a second mkfs finds the file system.
+        b(ZoneFs::mkfs(
+            &client,
+            MkfsOptions {
+                force: true,
+                ..MkfsOptions::default()
+            },
+        ))
+        .unwrap();
+        let fs = b(ZoneFs::mount(client.clone())).unwrap();
+        b(fs.create("x", WriteLifetime::NotSet)).unwrap();
+        let r = b(ZoneFs::mkfs(&client, MkfsOptions::default()));
+        assert!(
+            matches!(&r, Err(FsError::DeviceInUse { found }) if found.contains("file system")),
+            "{r:?}"
+        );
+        assert!(b(fs.exists("x")).unwrap(), "a refused mkfs changes nothing");
+        let r = b(ZoneFs::mkfs(
+            &client,
+            MkfsOptions {
+                journal_zones: 1,
+                force: true,
+            },
+        ));
+        assert!(matches!(r, Err(FsError::Config(_))), "{r:?}");
+        drop(fs);
+        end(client, false);
+    });
+}
+
+#[test]
+fn a_corrupt_newest_snapshot_is_an_error_not_a_fallback() {
+    let file = EmuFile::create("corrupt", ZONES, ZONE_BYTES, None);
+    let spec = file.spec();
+    let spec2 = spec.clone();
+    let current = bounded(60, move || {
+        let rt = runtime(1);
+        let client = open(&rt, &spec, true);
+        b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
+        let fs = b(ZoneFs::mount(client.clone())).unwrap();
+        b(fs.create("kept", WriteLifetime::Long)).unwrap();
+        drop(fs);
+        end(client, false);
+        // Remount: the journal rolls to a fresh zone holding a snapshot with "kept".
+        let client = open(&rt, &spec, true);
+        let fs = b(ZoneFs::mount(client.clone())).unwrap();
+        let current = (fs.mount_report().journal_zone + 1) % 2;
+        drop(fs);
+        end(client, false);
+        current
+    });
+    // Flip a byte inside the snapshot's payload (superblock record: 12 + 48 bytes, then the
+    // snapshot frame's 12-byte header).
+    let at = file.zone_offset(ZONES as u64, ZONE_BYTES, current as u64) + 60 + 12 + 3;
+    file.poke(at, &[0xEE]);
+    bounded(60, move || {
+        let rt = runtime(1);
+        let client = open(&rt, &spec2, true);
+        let r = b(ZoneFs::mount(client.clone()));
+        assert!(
+            matches!(&r, Err(FsError::Corrupt { reason }) if reason.contains("snapshot")),
+            "{r:?}"
+        );
+        end(client, false);
+    });
+}

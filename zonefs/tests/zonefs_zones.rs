@@ -1,0 +1,198 @@
+//! Zone use: files of one lifetime class share a zone and classes do not; deleting or
+//! renaming over files resets every zone left without live data (on the device, too); the
+//! active-zone limit the instance presents (buffer off) is never exceeded.
+
+mod support;
+
+use support::{b, bounded, end, open, runtime, EmuFile};
+use ziob::ZoneState;
+use ziob_zonefs::{FsError, MkfsOptions, WriteLifetime, ZoneFs, ZoneUse};
+
+const ZONE_BYTES: u64 = 64 << 10;
+
+fn zones_of(fs: &ZoneFs) -> Vec<(u32, ZoneUse, u64, u64)> {
+    b(fs.zones())
+}
+
+/// Data zones holding live data.
+fn live_zones(fs: &ZoneFs) -> Vec<u32> {
+    zones_of(fs)
+        .into_iter()
+        .filter(|z| z.3 > 0)
+        .map(|z| z.0)
+        .collect()
+}
+
+#[test]
+fn delete_and_rename_over_reset_zones_and_classes_are_apart() {
+    for buffered in [true, false] {
+        let file = EmuFile::create("reset", 32, ZONE_BYTES, None);
+        let spec = file.spec();
+        bounded(120, move || {
+            let rt = runtime(2);
+            let client = open(&rt, &spec, buffered);
+            b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
+            let fs = b(ZoneFs::mount(client.clone())).unwrap();
+            // Two WAL files and two long-lived files, interleaved, each over several zones.
+            let names = ["wal1", "wal2", "sst1", "sst2"];
+            let lts = [
+                WriteLifetime::Wal,
+                WriteLifetime::Wal,
+                WriteLifetime::Long,
+                WriteLifetime::Long,
+            ];
+            for (n, lt) in names.iter().zip(lts) {
+                b(fs.create(n, lt)).unwrap();
+            }
+            let chunk = vec![7u8; 20_000];
+            for _ in 0..5 {
+                for n in names {
+                    b(fs.append(n, &chunk)).unwrap();
+                }
+            }
+            for n in names {
+                b(fs.sync(n)).unwrap();
+            }
+            let df = b(fs.df());
+            assert_eq!(df.used_bytes, 4 * 100_000);
+            let amp = df.space_amplification();
+            assert!((1.0..2.0).contains(&amp), "space amplification {amp}");
+            assert_eq!(
+                df.free_bytes + df.used_bytes + df.reclaimable_bytes,
+                df.total_bytes,
+                "{df:?}"
+            );
+            let before = live_zones(&fs);
+            assert!(before.len() >= 8, "{before:?}");
+            // Delete both WAL files: every zone they used is reset, on the device too.
+            b(fs.delete("wal1")).unwrap();
+            b(fs.delete("wal2")).unwrap();
+            let after = live_zones(&fs);
+            assert!(after.len() < before.len());
+            let report = b(client.report(0, 32)).unwrap();
+            for (z, usage, written, live) in zones_of(&fs) {
+                if live == 0 {
+                    assert_eq!(usage, ZoneUse::Free, "zone {z}");
+                    assert_eq!(written, 0);
+                    assert_eq!(
+                        report[z as usize].state,
+                        ZoneState::Empty,
+                        "zone {z} on the device"
+                    );
+                }
+            }
+            // The SST zones were untouched: they hold exactly the SST data.
+            let sst_live: u64 = zones_of(&fs).iter().map(|z| z.3).sum();
+            assert_eq!(sst_live, 200_000);
+            // Rename over: sst1 replaces sst2; sst2's zones that held only its data are reset.
+            b(fs.rename("sst1", "sst2")).unwrap();
+            assert_eq!(b(fs.df()).used_bytes, 100_000);
+            assert!(!b(fs.exists("sst1")).unwrap());
+            assert_eq!(b(fs.read_at("sst2", 0, 200_000)).unwrap().len(), 100_000);
+            b(fs.delete("sst2")).unwrap();
+            assert!(live_zones(&fs).is_empty());
+            let report = b(client.report(2, 30)).unwrap();
+            assert!(
+                report.iter().all(|z| z.state == ZoneState::Empty),
+                "every data zone empty after every file is gone: {report:?}"
+            );
+            let df = b(fs.df());
+            assert_eq!((df.used_bytes, df.reclaimable_bytes), (0, 0));
+            assert_eq!(df.free_zones, 30);
+            assert_eq!(df.free_bytes, df.total_bytes);
+            assert_eq!(df.space_amplification(), 1.0);
+            drop(fs);
+            end(client, false);
+        });
+    }
+}
+
+#[test]
+fn classes_use_separate_zones() {
+    let file = EmuFile::create("classes", 32, ZONE_BYTES, None);
+    let spec = file.spec();
+    bounded(120, move || {
+        let rt = runtime(1);
+        let client = open(&rt, &spec, true);
+        b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
+        let fs = b(ZoneFs::mount(client.clone())).unwrap();
+        for lt in WriteLifetime::ALL {
+            for i in 0..2 {
+                let p = format!("{lt:?}/{i}");
+                b(fs.create(&p, lt)).unwrap();
+                b(fs.append(&p, b"data")).unwrap();
+            }
+        }
+        // One open zone per class (7), each holding that class's two files.
+        let open: Vec<_> = zones_of(&fs)
+            .into_iter()
+            .filter(|z| matches!(z.1, ZoneUse::Open(_)))
+            .collect();
+        assert_eq!(open.len(), 7, "{open:?}");
+        assert!(open.iter().all(|z| z.3 == 8), "{open:?}");
+        drop(fs);
+        end(client, false);
+    });
+}
+
+#[test]
+fn active_zone_limit_is_kept_without_the_buffer() {
+    for limit in [2u32, 3, 5] {
+        let file = EmuFile::create("limit", 40, ZONE_BYTES, Some(limit));
+        let spec = file.spec();
+        bounded(120, move || {
+            let rt = runtime(2);
+            let client = open(&rt, &spec, false);
+            b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
+            let fs = b(ZoneFs::mount(client.clone())).unwrap();
+            let active = |client: &ziob::Client| {
+                b(client.report(0, 40))
+                    .unwrap()
+                    .iter()
+                    .filter(|z| z.state.is_active())
+                    .count() as u32
+            };
+            for round in 0..6 {
+                for lt in WriteLifetime::ALL {
+                    let p = format!("{lt:?}/{round}");
+                    b(fs.create(&p, lt)).unwrap();
+                    b(fs.append(&p, &vec![round as u8; 9000])).unwrap();
+                    b(fs.sync(&p)).unwrap();
+                    let n = active(&client);
+                    assert!(n <= limit, "{n} active zones > {limit}");
+                    if round % 2 == 1 {
+                        b(fs.delete(&format!("{lt:?}/{}", round - 1))).unwrap();
+                    }
+                }
+            }
+            drop(fs);
+            end(client, false);
+            // And after a remount.
+            let client = open(&rt, &spec, false);
+            let fs = b(ZoneFs::mount(client.clone())).unwrap();
+            assert!(active(&client) <= limit);
+            for lt in WriteLifetime::ALL {
+                let p = format!("{lt:?}/5");
+                assert_eq!(
+                    b(fs.read_at(&p, 0, 10_000)).unwrap()[..],
+                    vec![5u8; 9000][..]
+                );
+            }
+            drop(fs);
+            end(client, false);
+        });
+    }
+}
+
+#[test]
+fn a_limit_of_one_active_zone_is_a_config_error() {
+    let file = EmuFile::create("limit1", 8, ZONE_BYTES, Some(1));
+    let spec = file.spec();
+    bounded(60, move || {
+        let rt = runtime(1);
+        let client = open(&rt, &spec, false);
+        let r = b(ZoneFs::mkfs(&client, MkfsOptions::default()));
+        assert!(matches!(r, Err(FsError::Config(_))), "{r:?}");
+        end(client, false);
+    });
+}
