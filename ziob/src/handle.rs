@@ -498,7 +498,9 @@ impl<D: ZonedDevice> Ziob<D> {
 
     /// Drops this instance's shards without syncing: buffered data is lost, as in a crash
     /// of the process (for crash tests). Write-backs already issued are let finish (a device
-    /// may or may not keep them, like a volatile cache); nothing is issued after.
+    /// may or may not keep them, like a volatile cache); nothing is issued after. Calls in
+    /// flight that wait for a write-back (a flush, a finish) or for memory answer
+    /// [`ZiobError::Closed`] instead of waiting for one that will never start.
     ///
     /// # Cancel safety
     /// The instance refuses new calls from the start; a dropped call may leave some shards
