@@ -1,6 +1,6 @@
 //! Round trip of one 4 KiB append, one at a time: from a tokio task through the
 //! [`Client`], from a plain thread through the [`BlockingClient`](ziob::BlockingClient), and
-//! the same append made by a task on the owning core through [`Ziob::append`].
+//! the same append made by a task on the owning core through [`Ziob::append`](ziob::Ziob::append).
 
 use std::time::Instant;
 
