@@ -127,10 +127,7 @@ impl ZoneFs {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
         st.check()?;
-        let id = st
-            .tree
-            .lookup(&path)
-            .ok_or_else(|| FsError::NotFound(path.clone()))?;
+        let id = st.tree.existing(&path)?;
         let slot = slot_of(
             st.tree.node(id).expect("indexed").lifetime,
             self.layout.slots,
@@ -189,10 +186,7 @@ impl ZoneFs {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
         st.check()?;
-        let id = st
-            .tree
-            .lookup(&path)
-            .ok_or_else(|| FsError::NotFound(path.clone()))?;
+        let id = st.tree.existing(&path)?;
         let node = st.tree.node(id).expect("indexed");
         let fresh: Vec<Extent> = node.extents[node.synced..].to_vec();
         if fresh.is_empty() {
@@ -239,10 +233,7 @@ impl ZoneFs {
         let pieces = {
             let st = self.state.lock().await;
             st.check()?;
-            let id = st
-                .tree
-                .lookup(&path)
-                .ok_or_else(|| FsError::NotFound(path.clone()))?;
+            let id = st.tree.existing(&path)?;
             pieces_of(
                 &st.tree.node(id).expect("indexed").extents,
                 offset,
@@ -281,10 +272,7 @@ impl ZoneFs {
     pub async fn size(&self, path: &str) -> Result<u64> {
         let path = normalize(path)?;
         let st = self.state.lock().await;
-        let id = st
-            .tree
-            .lookup(&path)
-            .ok_or_else(|| FsError::NotFound(path.clone()))?;
+        let id = st.tree.existing(&path)?;
         Ok(st.tree.node(id).expect("indexed").size())
     }
 
@@ -300,10 +288,7 @@ impl ZoneFs {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
         st.check()?;
-        let id = st
-            .tree
-            .lookup(&path)
-            .ok_or_else(|| FsError::NotFound(path.clone()))?;
+        let id = st.tree.existing(&path)?;
         self.commit(&mut st, Delta::Delete { id }).await
     }
 
@@ -314,10 +299,7 @@ impl ZoneFs {
         let to = normalize(to)?;
         let mut st = self.state.lock().await;
         st.check()?;
-        let id = st
-            .tree
-            .lookup(&from)
-            .ok_or_else(|| FsError::NotFound(from.clone()))?;
+        let id = st.tree.existing(&from)?;
         if from == to {
             return Ok(());
         }

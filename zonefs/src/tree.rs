@@ -113,6 +113,12 @@ impl Tree {
         self.paths.get(path).copied()
     }
 
+    /// The id of the file at `path`, or [`FsError::NotFound`](crate::FsError::NotFound).
+    pub fn existing(&self, path: &str) -> Result<u64, crate::FsError> {
+        self.lookup(path)
+            .ok_or_else(|| crate::FsError::NotFound(path.to_string()))
+    }
+
     /// File `id`.
     pub fn node(&self, id: u64) -> Option<&Node> {
         self.nodes.get(&id)
