@@ -1,24 +1,8 @@
 //! `ziob stats` drives stdin through the buffer and reports what the shards did.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod cli_support;
 
-fn ziob(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ziob"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+use cli_support::ziob;
 
 #[test]
 fn stats_reports_write_backs_hits_and_the_durable_result() {

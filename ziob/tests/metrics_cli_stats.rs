@@ -2,25 +2,11 @@
 //! and the latency percentiles per operation kind, as a table and as JSON, and they match
 //! the workload it ran.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod cli_support;
 
-fn ziob(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ziob"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+use std::io::Write;
+
+use cli_support::ziob;
 
 fn device(dir: &tempfile::TempDir) -> String {
     let dev = format!("emu:{}", dir.path().join("m.zns").display());
@@ -138,13 +124,7 @@ fn stats_table_shows_cores_total_and_latency_rows() {
     assert!(!core0.contains("append"), "{out}");
     assert!(core1.lines().any(|l| l.starts_with("append ")), "{out}");
     // The reader of stdout going away is not an error.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ziob"))
-        .args(["stats", &dev, "--zone", "1", "--json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = cli_support::spawn(&["stats", &dev, "--zone", "1", "--json"], &[]);
     child.stdin.take().unwrap().write_all(b"x").unwrap();
     drop(child.stdout.take());
     let out = child.wait_with_output().unwrap();

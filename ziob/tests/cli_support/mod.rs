@@ -82,6 +82,24 @@ pub fn wait_or_kill(mut child: Child, what: &str) -> Output {
     }
 }
 
+/// Runs `ziob args` with all of `stdin` as its input (writing it must succeed) and returns
+/// its exit code (-1 if killed by a signal), stdout and stderr.
+pub fn ziob(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+    let mut child = spawn(args, &[]);
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin)
+        .expect("writing stdin");
+    let out = wait_or_kill(child, &format!("ziob {args:?}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
 /// stdout of a command that must succeed.
 pub fn ok(args: &[&str], stdin: &[u8]) -> String {
     let out = run(args, stdin);
