@@ -69,6 +69,11 @@ impl<D: ZonedDevice> Shard<D> {
                     self.budget_bytes
                 )));
             }
+            if self.closed.get() {
+                // Abandoned (closed without a sync): nothing frees memory any more, and no
+                // zone of it is to be padded or written back.
+                return Err(ZiobError::Closed);
+            }
             let short = used + bytes - self.budget_bytes;
             // Free more than the shortfall, so the next appends fit without another scan.
             let want = short + policy::pressure_headroom(self.budget_bytes);
@@ -96,10 +101,6 @@ impl<D: ZonedDevice> Shard<D> {
             }
             if !progress_possible {
                 return Err(self.buffer_full(zone, bytes));
-            }
-            if self.closed.get() {
-                // Abandoned (closed without a sync): nothing will free memory any more.
-                return Err(ZiobError::Closed);
             }
             waited_since.get_or_insert_with(Instant::now);
             let listener = self.progress.listen();
