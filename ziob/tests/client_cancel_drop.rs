@@ -4,14 +4,13 @@
 //! readable with its bytes.
 
 mod client_support;
-mod shard_support;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use client_support::shard_support::{self, PollBudget, SlowMem};
 use client_support::{bounded, record, tokio_rt, Rng};
-use shard_support::{PollBudget, SlowMem};
 use ziob::{Client, ErrorKind, Geometry, Runtime, Ziob, ZiobConfig, ZiobError};
 
 /// (zone, offset, record id, length) of every acknowledged append.
