@@ -212,6 +212,11 @@ pub fn on_core() -> bool {
 /// A panic in `f` or its future continues in the caller (as it would inline). Fails with
 /// [`Error::CoreDead`] if the target core stopped after a fatal error (also while this call
 /// waits), and with [`Error::CoreGone`] if it was shut down.
+///
+/// # Cancel safety
+/// Unlike [`Handle::call`](crate::Handle::call), dropping the returned future does not stop
+/// the work: once sent, `f`'s future runs to its end on `core` (its output is dropped).
+/// Callers rely on this for work that must not stop half-way (closing a shard).
 pub async fn call_on<F, Fut, T>(core: usize, f: F) -> Result<T>
 where
     F: FnOnce() -> Fut + Send + 'static,
