@@ -215,7 +215,8 @@ pub fn on_core() -> bool {
 ///
 /// # Cancel safety
 /// Unlike [`Handle::call`](crate::Handle::call), dropping the returned future does not stop
-/// the work: once sent, `f`'s future runs to its end on `core` (its output is dropped).
+/// the work: once sent, `f`'s future runs to its end on `core` (its output is dropped). On
+/// the current core it runs inline, so it stops where the caller drops it.
 /// Callers rely on this for work that must not stop half-way (closing a shard).
 pub async fn call_on<F, Fut, T>(core: usize, f: F) -> Result<T>
 where
