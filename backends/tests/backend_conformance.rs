@@ -4,7 +4,6 @@
 mod conformance;
 
 use std::path::PathBuf;
-use std::sync::MutexGuard;
 
 use conformance::{Backend, Caps};
 use ziob_backends::{
@@ -97,9 +96,7 @@ impl Backend for EmuBackend {
 /// zbd on a zoned block device of the test guest (`cargo xtask vm-test`): the ZNS namespace
 /// (`NULLBLK = false`, `$ZIOB_ZNS_BLOCK`) or zoned null_blk (`true`, `$ZIOB_NULLBLK_ZONED`,
 /// which follows ZBC where ZBC and ZNS differ). Elsewhere every test prints `skipped: …`.
-struct ZbdBackend<const NULLBLK: bool> {
-    _exclusive: MutexGuard<'static, ()>,
-}
+struct ZbdBackend<const NULLBLK: bool>;
 
 impl<const NULLBLK: bool> ZbdBackend<NULLBLK> {
     const VAR: &'static str = if NULLBLK {
@@ -108,9 +105,7 @@ impl<const NULLBLK: bool> ZbdBackend<NULLBLK> {
         "ZIOB_ZNS_BLOCK"
     };
     fn new() -> Self {
-        ZbdBackend {
-            _exclusive: conformance::exclusive(Self::VAR),
-        }
+        ZbdBackend
     }
 }
 
@@ -145,6 +140,7 @@ impl<const NULLBLK: bool> Backend for ZbdBackend<NULLBLK> {
         stores_data: true,
         zbc: NULLBLK,
     };
+    const EXCLUSIVE: Option<&'static str> = Some(Self::VAR);
     /// Resets every zone of the guest's device and opens it through the spec parser.
     async fn create(&mut self, _: &Geometry) -> AnyDevice {
         let path = std::env::var(Self::VAR).unwrap();
@@ -188,7 +184,6 @@ mod spdk_env;
 #[cfg(feature = "spdk")]
 struct SpdkBackend {
     spec: String,
-    _exclusive: MutexGuard<'static, ()>,
 }
 
 #[cfg(feature = "spdk")]
@@ -196,7 +191,6 @@ impl SpdkBackend {
     fn new() -> SpdkBackend {
         SpdkBackend {
             spec: spdk_env::spdk_spec().expect("skip_reason said spdk is usable"),
-            _exclusive: conformance::exclusive("ZIOB_ZNS_BLOCK"),
         }
     }
 }
@@ -208,6 +202,7 @@ impl Backend for SpdkBackend {
         stores_data: true,
         zbc: false,
     };
+    const EXCLUSIVE: Option<&'static str> = Some("ZIOB_ZNS_BLOCK");
     async fn create(&mut self, _: &Geometry) -> AnyDevice {
         let dev = open_device(&self.spec).await.expect("open spdk device");
         dev.zone_action(ZoneAction::Reset, ZoneTarget::All)
@@ -241,18 +236,7 @@ fn spdk_conformance_skipped() {
 /// e.g. `/dev/ng0n1`). "Creating" resets every zone of the existing namespace; the geometry is
 /// the device's (Identify), checked against the one the guest was booted with. The tests share
 /// the namespace with `zbd_zns` (same lock). Elsewhere every test prints `skipped: …`.
-struct NvmeBackend {
-    _exclusive: MutexGuard<'static, ()>,
-}
-
-impl NvmeBackend {
-    fn new() -> NvmeBackend {
-        NvmeBackend {
-            // The ZNS namespace, whichever node it is opened by.
-            _exclusive: conformance::exclusive("ZIOB_ZNS_BLOCK"),
-        }
-    }
-}
+struct NvmeBackend;
 
 impl Backend for NvmeBackend {
     type Dev = AnyDevice;
@@ -261,6 +245,8 @@ impl Backend for NvmeBackend {
         zbc: false,
     };
     const SQE128: bool = true;
+    // The ZNS namespace, whichever node it is opened by.
+    const EXCLUSIVE: Option<&'static str> = Some("ZIOB_ZNS_BLOCK");
     async fn create(&mut self, _: &Geometry) -> AnyDevice {
         let path = std::env::var("ZIOB_ZNS_CHAR").unwrap();
         let dev = open_device(&format!("nvme:{path}")).await.unwrap();
@@ -290,4 +276,76 @@ impl Backend for NvmeBackend {
     }
 }
 
-conformance_suite!(nvme, NvmeBackend::new());
+conformance_suite!(nvme, NvmeBackend);
+
+/// [`conformance::run`] keeps a backend's shared device until the scenario's runtime has
+/// stopped. The guest's devices are shared by tests on parallel threads; a task a scenario
+/// leaves behind — the background close of a dropped ZIOB instance, which syncs — once
+/// wrote to the next test's freshly reset device (`buffered_nvme::reset_and_reuse` failed with
+/// an Invalid Write at a write pointer of 3 blocks, the previous test's unflushed data).
+mod run_holds_the_device {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    const DEVICE: &str = "run-holds-the-device probe";
+    static SCENARIO_RAN: AtomicBool = AtomicBool::new(false);
+    static NEXT_TEST_HAS_DEVICE: AtomicBool = AtomicBool::new(false);
+    static LEFTOVER_RAN_AFTER: AtomicBool = AtomicBool::new(false);
+
+    struct Probe;
+
+    impl Backend for Probe {
+        type Dev = MemDevice;
+        const CAPS: Caps = Caps {
+            stores_data: true,
+            zbc: false,
+        };
+        const EXCLUSIVE: Option<&'static str> = Some(DEVICE);
+        async fn create(&mut self, g: &Geometry) -> MemDevice {
+            MemDevice::new("mem:probe", g).unwrap()
+        }
+    }
+
+    /// Stands for a leftover task's last device access: it runs when the runtime drops the
+    /// task, slowly, and records whether another test held the device by then.
+    struct LeftoverTask;
+
+    impl Drop for LeftoverTask {
+        fn drop(&mut self) {
+            std::thread::sleep(Duration::from_millis(300));
+            if NEXT_TEST_HAS_DEVICE.load(Ordering::SeqCst) {
+                LEFTOVER_RAN_AFTER.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
+    #[test]
+    fn until_its_runtime_has_stopped() {
+        let scenario = std::thread::spawn(|| {
+            conformance::run(
+                || Probe,
+                |_probe: Probe| async move {
+                    let leftover = LeftoverTask;
+                    ziob_runtime::spawn(async move {
+                        let _leftover = leftover;
+                        std::future::pending::<()>().await
+                    })
+                    .detach();
+                    SCENARIO_RAN.store(true, Ordering::SeqCst);
+                },
+            )
+        });
+        while !SCENARIO_RAN.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _device = conformance::exclusive(DEVICE);
+        NEXT_TEST_HAS_DEVICE.store(true, Ordering::SeqCst);
+        scenario.join().unwrap();
+        assert!(
+            !LEFTOVER_RAN_AFTER.load(Ordering::SeqCst),
+            "a task of the previous test's runtime ran after the next test took the device"
+        );
+    }
+}

@@ -106,9 +106,7 @@ conformance_suite!(buffered_emu, BufferedEmu::new(), persistent);
 /// the QEMU ZNS namespace (`KIND = 0`) or on zoned null_blk (`1`), `nvme:` passthrough on the
 /// ZNS namespace (`2`). The buffer shows ZNS semantics whatever the device (null_blk's ZBC
 /// differences stay below it). Elsewhere every test prints `skipped: …`.
-struct BufferedGuest<const KIND: u8> {
-    _exclusive: std::sync::MutexGuard<'static, ()>,
-}
+struct BufferedGuest<const KIND: u8>;
 
 impl<const KIND: u8> BufferedGuest<KIND> {
     const VAR: &'static str = match KIND {
@@ -116,17 +114,12 @@ impl<const KIND: u8> BufferedGuest<KIND> {
         1 => "ZIOB_NULLBLK_ZONED",
         _ => "ZIOB_ZNS_CHAR",
     };
-    fn new() -> Self {
-        // One lock per physical device: the ZNS namespace is reached by block or char node.
-        let key = if KIND == 1 {
-            "ZIOB_NULLBLK_ZONED"
-        } else {
-            "ZIOB_ZNS_BLOCK"
-        };
-        BufferedGuest {
-            _exclusive: conformance::exclusive(key),
-        }
-    }
+    /// One lock per physical device: the ZNS namespace is reached by block or char node.
+    const DEVICE: &'static str = if KIND == 1 {
+        "ZIOB_NULLBLK_ZONED"
+    } else {
+        "ZIOB_ZNS_BLOCK"
+    };
     fn spec() -> String {
         let path = std::env::var(Self::VAR).unwrap();
         if KIND == 2 {
@@ -144,6 +137,9 @@ impl<const KIND: u8> Backend for BufferedGuest<KIND> {
         zbc: false,
     };
     const SQE128: bool = KIND == 2;
+    // A dropped instance closes in the background (it syncs): `run` keeps the device until
+    // the runtime has stopped, so that write-back never lands on the next test's device.
+    const EXCLUSIVE: Option<&'static str> = Some(Self::DEVICE);
     async fn create(&mut self, _: &Geometry) -> Ziob<ziob::AnyDevice> {
         use ziob::ZonedDevice;
         let dev = ziob::open_device(&Self::spec()).await.unwrap();
@@ -167,6 +163,6 @@ impl<const KIND: u8> Backend for BufferedGuest<KIND> {
     }
 }
 
-conformance_suite!(buffered_zbd_zns, BufferedGuest::<0>::new());
-conformance_suite!(buffered_zbd_nullblk, BufferedGuest::<1>::new());
-conformance_suite!(buffered_nvme, BufferedGuest::<2>::new());
+conformance_suite!(buffered_zbd_zns, BufferedGuest::<0>);
+conformance_suite!(buffered_zbd_nullblk, BufferedGuest::<1>);
+conformance_suite!(buffered_nvme, BufferedGuest::<2>);

@@ -42,6 +42,12 @@ pub trait Backend: 'static {
     /// (the ZIOB buffer, which opens device zones only to write them): after a reopen such a
     /// zone is Empty instead of Closed — its write pointer is 0 either way.
     const DATALESS_STATES_VOLATILE: bool = false;
+    /// The shared device this backend uses, as a key of [`exclusive`] (`None`: each test gets
+    /// a device of its own). [`run`] holds the device from before the scenario's runtime
+    /// starts until after it has stopped, so nothing a scenario left running (e.g. the
+    /// background close of a dropped ZIOB instance, which syncs) touches the device once the
+    /// next test has it.
+    const EXCLUSIVE: Option<&'static str> = None;
     /// A new device with `geometry`, every zone Empty. Real devices reset every zone and keep
     /// their own geometry: scenarios take sizes and limits from `dev.geometry()`.
     async fn create(&mut self, geometry: &Geometry) -> Self::Dev;
@@ -95,13 +101,18 @@ where
         ));
         return;
     }
+    let device = B::EXCLUSIVE.map(exclusive);
     let rt = ziob_runtime::Runtime::builder()
         .sqe128(B::SQE128)
         .cores(1)
         .build()
         .expect("runtime");
-    rt.block_on(move || scenario(make()))
-        .expect("the scenario panicked on the core (see the panic message above)");
+    let outcome = rt.block_on(move || scenario(make()));
+    // Stopping the runtime drops the tasks the scenario left (they issue nothing more) and
+    // waits for the ops the kernel still has: only then may the next test use the device.
+    drop(rt);
+    drop(device);
+    outcome.expect("the scenario panicked on the core (see the panic message above)");
 }
 
 /// Prints a line past the test harness's output capture (it shows also for passing tests).
@@ -112,7 +123,8 @@ pub fn note(line: &str) {
 /// Serialises the tests that use one real device (tests run on parallel threads). `key` names
 /// the device: use the guest's environment variable (`ZIOB_ZNS_BLOCK` for the ZNS namespace,
 /// whichever node — block or generic char — a backend opens it by; `ZIOB_NULLBLK_ZONED`).
-/// Hold the guard as long as the device is in use (e.g. as a field of the [`Backend`]).
+/// [`run`] takes it for backends that name their device in [`Backend::EXCLUSIVE`]; other
+/// tests hold the guard as long as the device is in use.
 pub fn exclusive(key: &str) -> MutexGuard<'static, ()> {
     static LOCKS: OnceLock<Mutex<HashMap<String, &'static Mutex<()>>>> = OnceLock::new();
     let mut map = LOCKS
