@@ -1,0 +1,419 @@
+//! Data and index blocks: sorted `(key, value)` entries, each key stored as the length of the
+//! prefix it shares with the previous key plus the rest, with a restart point (a key stored
+//! whole) every `restart_interval` entries so a reader can binary-search the restarts and
+//! then scan at most one interval. Byte layout: `docs/format.md`, "kv-demo SSTable blocks".
+
+use std::cmp::Ordering;
+
+use bytes::Bytes;
+
+use crate::error::{CorruptionError, Result};
+use crate::varint;
+
+/// How keys are ordered (bytewise for user keys; a store's internal keys order by user key,
+/// then by sequence number).
+pub type KeyOrder = fn(&[u8], &[u8]) -> Ordering;
+
+/// Bytewise key order.
+pub fn bytewise(a: &[u8], b: &[u8]) -> Ordering {
+    a.cmp(b)
+}
+
+/// The default restart interval (LevelDB's and RocksDB's: 16 entries).
+pub const DEFAULT_RESTART_INTERVAL: usize = 16;
+
+/// Builds one block from entries added in strictly increasing key order.
+#[derive(Debug)]
+pub struct BlockBuilder {
+    buf: Vec<u8>,
+    restarts: Vec<u32>,
+    restart_interval: usize,
+    since_restart: usize,
+    last_key: Vec<u8>,
+    entries: usize,
+    order: KeyOrder,
+}
+
+impl BlockBuilder {
+    /// A builder with a restart point every `restart_interval` entries (at least 1), for
+    /// keys in `order`.
+    pub fn new(restart_interval: usize, order: KeyOrder) -> BlockBuilder {
+        BlockBuilder {
+            buf: Vec::new(),
+            restarts: Vec::new(),
+            restart_interval: restart_interval.max(1),
+            since_restart: 0,
+            last_key: Vec::new(),
+            entries: 0,
+            order,
+        }
+    }
+
+    /// Appends an entry.
+    ///
+    /// # Panics
+    /// If `key` is not greater than the previous key in the builder's order, or the block
+    /// would pass 4 GiB (restart offsets are 32-bit): both are bugs of the table writer.
+    pub fn add(&mut self, key: &[u8], value: &[u8]) {
+        assert!(
+            self.entries == 0 || (self.order)(&self.last_key, key) == Ordering::Less,
+            "block keys must be added in strictly increasing order"
+        );
+        let shared = if self.since_restart == self.restart_interval || self.entries == 0 {
+            self.restarts
+                .push(u32::try_from(self.buf.len()).expect("block over 4 GiB"));
+            self.since_restart = 0;
+            0
+        } else {
+            self.last_key
+                .iter()
+                .zip(key)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        varint::put(&mut self.buf, shared as u64);
+        varint::put(&mut self.buf, (key.len() - shared) as u64);
+        varint::put(&mut self.buf, value.len() as u64);
+        self.buf.extend_from_slice(&key[shared..]);
+        self.buf.extend_from_slice(value);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+        self.since_restart += 1;
+        self.entries += 1;
+    }
+
+    /// Entries added.
+    pub fn len(&self) -> usize {
+        self.entries
+    }
+
+    /// Whether no entry was added.
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
+    /// The size [`finish`](Self::finish) would return now, in bytes.
+    pub fn encoded_len(&self) -> usize {
+        self.buf.len() + 4 * self.restarts.len().max(1) + 4
+    }
+
+    /// The last key added.
+    pub fn last_key(&self) -> &[u8] {
+        &self.last_key
+    }
+
+    /// The encoded block. An empty block has one restart point at offset 0.
+    pub fn finish(mut self) -> Vec<u8> {
+        if self.restarts.is_empty() {
+            self.restarts.push(0);
+        }
+        for r in &self.restarts {
+            self.buf.extend_from_slice(&r.to_le_bytes());
+        }
+        self.buf
+            .extend_from_slice(&(self.restarts.len() as u32).to_le_bytes());
+        self.buf
+    }
+}
+
+/// A decoded block: its bytes and the position of its restart array, checked.
+#[derive(Debug, Clone)]
+pub struct Block {
+    data: Bytes,
+    /// Where the restart array starts (= the length of the entries area).
+    restarts_at: usize,
+    restarts: usize,
+}
+
+impl Block {
+    /// Checks the block's trailer (restart count and offsets) and wraps it. Entries are
+    /// checked as they are read: a damaged entry gives an error from the iterator.
+    pub fn decode(data: Bytes) -> Result<Block> {
+        let n = data.len();
+        if n < 8 {
+            return Err(CorruptionError::new(format!(
+                "block: {n} bytes, shorter than a restart array"
+            )));
+        }
+        let restarts = u32::from_le_bytes(data[n - 4..].try_into().unwrap()) as usize;
+        let array = restarts
+            .checked_mul(4)
+            .filter(|&a| restarts >= 1 && a + 4 <= n)
+            .ok_or_else(|| {
+                CorruptionError::new(format!("block: {restarts} restart points in {n} bytes"))
+            })?;
+        let restarts_at = n - 4 - array;
+        let block = Block {
+            data,
+            restarts_at,
+            restarts,
+        };
+        let mut prev = None;
+        for i in 0..restarts {
+            let r = block.restart(i);
+            if r > restarts_at || prev.is_some_and(|p| r <= p) || (i == 0 && r != 0) {
+                return Err(CorruptionError::new(format!(
+                    "block: restart point {i} at {r} (entries end at {restarts_at})"
+                )));
+            }
+            prev = Some(r);
+        }
+        Ok(block)
+    }
+
+    fn restart(&self, i: usize) -> usize {
+        let at = self.restarts_at + 4 * i;
+        u32::from_le_bytes(self.data[at..at + 4].try_into().unwrap()) as usize
+    }
+
+    /// The block's encoded size in bytes.
+    pub fn size(&self) -> usize {
+        self.data.len()
+    }
+
+    /// An iterator over every entry, in order.
+    pub fn iter(&self) -> BlockIter {
+        BlockIter {
+            block: self.clone(),
+            offset: 0,
+            key: Vec::new(),
+            failed: false,
+        }
+    }
+
+    /// An iterator at the first entry whose key is at or after `target` in `order` (binary
+    /// search over the restart points, then a scan of one interval).
+    pub fn seek(&self, target: &[u8], order: KeyOrder) -> Result<BlockIter> {
+        // The last restart whose key is before `target`: the entry sought is at or after it.
+        let (mut lo, mut hi) = (0usize, self.restarts);
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            let (key, _, _) = self.entry_at(self.restart(mid), &[])?;
+            if order(&key, target) == Ordering::Less {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let mut it = BlockIter {
+            block: self.clone(),
+            offset: self.restart(lo),
+            key: Vec::new(),
+            failed: false,
+        };
+        loop {
+            let at = it.offset;
+            let saved = it.key.clone();
+            match it.next() {
+                None => return Ok(it),
+                Some(Err(e)) => return Err(e),
+                Some(Ok((key, _))) => {
+                    if order(&key, target) != Ordering::Less {
+                        it.offset = at;
+                        it.key = saved;
+                        return Ok(it);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decodes the entry at `offset` given the previous key: `(key, value range, next offset)`.
+    fn entry_at(
+        &self,
+        offset: usize,
+        prev: &[u8],
+    ) -> Result<(Vec<u8>, std::ops::Range<usize>, usize)> {
+        let bad = |what: &str| CorruptionError::new(format!("block: entry at {offset}: {what}"));
+        let area = &self.data[..self.restarts_at];
+        let mut at = offset;
+        let mut field = |name: &str| -> Result<usize> {
+            let (v, n) = varint::get(&area[at.min(area.len())..])
+                .ok_or_else(|| bad(&format!("{name} truncated")))?;
+            at += n;
+            usize::try_from(v).map_err(|_| bad(&format!("{name} {v} too large")))
+        };
+        let shared = field("shared length")?;
+        let unshared = field("unshared length")?;
+        let value_len = field("value length")?;
+        if shared > prev.len() {
+            return Err(bad(&format!(
+                "shares {shared} bytes with a {}-byte previous key",
+                prev.len()
+            )));
+        }
+        let key_end = at
+            .checked_add(unshared)
+            .filter(|&e| e <= area.len())
+            .ok_or_else(|| bad("key runs past the entries"))?;
+        let value_end = key_end
+            .checked_add(value_len)
+            .filter(|&e| e <= area.len())
+            .ok_or_else(|| bad("value runs past the entries"))?;
+        let mut key = Vec::with_capacity(shared + unshared);
+        key.extend_from_slice(&prev[..shared]);
+        key.extend_from_slice(&area[at..key_end]);
+        Ok((key, key_end..value_end, value_end))
+    }
+}
+
+/// Entries of a [`Block`] in order: `(key, value)`; the value shares the block's memory.
+/// After an error the iterator ends.
+#[derive(Debug)]
+pub struct BlockIter {
+    block: Block,
+    offset: usize,
+    key: Vec<u8>,
+    failed: bool,
+}
+
+impl Iterator for BlockIter {
+    type Item = Result<(Vec<u8>, Bytes)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.offset >= self.block.restarts_at {
+            return None;
+        }
+        match self.block.entry_at(self.offset, &self.key) {
+            Ok((key, value, next)) => {
+                self.offset = next;
+                self.key.clone_from(&key);
+                Some(Ok((key, self.block.data.slice(value))))
+            }
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn build(entries: &BTreeMap<Vec<u8>, Vec<u8>>, interval: usize) -> Block {
+        let mut b = BlockBuilder::new(interval, bytewise);
+        for (k, v) in entries {
+            b.add(k, v);
+        }
+        let expected = b.encoded_len();
+        let bytes = b.finish();
+        assert_eq!(bytes.len(), expected);
+        Block::decode(Bytes::from(bytes)).unwrap()
+    }
+
+    /// The bytes of a small block, field by field (docs/format.md's example).
+    #[test]
+    fn known_bytes() {
+        let mut b = BlockBuilder::new(2, bytewise);
+        b.add(b"apple", b"1");
+        b.add(b"apply", b"22");
+        b.add(b"banana", b"");
+        let bytes = b.finish();
+        #[rustfmt::skip]
+        let expected: Vec<u8> = [
+            &[0u8, 5, 1][..], b"apple", b"1",  // restart 0 at offset 0: key whole
+            &[4, 1, 2], b"y", b"22",           // shares "appl"
+            &[0, 6, 0], b"banana",             // restart 1 at offset 15: key whole
+            &[0, 0, 0, 0], &[15, 0, 0, 0],     // restart offsets
+            &[2, 0, 0, 0],                     // restart count
+        ]
+        .concat();
+        assert_eq!(bytes, expected);
+    }
+
+    #[test]
+    fn empty_block_round_trips() {
+        let block = build(&BTreeMap::new(), 16);
+        assert_eq!(block.size(), 8);
+        assert_eq!(block.iter().count(), 0);
+        assert_eq!(block.seek(b"x", bytewise).unwrap().count(), 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "strictly increasing")]
+    fn out_of_order_keys_panic() {
+        let mut b = BlockBuilder::new(16, bytewise);
+        b.add(b"b", b"");
+        b.add(b"a", b"");
+    }
+
+    #[test]
+    fn bad_trailers_are_corruption() {
+        for bytes in [
+            vec![],
+            vec![0, 0, 0, 0, 0, 0, 0],
+            vec![0, 0, 0, 0, 0, 0, 0, 0],          // zero restarts
+            vec![0, 0, 0, 0, 9, 0, 0, 0],          // 9 restarts in 8 bytes
+            vec![1, 2, 3, 7, 0, 0, 0, 1, 0, 0, 0], // restart 0 not at 0
+        ] {
+            assert!(
+                Block::decode(Bytes::from(bytes.clone())).is_err(),
+                "{bytes:?}"
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip_and_seek(
+            entries in proptest::collection::btree_map(
+                proptest::collection::vec(any::<u8>(), 0..12),
+                proptest::collection::vec(any::<u8>(), 0..20),
+                0..80,
+            ),
+            interval in 1usize..20,
+            targets in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 1..10),
+        ) {
+            let block = build(&entries, interval);
+            let read: Vec<(Vec<u8>, Vec<u8>)> = block
+                .iter()
+                .map(|e| e.map(|(k, v)| (k, v.to_vec())))
+                .collect::<Result<_>>()
+                .unwrap();
+            let want: Vec<(Vec<u8>, Vec<u8>)> = entries.clone().into_iter().collect();
+            prop_assert_eq!(&read, &want);
+            for t in targets.iter().chain(entries.keys()) {
+                let got: Vec<Vec<u8>> = block
+                    .seek(t, bytewise)
+                    .unwrap()
+                    .map(|e| e.unwrap().0)
+                    .collect();
+                let want: Vec<Vec<u8>> = entries.range(t.clone()..).map(|(k, _)| k.clone()).collect();
+                prop_assert_eq!(got, want);
+            }
+        }
+
+        /// Any damage to a block's bytes gives errors or different entries, never a panic.
+        #[test]
+        fn damaged_blocks_never_panic(
+            entries in proptest::collection::btree_map(
+                proptest::collection::vec(any::<u8>(), 0..8),
+                proptest::collection::vec(any::<u8>(), 0..8),
+                1..30,
+            ),
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+            cut in any::<usize>(),
+        ) {
+            let mut b = BlockBuilder::new(4, bytewise);
+            for (k, v) in &entries {
+                b.add(k, v);
+            }
+            let mut bytes = b.finish();
+            for (at, x) in flips {
+                let n = bytes.len();
+                bytes[at % n] ^= x;
+            }
+            bytes.truncate(cut % (bytes.len() + 1));
+            if let Ok(block) = Block::decode(Bytes::from(bytes)) {
+                let _ = block.iter().count();
+                let _ = block.seek(b"m", bytewise).map(|it| it.count());
+            }
+        }
+    }
+}
