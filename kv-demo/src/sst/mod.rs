@@ -1,4 +1,5 @@
-//! The SSTable's building blocks (the table file itself is not built yet).
+//! Sorted string tables: blocks, the bloom filter, and the table file made of them.
 
 pub mod block;
 pub mod bloom;
+pub mod table;
