@@ -16,6 +16,7 @@ use crate::mount::{self, MkfsOptions, MountReport};
 use crate::path::{child_of, normalize, normalize_dir};
 use crate::records::{Delta, Extent};
 use crate::space::SpaceUsage;
+use crate::stat::FileStat;
 use crate::tree::Tree;
 use crate::zones::{ZoneTable, ZoneUse};
 
@@ -274,6 +275,14 @@ impl ZoneFs {
         let st = self.state.lock().await;
         let id = st.tree.existing(&path)?;
         Ok(st.tree.node(id).expect("indexed").size())
+    }
+
+    /// The size, lifetime class and extent count of the file at `path`.
+    pub async fn stat(&self, path: &str) -> Result<FileStat> {
+        let path = normalize(path)?;
+        let st = self.state.lock().await;
+        let id = st.tree.existing(&path)?;
+        Ok(FileStat::of(st.tree.node(id).expect("indexed")))
     }
 
     /// Whether a file exists at `path`.
