@@ -9,6 +9,7 @@ use ziob::backends::DeviceError;
 use ziob::{Client, ZiobError};
 
 use crate::error::{FsError, Result};
+use crate::fsck::{self, FsckReport};
 use crate::journal::Journal;
 use crate::layout::Layout;
 use crate::lifetime::{slot_of, WriteLifetime};
@@ -49,9 +50,19 @@ struct State {
     /// Set when a journal write failed after the change was made in memory: memory and
     /// device may disagree, so every later call fails until a remount.
     broken: Option<String>,
+    /// Mounted read-only: nothing is written to the device.
+    read_only: bool,
 }
 
 impl State {
+    /// Fails a write on a read-only mount, else as [`State::check`].
+    fn check_write(&self, op: &'static str) -> Result<()> {
+        if self.read_only {
+            return Err(FsError::ReadOnly { op });
+        }
+        self.check()
+    }
+
     fn check(&self) -> Result<()> {
         match &self.broken {
             Some(why) => Err(FsError::Corrupt {
@@ -82,7 +93,23 @@ impl ZoneFs {
     /// else on it, or with a damaged journal gives a typed error; it is never reformatted.
     pub async fn mount(client: Client) -> Result<ZoneFs> {
         let m = mount::mount(&client).await?;
-        Ok(ZoneFs {
+        Ok(Self::from_mounted(client, m, false))
+    }
+
+    /// Mounts the file system without writing anything to the device (for `ls`, `df`,
+    /// `fsck`): the journal is read and replayed as by [`mount`](ZoneFs::mount), but no zone
+    /// is reset or finished and the journal does not roll. Extents that a read-write mount
+    /// refuses (outside the written zones) do not fail it: [`fsck`](ZoneFs::fsck) reports
+    /// them. Every call that would write (`create`, `append`, `sync`, `sync_all`, `delete`,
+    /// `rename`, `gc`) fails with [`FsError::ReadOnly`]. In `df` a written zone counts as
+    /// used up to its write pointer (a read-write mount finishes it).
+    pub async fn mount_read_only(client: Client) -> Result<ZoneFs> {
+        let m = mount::mount_read_only(&client).await?;
+        Ok(Self::from_mounted(client, m, true))
+    }
+
+    fn from_mounted(client: Client, m: mount::Mounted, read_only: bool) -> ZoneFs {
+        ZoneFs {
             client,
             layout: m.layout,
             state: Arc::new(Mutex::new(State {
@@ -90,9 +117,35 @@ impl ZoneFs {
                 zones: m.zones,
                 journal: m.journal,
                 broken: None,
+                read_only,
             })),
             report: Arc::new(m.report),
-        })
+        }
+    }
+
+    /// Whether this mount is read-only ([`mount_read_only`](ZoneFs::mount_read_only)).
+    pub async fn is_read_only(&self) -> bool {
+        self.state.lock().await.read_only
+    }
+
+    /// Checks the file system: every file's extents against the data zones' bounds and write
+    /// pointers (as the device reports them now) and against each other (no two share a
+    /// byte), the live bytes tracked per zone against the extents, free zones against the
+    /// device, and the current journal zone on the device against the mounted files. Reads
+    /// only. Run it on a [`mount_read_only`](ZoneFs::mount_read_only) mount to check a device
+    /// a read-write mount refuses.
+    pub async fn fsck(&self) -> Result<FsckReport> {
+        let st = self.state.lock().await;
+        st.check()?;
+        fsck::check(
+            &self.client,
+            &self.layout,
+            &st.tree,
+            &st.zones,
+            &st.journal,
+            st.read_only,
+        )
+        .await
     }
 
     /// What the mount found.
@@ -110,7 +163,7 @@ impl ZoneFs {
     pub async fn create(&self, path: &str, lifetime: WriteLifetime) -> Result<()> {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
-        st.check()?;
+        st.check_write("create")?;
         if st.tree.lookup(&path).is_some() {
             return Err(FsError::AlreadyExists(path));
         }
@@ -127,7 +180,7 @@ impl ZoneFs {
     pub async fn append(&self, path: &str, data: &[u8]) -> Result<()> {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
-        st.check()?;
+        st.check_write("append")?;
         let id = st.tree.existing(&path)?;
         let slot = slot_of(
             st.tree.node(id).expect("indexed").lifetime,
@@ -186,7 +239,7 @@ impl ZoneFs {
     pub async fn sync(&self, path: &str) -> Result<()> {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
-        st.check()?;
+        st.check_write("sync")?;
         let id = st.tree.existing(&path)?;
         let node = st.tree.node(id).expect("indexed");
         let fresh: Vec<Extent> = node.extents[node.synced..].to_vec();
@@ -206,7 +259,7 @@ impl ZoneFs {
     /// next mount, even after a clean close of the client.
     pub async fn sync_all(&self) -> Result<()> {
         let mut st = self.state.lock().await;
-        st.check()?;
+        st.check_write("sync_all")?;
         let mut fresh: Vec<(u64, Vec<Extent>)> = st
             .tree
             .nodes()
@@ -296,7 +349,7 @@ impl ZoneFs {
     pub async fn delete(&self, path: &str) -> Result<()> {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
-        st.check()?;
+        st.check_write("delete")?;
         let id = st.tree.existing(&path)?;
         self.commit(&mut st, Delta::Delete { id }).await
     }
@@ -307,7 +360,7 @@ impl ZoneFs {
         let from = normalize(from)?;
         let to = normalize(to)?;
         let mut st = self.state.lock().await;
-        st.check()?;
+        st.check_write("rename")?;
         let id = st.tree.existing(&from)?;
         if from == to {
             return Ok(());

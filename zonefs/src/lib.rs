@@ -47,6 +47,7 @@
 mod blocking;
 mod error;
 mod fs;
+mod fsck;
 mod journal;
 mod layout;
 mod lifetime;
@@ -63,6 +64,7 @@ mod zones;
 pub use blocking::BlockingZoneFs;
 pub use error::{FsError, Result};
 pub use fs::ZoneFs;
+pub use fsck::{FsckProblem, FsckReport, ZoneCheck};
 pub use journal::JOURNAL_ZONES_RANGE;
 pub use lifetime::WriteLifetime;
 pub use mount::{MkfsOptions, MountReport};
