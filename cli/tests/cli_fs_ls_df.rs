@@ -201,3 +201,28 @@ fn devices_without_a_file_system_are_refused() {
         );
     }
 }
+
+#[test]
+fn a_name_that_is_a_file_and_a_directory_shows_as_both() {
+    // The namespace is flat: "x" may be a file while "x/y" makes "x" a directory too.
+    let d = formatted();
+    run_ops(
+        &d.spec,
+        &[
+            Op::Create("x", WriteLifetime::None),
+            Op::Append("x", b"12345"),
+            Op::Sync("x"),
+            Op::Create("x/y", WriteLifetime::Extreme),
+        ],
+        false,
+    );
+    assert_eq!(ok(&["fs", "ls", &d.spec], b""), "x\nx/\n");
+    assert_eq!(ok(&["fs", "ls", &d.spec, "x"], b""), "y\n");
+    assert_eq!(
+        ls_json(&d.spec, "/"),
+        [
+            serde_json::json!({"name": "x", "type": "file", "size": 5, "lifetime": "none", "extents": 1}),
+            serde_json::json!({"name": "x", "type": "dir"}),
+        ]
+    );
+}

@@ -1,11 +1,10 @@
 //! `ziob fs`: the zone file layer (`ziob-zonefs`) from the shell, like `zenfs`'s tool:
 //! `mkfs` formats a device, `ls` lists files, `df` shows space, `fsck` checks consistency.
 //!
-//! `ls`, `df` and `fsck` open the device read-only (emu: `O_RDONLY`, see `access.rs`) under a
-//! pass-through instance and mount the file system read-only
+//! `ls`, `df` and `fsck` open the device read-only (emu: `O_RDONLY` with a shared lock, see
+//! `access.rs`) under a pass-through instance and mount the file system read-only
 //! ([`ZoneFs::mount_read_only`](ziob_zonefs::ZoneFs::mount_read_only)): they never write to
-//! the device, so they may inspect a file system another process has mounted. Such a mount
-//! sees what the journal holds: files up to their last `sync`.
+//! the device. Such a mount sees what the journal holds: files up to their last `sync`.
 
 mod args;
 mod error;
