@@ -205,6 +205,37 @@ impl Tree {
                 self.nodes.get_mut(id).expect("checked").path = path.clone();
                 Ok(freed)
             }
+            Delta::Relocate { moves } => {
+                let mut freed = Vec::new();
+                for m in moves {
+                    let node = self
+                        .nodes
+                        .get_mut(&m.id)
+                        .ok_or_else(|| ApplyError(format!("relocate in unknown file {}", m.id)))?;
+                    let i = node
+                        .extents
+                        .iter()
+                        .position(|e| *e == m.from)
+                        .ok_or_else(|| {
+                            ApplyError(format!(
+                                "relocate of {:?}: not an extent of {}",
+                                m.from, node.path
+                            ))
+                        })?;
+                    if m.to.is_empty() || m.to.iter().map(|e| e.len).sum::<u64>() != m.from.len {
+                        return Err(ApplyError(format!(
+                            "relocate of {:?} to extents of another length",
+                            m.from
+                        )));
+                    }
+                    node.extents.splice(i..=i, m.to.iter().copied());
+                    if i < node.synced {
+                        node.synced += m.to.len() - 1;
+                    }
+                    freed.push(m.from);
+                }
+                Ok(freed)
+            }
         }
     }
 }
