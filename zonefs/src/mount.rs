@@ -246,6 +246,7 @@ async fn read_journal(client: &Client) -> Result<Found> {
         current: journal_zone,
         written: wp(journal_zone),
         generation: max_generation,
+        appended: 0,
     };
     Ok(Found {
         layout,
@@ -316,7 +317,7 @@ fn read_only_zones(layout: &Layout, report: &[ZoneInfo], first: u32, tree: &Tree
             }
         })
         .collect();
-    ZoneTable::new(first, table, layout.slots)
+    ZoneTable::new(first, table, layout.all_slots())
 }
 
 /// Builds the data zone table: live bytes from the files' extents (checked against the zones'
@@ -387,5 +388,5 @@ async fn data_zones(
         };
         table.push(entry);
     }
-    Ok((ZoneTable::new(first, table, layout.slots), reset))
+    Ok((ZoneTable::new(first, table, layout.all_slots()), reset))
 }
