@@ -23,7 +23,8 @@
 //! for `append` also the zone append size limit): larger input is refused before anything is
 //! written. `info`, `report`, `read` and `fs ls|df|fsck` ask only for read access
 //! (`access.rs`); `fs ls|df|fsck` never write to the device (`filesystem/`).
-//! Errors go to stderr with the API's wording; the exit code is 1 (2 for usage errors).
+//! Errors go to stderr with the API's wording; the exit code is 1 (2 for usage errors; `fs
+//! fsck` exits 3 when the file system is inconsistent). Reference: docs/CLI.md.
 //! The library's `tracing` events go to stderr too, filtered by `RUST_LOG` (default `warn`).
 
 mod access;
@@ -36,7 +37,7 @@ mod stats;
 use clap::{Args, Parser, Subcommand};
 use ziob_backends::{parse_size_bytes, ZoneAction};
 
-/// Inspect and drive ZIOB zoned devices.
+/// Inspect and drive ZIOB zoned devices, and zone file systems on them (`ziob fs`).
 #[derive(Debug, Parser)]
 #[command(name = "ziob", version, about)]
 struct Cli {
