@@ -215,14 +215,22 @@ mod tests {
             ["test", "--no-run", "--release", "--workspace"]
         );
         let bin = Build {
-            packages: vec!["ziob".into()],
+            packages: vec!["ziob-cli".into()],
             features: Some("spdk".into()),
             bins: vec!["ziob".into()],
             ..Build::default()
         };
         assert_eq!(
             args(&bin),
-            ["build", "-p", "ziob", "--features", "spdk", "--bin", "ziob"]
+            [
+                "build",
+                "-p",
+                "ziob-cli",
+                "--features",
+                "spdk",
+                "--bin",
+                "ziob"
+            ]
         );
         let bench = Build {
             release: true,

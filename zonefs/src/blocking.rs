@@ -8,6 +8,7 @@ use ziob::ZiobError;
 
 use crate::error::{FsError, Result};
 use crate::fs::ZoneFs;
+use crate::fsck::FsckReport;
 use crate::lifetime::WriteLifetime;
 use crate::space::SpaceUsage;
 
@@ -88,6 +89,11 @@ impl BlockingZoneFs {
     /// See [`ZoneFs::list`].
     pub fn list(&self, dir: &str) -> Result<Vec<String>> {
         wait("zonefs list", self.fs.list(dir))
+    }
+
+    /// See [`ZoneFs::fsck`].
+    pub fn fsck(&self) -> Result<FsckReport> {
+        wait("zonefs fsck", self.fs.fsck())
     }
 
     /// See [`ZoneFs::df`].

@@ -52,10 +52,16 @@ pub enum FsError {
     /// Bad options or a device unfit for the layer (too few zones, limits too low).
     #[error("unusable configuration: {0}")]
     Config(String),
-    /// No free zone is left for data (no garbage collection yet), or the metadata does not fit
-    /// one reserved zone.
+    /// No free zone is left for data and garbage collection cannot free one (every written
+    /// zone is (nearly) all live data), or the metadata does not fit one reserved zone.
     #[error("out of space: {0}")]
     NoSpace(String),
+    /// A write to a file system mounted read-only ([`ZoneFs::mount_read_only`](crate::ZoneFs::mount_read_only)).
+    #[error("the file system is mounted read-only ({op} refused)")]
+    ReadOnly {
+        /// The refused operation.
+        op: &'static str,
+    },
 }
 
 /// Result of a zone file system call.

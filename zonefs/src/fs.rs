@@ -9,13 +9,16 @@ use ziob::backends::DeviceError;
 use ziob::{Client, ZiobError};
 
 use crate::error::{FsError, Result};
+use crate::fsck::{self, FsckReport};
+use crate::gc::{self, FsStats, GcReport};
 use crate::journal::Journal;
 use crate::layout::Layout;
 use crate::lifetime::{slot_of, WriteLifetime};
 use crate::mount::{self, MkfsOptions, MountReport};
 use crate::path::{child_of, normalize, normalize_dir};
-use crate::records::{Delta, Extent};
+use crate::records::{Delta, Extent, Move};
 use crate::space::SpaceUsage;
+use crate::stat::FileStat;
 use crate::tree::Tree;
 use crate::zones::{ZoneTable, ZoneUse};
 
@@ -48,9 +51,21 @@ struct State {
     /// Set when a journal write failed after the change was made in memory: memory and
     /// device may disagree, so every later call fails until a remount.
     broken: Option<String>,
+    /// Mounted read-only: nothing is written to the device.
+    read_only: bool,
+    /// Bytes counted since the mount.
+    stats: FsStats,
 }
 
 impl State {
+    /// Fails a write on a read-only mount, else as [`State::check`].
+    fn check_write(&self, op: &'static str) -> Result<()> {
+        if self.read_only {
+            return Err(FsError::ReadOnly { op });
+        }
+        self.check()
+    }
+
     fn check(&self) -> Result<()> {
         match &self.broken {
             Some(why) => Err(FsError::Corrupt {
@@ -81,7 +96,23 @@ impl ZoneFs {
     /// else on it, or with a damaged journal gives a typed error; it is never reformatted.
     pub async fn mount(client: Client) -> Result<ZoneFs> {
         let m = mount::mount(&client).await?;
-        Ok(ZoneFs {
+        Ok(Self::from_mounted(client, m, false))
+    }
+
+    /// Mounts the file system without writing anything to the device (for `ls`, `df`,
+    /// `fsck`): the journal is read and replayed as by [`mount`](ZoneFs::mount), but no zone
+    /// is reset or finished and the journal does not roll. Extents that a read-write mount
+    /// refuses (outside the written zones) do not fail it: [`fsck`](ZoneFs::fsck) reports
+    /// them. Every call that would write (`create`, `append`, `sync`, `sync_all`, `delete`,
+    /// `rename`, `gc`) fails with [`FsError::ReadOnly`]. In `df` a written zone counts as
+    /// used up to its write pointer (a read-write mount finishes it).
+    pub async fn mount_read_only(client: Client) -> Result<ZoneFs> {
+        let m = mount::mount_read_only(&client).await?;
+        Ok(Self::from_mounted(client, m, true))
+    }
+
+    fn from_mounted(client: Client, m: mount::Mounted, read_only: bool) -> ZoneFs {
+        ZoneFs {
             client,
             layout: m.layout,
             state: Arc::new(Mutex::new(State {
@@ -89,9 +120,36 @@ impl ZoneFs {
                 zones: m.zones,
                 journal: m.journal,
                 broken: None,
+                read_only,
+                stats: FsStats::default(),
             })),
             report: Arc::new(m.report),
-        })
+        }
+    }
+
+    /// Whether this mount is read-only ([`mount_read_only`](ZoneFs::mount_read_only)).
+    pub async fn is_read_only(&self) -> bool {
+        self.state.lock().await.read_only
+    }
+
+    /// Checks the file system: every file's extents against the data zones' bounds and write
+    /// pointers (as the device reports them now) and against each other (no two share a
+    /// byte), the live bytes tracked per zone against the extents, free zones against the
+    /// device, and the current journal zone on the device against the mounted files. Reads
+    /// only. Run it on a [`mount_read_only`](ZoneFs::mount_read_only) mount to check a device
+    /// a read-write mount refuses.
+    pub async fn fsck(&self) -> Result<FsckReport> {
+        let st = self.state.lock().await;
+        st.check()?;
+        fsck::check(
+            &self.client,
+            &self.layout,
+            &st.tree,
+            &st.zones,
+            &st.journal,
+            st.read_only,
+        )
+        .await
     }
 
     /// What the mount found.
@@ -109,7 +167,7 @@ impl ZoneFs {
     pub async fn create(&self, path: &str, lifetime: WriteLifetime) -> Result<()> {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
-        st.check()?;
+        st.check_write("create")?;
         if st.tree.lookup(&path).is_some() {
             return Err(FsError::AlreadyExists(path));
         }
@@ -126,7 +184,7 @@ impl ZoneFs {
     pub async fn append(&self, path: &str, data: &[u8]) -> Result<()> {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
-        st.check()?;
+        st.check_write("append")?;
         let id = st.tree.existing(&path)?;
         let slot = slot_of(
             st.tree.node(id).expect("indexed").lifetime,
@@ -136,13 +194,10 @@ impl ZoneFs {
         while !rest.is_empty() {
             let zone = match st.zones.open_zone(slot) {
                 Some(z) => z,
-                None => st.zones.open_new(slot).ok_or_else(|| {
-                    FsError::NoSpace(
-                        "no free data zone (zone garbage collection is not implemented yet)".into(),
-                    )
-                })?,
+                None => self.take_zone(&mut st, slot).await?,
             };
-            let room = self.layout.capacity() - st.zones.get(zone).written;
+            let written = st.zones.get(zone).written;
+            let room = self.layout.capacity() - written;
             let piece = self.layout.piece(rest.len() as u64, room) as usize;
             if piece == 0 {
                 self.leave_zone(&mut st, zone).await?;
@@ -154,6 +209,8 @@ impl ZoneFs {
             match self.client.append(zone, bytes.freeze()).await {
                 Ok(offset) => {
                     st.zones.note_append(zone, offset + footprint, piece as u64);
+                    st.stats.user_bytes += piece as u64;
+                    st.stats.data_bytes += (offset + footprint).saturating_sub(written);
                     st.tree
                         .node_mut(id)
                         .expect("indexed")
@@ -171,6 +228,174 @@ impl ZoneFs {
         Ok(())
     }
 
+    /// A free zone opened for class slot `slot`. Runs garbage collection first when free
+    /// zones are below [`GC_FREE_PERCENT`](crate::GC_FREE_PERCENT) of the data zones; when no free zone is left
+    /// beyond the one kept for GC, waits for GC to free one, and fails with
+    /// [`FsError::NoSpace`] only when GC cannot.
+    async fn take_zone(&self, st: &mut State, slot: usize) -> Result<u32> {
+        let policy = gc::Policy::of(&self.layout, &st.zones);
+        if policy.below_threshold(&st.zones) {
+            for _ in 0..gc::BACKGROUND_VICTIMS {
+                let Some(victim) = policy.background_victim(&st.zones) else {
+                    break;
+                };
+                self.relocate(st, victim).await?;
+                if !policy.below_threshold(&st.zones) {
+                    break;
+                }
+            }
+        }
+        let mut tries = st.zones.usable_count() * 2 + 2;
+        while st.zones.free_count() <= policy.reserve {
+            let victim = policy.urgent_victim(&st.zones);
+            match victim {
+                Some(v) if tries > 0 => {
+                    tries -= 1;
+                    self.relocate(st, v).await?;
+                }
+                _ => {
+                    return Err(FsError::NoSpace(format!(
+                        "no free data zone, and garbage collection cannot free one (no zone has \
+                         {} bytes of garbage)",
+                        policy.urgent_garbage
+                    )))
+                }
+            }
+        }
+        Ok(st.zones.open_new(slot).expect("a free zone"))
+    }
+
+    /// Runs garbage collection now: relocates the live data of up to `max_victims` zones
+    /// with the most garbage (at least one block each; zones still open for appends are left
+    /// alone) and resets them, as a writer short of free zones would. Durable when it
+    /// returns. Returns what it did.
+    pub async fn gc(&self, max_victims: usize) -> Result<GcReport> {
+        let mut st = self.state.lock().await;
+        st.check_write("gc")?;
+        let before = st.stats;
+        let min = self.layout.block();
+        for _ in 0..max_victims {
+            let Some(v) = st.zones.gc_victim(self.layout.capacity(), min) else {
+                break;
+            };
+            self.relocate(&mut st, v).await?;
+        }
+        Ok(GcReport {
+            zones_reclaimed: st.stats.gc_zones - before.gc_zones,
+            bytes_moved: st.stats.gc_bytes - before.gc_bytes,
+        })
+    }
+
+    /// Counters since the mount: bytes appended by users, bytes written to data zones
+    /// (with padding), moved by GC, written to the journal; zones GC reclaimed.
+    pub async fn stats(&self) -> FsStats {
+        let st = self.state.lock().await;
+        FsStats {
+            journal_bytes: st.journal.appended,
+            ..st.stats
+        }
+    }
+
+    /// Garbage collection of `victim`: copies every live extent in it (synced or not, in
+    /// zone order) to the GC slot's zone, flushes that zone, journals one `Relocate` delta
+    /// swapping the synced extents (unsynced ones are swapped in memory: they are not in the
+    /// journal), then resets the victim. A crash before the delta is durable leaves the
+    /// victim as it was (the copies are dead bytes in the GC zone); after, the victim holds
+    /// no journaled extent and the next mount resets it.
+    async fn relocate(&self, st: &mut State, victim: u32) -> Result<()> {
+        let mut live: Vec<(u64, usize, Extent, bool)> = st
+            .tree
+            .nodes()
+            .flat_map(|(id, n)| {
+                n.extents
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e.zone == victim)
+                    .map(move |(i, e)| (*id, i, *e, i < n.synced))
+            })
+            .collect();
+        live.sort_by_key(|(_, _, e, _)| e.offset);
+        let gc_slot = self.layout.gc_slot;
+        let (mut synced, mut unsynced) = (Vec::new(), Vec::new());
+        let mut touched = BTreeSet::new();
+        for (id, _, from, is_synced) in live {
+            let mut to: Vec<Extent> = Vec::new();
+            let mut done = 0u64;
+            while done < from.len {
+                let zone = match st.zones.open_zone(gc_slot) {
+                    Some(z) => z,
+                    None => st.zones.open_new(gc_slot).ok_or_else(|| {
+                        FsError::NoSpace("no free zone for garbage collection".into())
+                    })?,
+                };
+                let written = st.zones.get(zone).written;
+                let room = self.layout.capacity() - written;
+                let want = (from.len - done).min(gc::COPY_CHUNK_BYTES);
+                let n = self.layout.piece(want, room);
+                if n == 0 {
+                    self.leave_zone(st, zone).await?;
+                    continue;
+                }
+                let data = self.read_piece(from.zone, from.offset + done, n).await?;
+                let mut bytes = BytesMut::from(&data[..]);
+                bytes.resize(self.layout.footprint(n) as usize, 0);
+                let footprint = bytes.len() as u64;
+                match self.client.append(zone, bytes.freeze()).await {
+                    Ok(offset) => {
+                        st.zones.note_append(zone, offset + footprint, n);
+                        st.stats.gc_bytes += n;
+                        st.stats.data_bytes += (offset + footprint).saturating_sub(written);
+                        touched.insert(zone);
+                        match to.last_mut() {
+                            Some(l) if l.zone == zone && l.offset + l.len == offset => l.len += n,
+                            _ => to.push(Extent {
+                                zone,
+                                offset,
+                                len: n,
+                            }),
+                        }
+                        if offset + footprint >= self.layout.capacity() {
+                            st.zones.close(zone);
+                        }
+                        done += n;
+                    }
+                    Err(e) if is_zone_full(&e) => self.leave_zone(st, zone).await?,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            let m = Move { id, from, to };
+            if is_synced {
+                synced.push(m);
+            } else {
+                unsynced.push(m);
+            }
+        }
+        for z in touched {
+            self.client.flush(z).await?;
+        }
+        if !unsynced.is_empty() {
+            let freed = st
+                .tree
+                .apply(&Delta::Relocate { moves: unsynced })
+                .map_err(|e| FsError::Corrupt {
+                    reason: format!("internal: {}", e.0),
+                })?;
+            for e in freed {
+                st.zones.free_bytes(e.zone, e.len);
+            }
+        }
+        if !synced.is_empty() {
+            self.commit(st, Delta::Relocate { moves: synced }).await?;
+        }
+        if st.zones.get(victim).live == 0 && st.zones.get(victim).usage != ZoneUse::Free {
+            self.client.reset(victim).await?;
+            st.zones.reset_done(victim);
+        }
+        st.stats.gc_zones += 1;
+        tracing::debug!(victim, "zone garbage collected");
+        Ok(())
+    }
+
     /// Finishes `zone` (no more appends to it; it stops being active).
     async fn leave_zone(&self, st: &mut State, zone: u32) -> Result<()> {
         self.client.finish(zone).await?;
@@ -185,7 +410,7 @@ impl ZoneFs {
     pub async fn sync(&self, path: &str) -> Result<()> {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
-        st.check()?;
+        st.check_write("sync")?;
         let id = st.tree.existing(&path)?;
         let node = st.tree.node(id).expect("indexed");
         let fresh: Vec<Extent> = node.extents[node.synced..].to_vec();
@@ -205,7 +430,7 @@ impl ZoneFs {
     /// next mount, even after a clean close of the client.
     pub async fn sync_all(&self) -> Result<()> {
         let mut st = self.state.lock().await;
-        st.check()?;
+        st.check_write("sync_all")?;
         let mut fresh: Vec<(u64, Vec<Extent>)> = st
             .tree
             .nodes()
@@ -276,6 +501,14 @@ impl ZoneFs {
         Ok(st.tree.node(id).expect("indexed").size())
     }
 
+    /// The size, lifetime class and extent count of the file at `path`.
+    pub async fn stat(&self, path: &str) -> Result<FileStat> {
+        let path = normalize(path)?;
+        let st = self.state.lock().await;
+        let id = st.tree.existing(&path)?;
+        Ok(FileStat::of(st.tree.node(id).expect("indexed")))
+    }
+
     /// Whether a file exists at `path`.
     pub async fn exists(&self, path: &str) -> Result<bool> {
         let path = normalize(path)?;
@@ -287,7 +520,7 @@ impl ZoneFs {
     pub async fn delete(&self, path: &str) -> Result<()> {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
-        st.check()?;
+        st.check_write("delete")?;
         let id = st.tree.existing(&path)?;
         self.commit(&mut st, Delta::Delete { id }).await
     }
@@ -298,7 +531,7 @@ impl ZoneFs {
         let from = normalize(from)?;
         let to = normalize(to)?;
         let mut st = self.state.lock().await;
-        st.check()?;
+        st.check_write("rename")?;
         let id = st.tree.existing(&from)?;
         if from == to {
             return Ok(());

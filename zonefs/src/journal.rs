@@ -30,6 +30,8 @@ pub struct Journal {
     pub written: u64,
     /// The current zone's superblock generation.
     pub generation: u64,
+    /// Bytes this journal wrote since the mount (records and padding, over every zone).
+    pub appended: u64,
 }
 
 /// What one journal zone holds, read back.
@@ -200,6 +202,7 @@ impl Journal {
             current: zone,
             written,
             generation,
+            appended: written,
         })
     }
 
@@ -212,8 +215,10 @@ impl Journal {
             client.finish(self.current).await?;
         }
         let next = (self.current + 1) % self.zones;
+        let before = self.appended;
         *self = Journal::write_fresh(client, layout, self.zones, next, self.generation + 1, tree)
             .await?;
+        self.appended += before;
         Ok(())
     }
 
@@ -243,7 +248,9 @@ impl Journal {
         match res {
             Ok(start) => {
                 // A flush pads the partial block: the next record starts at a block boundary.
-                self.written = (start + len).div_ceil(layout.block()) * layout.block();
+                let end = (start + len).div_ceil(layout.block()) * layout.block();
+                self.appended += end.saturating_sub(self.written);
+                self.written = end;
                 Ok(())
             }
             Err(ziob::ZiobError::Device(

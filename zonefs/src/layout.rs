@@ -16,10 +16,13 @@ pub struct Layout {
     pub whole_blocks: bool,
     /// The largest single append when `whole_blocks`.
     pub max_append_bytes: u64,
-    /// Data zones that may be open at once: one per lifetime class, fewer when the device's
-    /// active-zone limit (as the instance presents it) says so; one zone is kept for the
-    /// journal.
+    /// Class slots: data zones that may be open at once for files, one per lifetime class,
+    /// fewer when the device's active-zone limit (as the instance presents it) says so; one
+    /// active zone is kept for the journal and one for garbage collection.
     pub slots: usize,
+    /// The slot garbage collection appends to: a slot of its own (`slots`) unless the limit
+    /// leaves only one data zone open (then it shares slot 0).
+    pub gc_slot: usize,
 }
 
 impl Layout {
@@ -34,9 +37,13 @@ impl Layout {
             (a, o) => a.or(o),
         };
         let classes = WriteLifetime::ALL.len();
-        let slots = match limit {
-            None => classes,
-            Some(l) if l >= 2 => (l as usize - 1).min(classes),
+        let (slots, gc_slot) = match limit {
+            None => (classes, classes),
+            Some(2) => (1, 0),
+            Some(l) if l >= 3 => {
+                let slots = (l as usize - 2).min(classes);
+                (slots, slots)
+            }
             Some(l) => {
                 return Err(FsError::Config(format!(
                     "the device allows {l} active zone(s); the file layer needs 2 (journal + data)"
@@ -48,7 +55,13 @@ impl Layout {
             whole_blocks: !buffered,
             max_append_bytes: geometry.max_append_bytes.max(geometry.block_size_bytes),
             slots,
+            gc_slot,
         })
+    }
+
+    /// Open-zone slots in all: the class slots and the GC slot.
+    pub fn all_slots(&self) -> usize {
+        self.slots.max(self.gc_slot + 1)
     }
 
     /// Writable bytes per zone.

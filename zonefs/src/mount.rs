@@ -93,6 +93,61 @@ pub struct MountReport {
 /// Reads the journal back and rebuilds the zone table; rolls the journal to a fresh zone so
 /// that new deltas never follow a torn record.
 pub async fn mount(client: &Client) -> Result<Mounted> {
+    let found = read_journal(client).await?;
+    let (zones, zones_reset) = data_zones(
+        client,
+        &found.layout,
+        &found.zone_report,
+        found.journal.zones,
+        &found.tree,
+    )
+    .await?;
+    let mut journal = found.journal;
+    journal.roll(client, &found.layout, &found.tree).await?;
+    Ok(Mounted {
+        layout: found.layout,
+        tree: found.tree,
+        zones,
+        journal,
+        report: MountReport {
+            zones_reset,
+            ..found.report
+        },
+    })
+}
+
+/// Reads the journal back and builds the zone table from the device's report, writing
+/// nothing: no zone is reset or finished and the journal does not roll. Extents outside the
+/// written data zones do not fail it (`fsck` reports them); they count as live in no zone.
+pub async fn mount_read_only(client: &Client) -> Result<Mounted> {
+    let found = read_journal(client).await?;
+    let zones = read_only_zones(
+        &found.layout,
+        &found.zone_report,
+        found.journal.zones,
+        &found.tree,
+    );
+    Ok(Mounted {
+        layout: found.layout,
+        tree: found.tree,
+        zones,
+        journal: found.journal,
+        report: found.report,
+    })
+}
+
+/// What reading the journal found, before the data zones are looked at.
+struct Found {
+    layout: Layout,
+    zone_report: Vec<ZoneInfo>,
+    tree: Tree,
+    /// The journal as found (current = the zone read, not rolled).
+    journal: Journal,
+    report: MountReport,
+}
+
+/// Reads every journal zone and replays the newest valid one.
+async fn read_journal(client: &Client) -> Result<Found> {
     let layout = Layout::of(client).await?;
     let g = layout.geometry;
     let report = client.report(0, g.zone_count).await?;
@@ -186,27 +241,25 @@ pub async fn mount(client: &Client) -> Result<Mounted> {
             "journal replay stopped at a torn or corrupt record; later deltas dropped"
         );
     }
-    let tree = contents.tree;
-    let (zones, zones_reset) = data_zones(client, &layout, &report, journal_zones, &tree).await?;
-    let mut journal = Journal {
+    let journal = Journal {
         zones: journal_zones,
         current: journal_zone,
         written: wp(journal_zone),
         generation: max_generation,
+        appended: 0,
     };
-    journal.roll(client, &layout, &tree).await?;
-    Ok(Mounted {
+    Ok(Found {
         layout,
-        tree,
-        zones,
+        tree: contents.tree,
         journal,
         report: MountReport {
             journal_zone,
             generation: contents.superblock.generation,
             deltas: contents.deltas,
             cut: contents.cut,
-            zones_reset,
+            zones_reset: Vec::new(),
         },
+        zone_report: report,
     })
 }
 
@@ -228,6 +281,43 @@ fn no_superblock(reads: &[ZoneRead]) -> FsError {
         }
     }
     FsError::NotFormatted
+}
+
+/// The zone table of a read-only mount: the device's zones as they are (a written zone is
+/// `Closed`, its write pointer its written bytes); extents outside the written data zones are
+/// left out of the live counts.
+fn read_only_zones(layout: &Layout, report: &[ZoneInfo], first: u32, tree: &Tree) -> ZoneTable {
+    let mut live = vec![0u64; report.len()];
+    for (_, node) in tree.nodes() {
+        for e in &node.extents {
+            let z = e.zone as usize;
+            if e.zone >= first
+                && z < report.len()
+                && e.offset.checked_add(e.len).is_some_and(|end| {
+                    end <= report[z].write_pointer_bytes && end <= layout.capacity()
+                })
+            {
+                live[z] += e.len;
+            }
+        }
+    }
+    let table = report[first as usize..]
+        .iter()
+        .map(|info| {
+            let z = info.index as usize;
+            let usage = match info.state {
+                ZoneState::Offline | ZoneState::ReadOnly => ZoneUse::Unusable,
+                ZoneState::Empty => ZoneUse::Free,
+                _ => ZoneUse::Closed,
+            };
+            DataZone {
+                usage,
+                written: info.write_pointer_bytes,
+                live: live[z],
+            }
+        })
+        .collect();
+    ZoneTable::new(first, table, layout.all_slots())
 }
 
 /// Builds the data zone table: live bytes from the files' extents (checked against the zones'
@@ -298,5 +388,5 @@ async fn data_zones(
         };
         table.push(entry);
     }
-    Ok((ZoneTable::new(first, table, layout.slots), reset))
+    Ok((ZoneTable::new(first, table, layout.all_slots()), reset))
 }

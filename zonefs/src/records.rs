@@ -14,6 +14,8 @@ pub const KIND_SYNC: u8 = 0x11;
 pub const KIND_DELETE: u8 = 0x12;
 /// Payload kind byte of a `Rename` delta.
 pub const KIND_RENAME: u8 = 0x13;
+/// Payload kind byte of a `Relocate` delta (zone garbage collection).
+pub const KIND_RELOCATE: u8 = 0x14;
 
 /// A run of a file's bytes in one data zone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +50,18 @@ pub struct Snapshot {
     pub files: Vec<FileEntry>,
 }
 
+/// One extent of a file moved by garbage collection: `from` (one of the file's extents) is
+/// replaced, in place in the file's extent list, by `to` (same bytes, same total length).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Move {
+    /// The file.
+    pub id: u64,
+    /// The extent moved out of the victim zone.
+    pub from: Extent,
+    /// Where its bytes are now, in order.
+    pub to: Vec<Extent>,
+}
+
 /// One metadata change, journaled after the snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delta {
@@ -78,6 +92,11 @@ pub enum Delta {
         id: u64,
         /// Its new path.
         path: String,
+    },
+    /// Garbage collection moved these synced extents (their old bytes are dead).
+    Relocate {
+        /// The moves, applied in order.
+        moves: Vec<Move>,
     },
 }
 
@@ -174,6 +193,17 @@ impl Delta {
             Delta::Rename { id, path } => {
                 w.u8(KIND_RENAME).u64(*id).str(path);
             }
+            Delta::Relocate { moves } => {
+                w.u8(KIND_RELOCATE)
+                    .u32(u32::try_from(moves.len()).expect("move count below 2^32"));
+                for m in moves {
+                    w.u64(m.id)
+                        .u32(m.from.zone)
+                        .u64(m.from.offset)
+                        .u64(m.from.len);
+                    put_extents(&mut w, &m.to);
+                }
+            }
         }
         w.0
     }
@@ -197,6 +227,22 @@ impl Delta {
                 id: r.u64()?,
                 path: r.str()?,
             }),
+            KIND_RELOCATE => {
+                let n = r.u32()? as usize;
+                let mut moves = Vec::with_capacity(n.min(1 << 16));
+                for _ in 0..n {
+                    moves.push(Move {
+                        id: r.u64()?,
+                        from: Extent {
+                            zone: r.u32()?,
+                            offset: r.u64()?,
+                            len: r.u64()?,
+                        },
+                        to: get_extents(&mut r)?,
+                    });
+                }
+                Some(Delta::Relocate { moves })
+            }
             _ => None,
         })();
         done(&r, delta, "delta")
@@ -228,6 +274,20 @@ mod tests {
                 .prop_map(|(id, extents)| Delta::Sync { id, extents }),
             any::<u64>().prop_map(|id| Delta::Delete { id }),
             (any::<u64>(), "[a-z/]{0,40}").prop_map(|(id, path)| Delta::Rename { id, path }),
+            proptest::collection::vec(
+                (
+                    any::<u64>(),
+                    extent(),
+                    proptest::collection::vec(extent(), 0..3)
+                ),
+                0..4
+            )
+            .prop_map(|m| Delta::Relocate {
+                moves: m
+                    .into_iter()
+                    .map(|(id, from, to)| Move { id, from, to })
+                    .collect()
+            }),
         ]
     }
 
@@ -288,6 +348,32 @@ mod tests {
             path: "a".into(),
         };
         assert_eq!(c.encode(), [0x10, 1, 0, 0, 0, 0, 0, 0, 0, 6, 1, 0, b'a']);
+        let m = Delta::Relocate {
+            moves: vec![Move {
+                id: 2,
+                from: Extent {
+                    zone: 4,
+                    offset: 0,
+                    len: 6,
+                },
+                to: vec![Extent {
+                    zone: 9,
+                    offset: 8192,
+                    len: 6,
+                }],
+            }],
+        };
+        let mut want = vec![0x14];
+        want.extend_from_slice(&1u32.to_le_bytes());
+        want.extend_from_slice(&2u64.to_le_bytes());
+        want.extend_from_slice(&4u32.to_le_bytes());
+        want.extend_from_slice(&0u64.to_le_bytes());
+        want.extend_from_slice(&6u64.to_le_bytes());
+        want.extend_from_slice(&1u32.to_le_bytes());
+        want.extend_from_slice(&9u32.to_le_bytes());
+        want.extend_from_slice(&8192u64.to_le_bytes());
+        want.extend_from_slice(&6u64.to_le_bytes());
+        assert_eq!(m.encode(), want);
         assert!(Delta::decode(&[0x7f]).is_err());
         assert!(Snapshot::decode(&[0x10]).is_err());
     }

@@ -1,4 +1,5 @@
-//! Space accounting over the data zones (`df`).
+//! Space accounting over the data zones (`df`), the figures `zenfs df` prints: free, used
+//! (live), reclaimable, space amplification.
 
 use crate::zones::{ZoneTable, ZoneUse};
 
@@ -11,8 +12,9 @@ pub struct SpaceUsage {
     pub free_bytes: u64,
     /// Bytes in files (live extents, synced or not).
     pub used_bytes: u64,
-    /// Bytes written or spent that no file holds: dead data, padding, and the unwritten rest
-    /// of finished zones. Zone garbage collection (not implemented yet) would reclaim them.
+    /// Bytes written or spent that no file holds, in zones that still hold live data (a zone
+    /// without live data is reset at once): dead data, padding, and the unwritten rest of
+    /// finished zones. Zone garbage collection reclaims them by moving the live data out.
     pub reclaimable_bytes: u64,
     /// Usable data zones.
     pub data_zones: u32,
@@ -51,8 +53,15 @@ impl SpaceUsage {
         u
     }
 
-    /// Space amplification: bytes spent in zones (used + reclaimable) over bytes in files;
-    /// 1.0 when nothing is stored.
+    /// Bytes of the device the files occupy: used + reclaimable (every byte written or
+    /// given up in a zone that holds live data).
+    pub fn occupied_bytes(&self) -> u64 {
+        self.used_bytes + self.reclaimable_bytes
+    }
+
+    /// Space amplification: bytes occupied in zones (used + reclaimable) over bytes in files;
+    /// 1.0 when nothing is stored. (`zenfs df` prints the excess, reclaimable / used, as a
+    /// percentage: that is `(space_amplification() - 1) * 100`.)
     pub fn space_amplification(&self) -> f64 {
         if self.used_bytes == 0 {
             return 1.0;

@@ -205,6 +205,37 @@ impl Tree {
                 self.nodes.get_mut(id).expect("checked").path = path.clone();
                 Ok(freed)
             }
+            Delta::Relocate { moves } => {
+                let mut freed = Vec::new();
+                for m in moves {
+                    let node = self
+                        .nodes
+                        .get_mut(&m.id)
+                        .ok_or_else(|| ApplyError(format!("relocate in unknown file {}", m.id)))?;
+                    let i = node
+                        .extents
+                        .iter()
+                        .position(|e| *e == m.from)
+                        .ok_or_else(|| {
+                            ApplyError(format!(
+                                "relocate of {:?}: not an extent of {}",
+                                m.from, node.path
+                            ))
+                        })?;
+                    if m.to.is_empty() || m.to.iter().map(|e| e.len).sum::<u64>() != m.from.len {
+                        return Err(ApplyError(format!(
+                            "relocate of {:?} to extents of another length",
+                            m.from
+                        )));
+                    }
+                    node.extents.splice(i..=i, m.to.iter().copied());
+                    if i < node.synced {
+                        node.synced += m.to.len() - 1;
+                    }
+                    freed.push(m.from);
+                }
+                Ok(freed)
+            }
         }
     }
 }
@@ -250,6 +281,33 @@ mod tests {
         assert_eq!(back.snapshot(), snap);
         assert_eq!(back.next_id(), 2);
         assert!(t.apply(&create(1, "c")).is_err());
+        // Relocation splits a synced extent in place: the synced count follows.
+        let ex = |zone, offset, len| Extent { zone, offset, len };
+        let before = t.node(0).unwrap().clone();
+        assert_eq!(before.synced, 1);
+        let freed = t
+            .apply(&Delta::Relocate {
+                moves: vec![crate::records::Move {
+                    id: 0,
+                    from: before.extents[0],
+                    to: vec![ex(20, 0, 5), ex(21, 0, 10)],
+                }],
+            })
+            .unwrap();
+        assert_eq!(freed, vec![before.extents[0]]);
+        let after = t.node(0).unwrap();
+        assert_eq!(after.synced, 2);
+        assert_eq!(
+            after.extents,
+            vec![ex(20, 0, 5), ex(21, 0, 10), before.extents[1]]
+        );
+        assert_eq!(after.size(), before.size());
+        // A move of bytes the file does not hold, or to another length, is corrupt.
+        let bad = |from, to| Delta::Relocate {
+            moves: vec![crate::records::Move { id: 0, from, to }],
+        };
+        assert!(t.apply(&bad(ex(20, 0, 4), vec![ex(1, 0, 4)])).is_err());
+        assert!(t.apply(&bad(ex(20, 0, 5), vec![ex(1, 0, 4)])).is_err());
         assert!(t.apply(&Delta::Delete { id: 7 }).is_err());
     }
 }

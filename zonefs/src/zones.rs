@@ -94,6 +94,30 @@ impl ZoneTable {
         Some(zone)
     }
 
+    /// Zones free (empty).
+    pub fn free_count(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Zones that can hold data (not offline or read-only).
+    pub fn usable_count(&self) -> usize {
+        self.zones
+            .iter()
+            .filter(|z| z.usage != ZoneUse::Unusable)
+            .count()
+    }
+
+    /// The closed zone with the most garbage (`capacity` - live bytes), if it has at least
+    /// `min_garbage`: the next victim of garbage collection. Ties go to the lowest index.
+    pub fn gc_victim(&self, capacity: u64, min_garbage: u64) -> Option<u32> {
+        self.iter()
+            .filter(|(_, z)| z.usage == ZoneUse::Closed && z.live > 0)
+            .map(|(i, z)| (capacity.saturating_sub(z.live), i))
+            .filter(|(g, _)| *g >= min_garbage)
+            .max_by_key(|(g, i)| (*g, std::cmp::Reverse(*i)))
+            .map(|(_, i)| i)
+    }
+
     /// `len` bytes appended to `zone` end at `end`; `live` of them belong to a file.
     pub fn note_append(&mut self, zone: u32, end: u64, live: u64) {
         let z = self.get_mut(zone);

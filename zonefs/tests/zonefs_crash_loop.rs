@@ -4,12 +4,18 @@
 //! its acknowledged synced size, and its content is a prefix of what was appended.
 //! `ZONEFS_CRASH_ROUNDS` sets the number of rounds (default 20).
 //!
+//! The device is small (22 data zones of 64 KiB) and the writer deletes files once they fill
+//! 40 % of it, so zone garbage collection runs on its own, and the writer also calls `gc`:
+//! crashes land in the middle of relocations. The zones collected are counted (> 0 over the
+//! loop) and after every remount `fsck` is clean.
+//!
 //! Every call racing the abandon must answer (ziob's `client_abandon_race` covers the bug
 //! this loop found there); a writer blocked 20 s after the abandon fails the test.
 
 mod support;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,10 +58,21 @@ impl Rng {
     }
 }
 
-/// The writer: ops until one fails (the crash).
-fn writer(fs: ZoneFs, round: u64, known: Arc<Mutex<BTreeMap<String, Known>>>) {
+/// The writer: ops until one fails (the crash). Stores the zones GC collected this mount in
+/// `gc_zones`.
+fn writer(
+    fs: ZoneFs,
+    round: u64,
+    known: Arc<Mutex<BTreeMap<String, Known>>>,
+    gc_zones: Arc<AtomicU64>,
+) {
     let mut rng = Rng(round * 7919 + 1);
+    let total = b(fs.df()).total_bytes;
     for i in 0.. {
+        if i % 8 == 0 {
+            gc_zones.store(b(fs.stats()).gc_zones, Ordering::Relaxed);
+        }
+        let full = b(fs.df()).used_bytes > total * 2 / 5;
         let name = format!("r{round}/f{}", i % 6);
         let exists = known
             .lock()
@@ -75,8 +92,9 @@ fn writer(fs: ZoneFs, round: u64, known: Arc<Mutex<BTreeMap<String, Known>>>) {
             }
             r
         } else {
-            match rng.next() % 8 {
-                0 => {
+            match if full { 0 } else { rng.next() % 16 } {
+                15 => b(fs.gc(1)).map(|_| ()),
+                0 | 8 => {
                     // Delete an older file of any round.
                     let victim = known
                         .lock()
@@ -92,7 +110,7 @@ fn writer(fs: ZoneFs, round: u64, known: Arc<Mutex<BTreeMap<String, Known>>>) {
                     }
                     r
                 }
-                1..=3 => {
+                1..=3 | 9..=11 => {
                     let size = known.lock().unwrap()[&name].appended;
                     let r = b(fs.sync(&name));
                     if r.is_ok() {
@@ -124,7 +142,7 @@ fn crash_loop_keeps_acknowledged_metadata_and_synced_data() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
-    let first = EmuFile::create("crash", 256, 256 << 10, None);
+    let first = EmuFile::create("crash", 24, 64 << 10, None);
     bounded(60 + rounds * 30, move || {
         let file = first;
         let spec = file.spec();
@@ -134,9 +152,12 @@ fn crash_loop_keeps_acknowledged_metadata_and_synced_data() {
         end(client, false);
         let known: Arc<Mutex<BTreeMap<String, Known>>> = Arc::default();
         let mut rng = Rng(42);
+        let mut gc_total = 0;
         for round in 0..rounds {
             let client = open(&rt, &spec, true);
             let fs = b(ZoneFs::mount(client.clone())).unwrap();
+            let rep = b(fs.fsck()).unwrap();
+            assert!(rep.is_clean(), "round {round}: {:#?}", rep.problems);
             // Check what the last crash left, then take reality as the new model.
             {
                 let mut k = known.lock().unwrap();
@@ -176,10 +197,12 @@ fn crash_loop_keeps_acknowledged_metadata_and_synced_data() {
             // The writer works on its own copy of the model, taken back when it ends.
             let round_known = Arc::new(Mutex::new(known.lock().unwrap().clone()));
             let (done_tx, done_rx) = std::sync::mpsc::channel();
+            let gc_zones = Arc::new(AtomicU64::new(0));
             {
-                let (fs, round_known) = (fs.clone(), round_known.clone());
+                let (fs, round_known, gc_zones) =
+                    (fs.clone(), round_known.clone(), gc_zones.clone());
                 std::thread::spawn(move || {
-                    writer(fs, round, round_known);
+                    writer(fs, round, round_known, gc_zones);
                     let _ = done_tx.send(());
                 });
             }
@@ -195,6 +218,9 @@ fn crash_loop_keeps_acknowledged_metadata_and_synced_data() {
             }
             let snapshot = round_known.lock().unwrap().clone();
             *known.lock().unwrap() = snapshot;
+            gc_total += gc_zones.load(Ordering::Relaxed);
         }
+        println!("{rounds} rounds: GC collected at least {gc_total} zones");
+        assert!(gc_total > 0, "GC never ran");
     });
 }

@@ -245,7 +245,7 @@ pub fn run_test(a: &TestArgs) -> Result<i32> {
             bins.iter().map(|b| &b.label).collect::<Vec<_>>()
         );
     }
-    let ziob = build_bin("ziob", "ziob")?;
+    let ziob = build_bin("ziob-cli", "ziob")?;
 
     let geometries: Vec<(&str, Vec<&str>)> = match a.geometry {
         GeometryChoice::Default => vec![("default", vec![])],

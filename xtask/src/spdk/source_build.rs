@@ -309,7 +309,7 @@ pub fn run_build(a: &BuildArgs) -> Result<i32> {
         "[spdk-build] SPDK {major}.{minor:02} installed in {} in {:.0} s (static libspdk_*.a, \
          which the backend links, and shared libraries, which configure turns on by itself \
          with a packaged DPDK: both are expected).\nUse it with:\n    export SPDK_DIR={}\n    \
-         cargo build -p ziob --features spdk --bin ziob\n    cargo xtask spdk-test --spdk {}",
+         cargo build -p ziob-cli --features spdk --bin ziob\n    cargo xtask spdk-test --spdk {}",
         prefix.display(),
         t.elapsed().as_secs_f64(),
         prefix.display(),

@@ -145,6 +145,7 @@ impl Request {
                 append: matches!(cmd, Command::Append(_)),
             },
             Command::Stats(_) => unreachable!("main handles `stats` itself"),
+            Command::Fs(_) => unreachable!("main handles `fs` itself"),
             Command::Read {
                 dev,
                 zone,

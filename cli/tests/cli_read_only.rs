@@ -5,29 +5,9 @@
 
 mod cli_support;
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::process::{Command, Output};
+use std::os::unix::fs::PermissionsExt;
 
-use cli_support::{data, device, ok};
-
-/// Runs `ziob args` as a user without write permission on the device: this user if it is
-/// not root, else `nobody` through `setpriv`. `None` when that is impossible here. `mine` is
-/// a file this process created (its owner is this user).
-fn run_unprivileged(args: &[&str], mine: &std::path::Path) -> Option<Output> {
-    let ziob = env!("CARGO_BIN_EXE_ziob");
-    let root = std::fs::metadata(mine).unwrap().uid() == 0;
-    let mut cmd = if root {
-        let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
-            .into_iter()
-            .find(|p| std::path::Path::new(p).exists())?;
-        let mut c = Command::new(setpriv);
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", ziob]);
-        c
-    } else {
-        Command::new(ziob)
-    };
-    Some(cmd.args(args).env_remove("RUST_LOG").output().unwrap())
-}
+use cli_support::{data, device, ok, run_unprivileged};
 
 #[test]
 fn read_only_commands_work_on_a_read_only_file() {

@@ -11,18 +11,25 @@
 //! ziob read DEV --zone Z --offset O --length L   data to stdout
 //! ziob stats DEV --zone Z [--bs S] [--cores N] [--per-core] [--json]   stdin through the
 //!             buffer; prints its metrics
+//! ziob fs mkfs DEV [--journal-zones N] [--force]   format a zone file system (ziob-zonefs)
+//! ziob fs ls DEV [DIR] [-l] [--json]       files and directories (read-only)
+//! ziob fs df DEV [--json]                  free / used / reclaimable, space amplification
+//! ziob fs fsck DEV [-v]                    consistency check: exit 0 clean, 3 inconsistent
 //! ```
 //! `DEV` is a device spec (`emu:/path/dev.zns`, `mem:zones=8,zone_size=1M`, …). Zones are
 //! numbered from 0; offsets and lengths are bytes within the zone; sizes take K/M/G suffixes.
 //! A command that changes data or zone state exits 0 only once the change is durable.
 //! `write` and `append` read stdin only up to what the zone takes (its remaining capacity,
 //! for `append` also the zone append size limit): larger input is refused before anything is
-//! written. `info`, `report` and `read` ask only for read access (`access.rs`).
-//! Errors go to stderr with the API's wording; the exit code is 1 (2 for usage errors).
+//! written. `info`, `report`, `read` and `fs ls|df|fsck` ask only for read access
+//! (`access.rs`); `fs ls|df|fsck` never write to the device (`filesystem/`).
+//! Errors go to stderr with the API's wording; the exit code is 1 (2 for usage errors; `fs
+//! fsck` exits 3 when the file system is inconsistent). Reference: docs/CLI.md.
 //! The library's `tracing` events go to stderr too, filtered by `RUST_LOG` (default `warn`).
 
 mod access;
 mod commands;
+mod filesystem;
 mod input;
 mod output;
 mod stats;
@@ -30,7 +37,7 @@ mod stats;
 use clap::{Args, Parser, Subcommand};
 use ziob_backends::{parse_size_bytes, ZoneAction};
 
-/// Inspect and drive ZIOB zoned devices.
+/// Inspect and drive ZIOB zoned devices, and zone file systems on them (`ziob fs`).
 #[derive(Debug, Parser)]
 #[command(name = "ziob", version, about)]
 struct Cli {
@@ -92,6 +99,8 @@ enum Command {
         #[arg(long, value_parser = size)]
         length: u64,
     },
+    /// Zone file system commands (`ziob-zonefs`): mkfs, ls, df, fsck.
+    Fs(filesystem::FsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -156,6 +165,7 @@ fn main() {
                 std::process::exit(1);
             }
         },
+        Command::Fs(args) => std::process::exit(filesystem::run(args)),
         command => Cli { command },
     };
     let request = match commands::Request::from_command(cli.command) {

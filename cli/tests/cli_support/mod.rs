@@ -153,6 +153,25 @@ pub fn zone_json(spec: &str, zone: u32) -> serde_json::Value {
     v[0].clone()
 }
 
+/// Runs `ziob args` as a user without write permission on the device: this user if it is
+/// not root, else `nobody` through `setpriv`. `None` when that is impossible here. `mine` is
+/// a file this process created (its owner is this user).
+pub fn run_unprivileged(args: &[&str], mine: &std::path::Path) -> Option<Output> {
+    let ziob = env!("CARGO_BIN_EXE_ziob");
+    let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(mine).unwrap()) == 0;
+    let mut cmd = if root {
+        let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())?;
+        let mut c = Command::new(setpriv);
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", ziob]);
+        c
+    } else {
+        Command::new(ziob)
+    };
+    Some(cmd.args(args).env_remove("RUST_LOG").output().unwrap())
+}
+
 /// `len` bytes of a pattern that differs per `seed`.
 pub fn data(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
