@@ -8,11 +8,16 @@
 //! - [`sst::table`]: the table file — data blocks, filter, index, footer, a CRC-32C per
 //!   block — built in one sequential pass and read through any [`sst::table::TableSource`].
 //!
-//! Not built yet: the block cache, memtable, WAL on the zone log, manifest, compaction,
+//! - [`ikey`]: internal keys (user key + sequence number + kind, newest version first) and
+//!   [`memtable`]: a shard's newest writes in that order, with snapshot lookups.
+//!
+//! Not built yet: the block cache, WAL on the zone log, manifest, compaction,
 //! zone placement and GC (through `ziob-zonefs`), the `Db` API and the `kv-demo` benchmark
 //! binary.
 
 pub mod error;
+pub mod ikey;
+pub mod memtable;
 pub mod sst;
 mod varint;
 
