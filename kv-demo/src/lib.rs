@@ -11,10 +11,14 @@
 //! - [`ikey`]: internal keys (user key + sequence number + kind, newest version first) and
 //!   [`memtable`]: a shard's newest writes in that order, with snapshot lookups.
 //!
+//! - [`batch`]: write batches (atomic groups of puts and deletes) and their WAL encoding,
+//!   with the key and value limits.
+//!
 //! Not built yet: the block cache, WAL on the zone log, manifest, compaction,
 //! zone placement and GC (through `ziob-zonefs`), the `Db` API and the `kv-demo` benchmark
 //! binary.
 
+pub mod batch;
 pub mod error;
 pub mod ikey;
 pub mod memtable;
