@@ -3,7 +3,7 @@
 //! device holding other data refused without being touched.
 
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::ptr;
 
 use ziob::{Client, Runtime, ZiobConfig};
@@ -213,7 +213,7 @@ fn files_dirs_locks_and_errors_through_the_c_abi() {
 
 /// Writes `data` at the start of `zone` of the emu device at `path` (created with 8 zones of
 /// 4 MiB), through ZIOB.
-fn put_foreign_data(path: &PathBuf, zone: u32, data: &[u8]) {
+fn put_foreign_data(path: &Path, zone: u32, data: &[u8]) {
     let spec = format!("emu:{}", path.display());
     let rt = Runtime::builder().cores(1).build().unwrap();
     let data = data.to_vec();
@@ -232,7 +232,7 @@ fn put_foreign_data(path: &PathBuf, zone: u32, data: &[u8]) {
     });
 }
 
-fn zone_start(path: &PathBuf, zone: u32, len: usize) -> Vec<u8> {
+fn zone_start(path: &Path, zone: u32, len: usize) -> Vec<u8> {
     let spec = format!("emu:{}", path.display());
     let rt = Runtime::builder().cores(1).build().unwrap();
     futures::executor::block_on(async {
