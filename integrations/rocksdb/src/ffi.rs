@@ -328,11 +328,7 @@ pub unsafe extern "C" fn ziob_fs_read_at(
     call(err, || {
         // SAFETY: caller's contract.
         let (fs, path) = unsafe { (fs_ref(fs)?, path_arg(path)?) };
-        let data = if fs.size(&path)? == 0 {
-            Default::default()
-        } else {
-            fs.fs.read_at(&path, offset, len)?
-        };
+        let data = fs.read_at(&path, offset, len)?;
         let n = data.len().min(len);
         if n > 0 {
             // SAFETY: `buf` is writable for `len >= n` bytes by the caller's contract, and

@@ -7,6 +7,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use bytes::Bytes;
 use ziob::{Client, Runtime, ZiobConfig};
 use ziob_zonefs::{BlockingZoneFs, FsError, MkfsOptions, WriteLifetime, ZoneFs};
 
@@ -289,6 +290,14 @@ impl SharedFs {
             return Ok(0);
         }
         Ok(self.fs.size(path)?)
+    }
+
+    /// Reads up to `len` bytes at `offset` (a pending file is empty).
+    pub fn read_at(&self, path: &str, offset: u64, len: usize) -> Result<Bytes, PluginError> {
+        match self.fs.read_at(path, offset, len) {
+            Err(FsError::NotFound(_)) if lock(&self.pending).contains_key(path) => Ok(Bytes::new()),
+            other => Ok(other?),
+        }
     }
 
     /// Deletes a file.
