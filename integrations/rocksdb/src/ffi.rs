@@ -9,11 +9,12 @@
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use ziob_zonefs::WriteLifetime;
 
 use crate::error::{PluginError, ZIOB_OK};
-use crate::shared::{clean, SharedFs};
+use crate::shared::{clean, SharedFs, WriteBuf};
 
 /// An open device (opaque to C): a `&'static SharedFs`, valid for the whole process.
 pub type ZiobFs = SharedFs;
@@ -23,6 +24,7 @@ pub struct ZiobWFile {
     fs: &'static SharedFs,
     path: String,
     size: AtomicU64,
+    buf: Arc<WriteBuf>,
 }
 
 /// The lifetime class of a C lifetime code: RocksDB's `Env::WriteLifeTimeHint` values 0..=5
@@ -370,10 +372,12 @@ pub unsafe extern "C" fn ziob_wfile_open(
             fs.create_lazy(&path, class)?;
             0
         };
+        let buf = fs.writer(&path);
         let file = Box::new(ZiobWFile {
             fs,
             path,
             size: AtomicU64::new(size),
+            buf,
         });
         // SAFETY: caller's contract.
         match unsafe { out.as_mut() } {
@@ -431,7 +435,7 @@ pub unsafe extern "C" fn ziob_wfile_append(
         }
         // SAFETY: `data` is readable for `len` bytes for the call by the caller's contract.
         let bytes = unsafe { std::slice::from_raw_parts(data, len) };
-        f.fs.append(&f.path, bytes)?;
+        f.fs.buffered_append(&f.path, &f.buf, bytes)?;
         f.size.fetch_add(len as u64, Ordering::Relaxed);
         Ok(())
     })
@@ -447,6 +451,7 @@ pub unsafe extern "C" fn ziob_wfile_sync(f: *const ZiobWFile, err: *mut *mut c_c
     call(err, || {
         // SAFETY: caller's contract.
         let f = unsafe { wfile(f) }?;
+        f.fs.push_buf(&f.path, &f.buf)?;
         f.fs.sync(&f.path)
     })
 }
@@ -461,6 +466,7 @@ pub unsafe extern "C" fn ziob_wfile_close(f: *const ZiobWFile, err: *mut *mut c_
     call(err, || {
         // SAFETY: caller's contract.
         let f = unsafe { wfile(f) }?;
+        f.fs.push_buf(&f.path, &f.buf)?;
         f.fs.materialize(&f.path)
     })
 }
@@ -475,14 +481,23 @@ pub unsafe extern "C" fn ziob_wfile_size(f: *const ZiobWFile) -> u64 {
     unsafe { f.as_ref() }.map_or(0, |f| f.size.load(Ordering::Relaxed))
 }
 
-/// Frees a write handle (a file not written yet stays visible as an empty file).
+/// Frees a write handle: hands over its gathered appends (an error is printed: there is no
+/// caller to tell; call [`ziob_wfile_close`] first to get it). A file not written yet stays
+/// visible as an empty file.
 ///
 /// # Safety
 /// `f` is null or a live handle from [`ziob_wfile_open`], freed once.
 #[no_mangle]
 pub unsafe extern "C" fn ziob_wfile_free(f: *mut ZiobWFile) {
-    if !f.is_null() {
-        // SAFETY: made by `Box::into_raw` in `ziob_wfile_open`, freed once by the contract.
-        drop(unsafe { Box::from_raw(f) });
+    if f.is_null() {
+        return;
     }
+    // SAFETY: made by `Box::into_raw` in `ziob_wfile_open`, freed once by the contract.
+    let f = unsafe { Box::from_raw(f) };
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if let Err(e) = f.fs.push_buf(&f.path, &f.buf) {
+            eprintln!("ziob-rocksdb: writing /{} on release failed: {e}", f.path);
+        }
+        f.fs.forget_writer(&f.path, &f.buf);
+    }));
 }

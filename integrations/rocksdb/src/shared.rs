@@ -1,10 +1,11 @@
 //! One mounted zone file system per device per process ([`SharedFs::get`]), with what RocksDB
 //! needs on top of zonefs: directories that exist while empty, files created lazily (so the
-//! write-lifetime hint RocksDB sets after creating a file still picks the zones), in-process
-//! file locks and modification times.
+//! write-lifetime hint RocksDB sets after creating a file still picks the zones), small
+//! appends gathered per open file ([`WriteBuf`]), in-process file locks and modification
+//! times.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -13,6 +14,18 @@ use ziob_zonefs::{BlockingZoneFs, FsError, MkfsOptions, WriteLifetime, ZoneFs};
 
 use crate::error::PluginError;
 use crate::uri::FsUri;
+
+/// Appends gathered in a file open for writing before they go to zonefs in one call (each
+/// zonefs call is a round trip to a ZIOB core; RocksDB appends every WAL record on its own).
+/// Handed over when [`WRITE_BUF_BYTES`] would be exceeded, on sync and close, and before
+/// anything in the process looks at the file (read, size, rename) or the process exits.
+#[derive(Debug, Default)]
+pub struct WriteBuf {
+    data: Mutex<Vec<u8>>,
+}
+
+/// Most bytes a [`WriteBuf`] gathers.
+pub const WRITE_BUF_BYTES: usize = 128 << 10;
 
 /// A mounted file system shared by every RocksDB `FileSystem` object of its device.
 pub struct SharedFs {
@@ -24,6 +37,8 @@ pub struct SharedFs {
     pub fs: BlockingZoneFs,
     /// Created, not yet written files: path → lifetime class. Visible as empty files.
     pending: Mutex<HashMap<String, WriteLifetime>>,
+    /// The gathered appends of files open for writing.
+    writers: Mutex<HashMap<String, Arc<WriteBuf>>>,
     /// Directories made with `CreateDir` (a directory also exists while a file lies under it).
     dirs: Mutex<BTreeSet<String>>,
     /// Paths locked with `LockFile`.
@@ -82,6 +97,7 @@ impl SharedFs {
     fn open(uri: FsUri) -> Result<SharedFs, PluginError> {
         let runtime = ziob::backends::runtime_builder_for(&uri.spec)
             .cores(uri.cores)
+            .busy_poll(uri.busy_poll)
             .build()
             .map_err(|e| PluginError::Io(format!("starting the ZIOB runtime: {e}")))?;
         let config = if uri.buffered {
@@ -123,6 +139,7 @@ impl SharedFs {
             _runtime: runtime,
             fs: fs.blocking(),
             pending: Mutex::default(),
+            writers: Mutex::default(),
             dirs: Mutex::default(),
             locks: Mutex::default(),
             mtimes: Mutex::default(),
@@ -145,6 +162,9 @@ impl SharedFs {
             .name("ziob-rocksdb-exit-sync".into())
             .spawn(move || {
                 for fs in all {
+                    if let Err(e) = fs.push_all() {
+                        eprintln!("ziob-rocksdb: writing {} at exit failed: {e}", fs.uri.spec);
+                    }
                     if let Err(e) = fs.fs.sync_all() {
                         eprintln!("ziob-rocksdb: syncing {} at exit failed: {e}", fs.uri.spec);
                     }
@@ -225,8 +245,82 @@ impl SharedFs {
         Ok(())
     }
 
+    /// A new gathering buffer for `path`, open for writing (replacing an older writer's).
+    pub fn writer(&self, path: &str) -> Arc<WriteBuf> {
+        let wb = Arc::new(WriteBuf::default());
+        lock(&self.writers).insert(path.to_string(), wb.clone());
+        wb
+    }
+
+    /// Drops `path`'s writer entry if it is `wb` (after [`push`](Self::push_buf)).
+    pub fn forget_writer(&self, path: &str, wb: &Arc<WriteBuf>) {
+        let mut w = lock(&self.writers);
+        if w.get(path).is_some_and(|cur| Arc::ptr_eq(cur, wb)) {
+            w.remove(path);
+        }
+    }
+
+    /// Appends through the gathering buffer `wb` of `path`.
+    pub fn buffered_append(
+        &self,
+        path: &str,
+        wb: &WriteBuf,
+        data: &[u8],
+    ) -> Result<(), PluginError> {
+        let mut b = lock(&wb.data);
+        if b.len() + data.len() <= WRITE_BUF_BYTES {
+            b.extend_from_slice(data);
+            return Ok(());
+        }
+        self.hand_over(path, &mut b)?;
+        if data.len() >= WRITE_BUF_BYTES {
+            self.append(path, data)
+        } else {
+            b.extend_from_slice(data);
+            Ok(())
+        }
+    }
+
+    /// Appends what `b` gathered to `path` and empties it (also on error: the file then
+    /// holds an unknown part of it, and the error goes to RocksDB).
+    fn hand_over(&self, path: &str, b: &mut Vec<u8>) -> Result<(), PluginError> {
+        if b.is_empty() {
+            return Ok(());
+        }
+        let r = self.append(path, b);
+        b.clear();
+        r
+    }
+
+    /// Hands over what `wb` gathered for `path`.
+    pub fn push_buf(&self, path: &str, wb: &WriteBuf) -> Result<(), PluginError> {
+        self.hand_over(path, &mut lock(&wb.data))
+    }
+
+    /// Hands over the gathered appends of `path`'s writer, if it has one.
+    fn push(&self, path: &str) -> Result<(), PluginError> {
+        let wb = lock(&self.writers).get(path).cloned();
+        match wb {
+            Some(wb) => self.push_buf(path, &wb),
+            None => Ok(()),
+        }
+    }
+
+    /// Hands over the gathered appends of every writer.
+    pub fn push_all(&self) -> Result<(), PluginError> {
+        let all: Vec<(String, Arc<WriteBuf>)> = lock(&self.writers)
+            .iter()
+            .map(|(p, w)| (p.clone(), w.clone()))
+            .collect();
+        for (p, w) in all {
+            self.push_buf(&p, &w)?;
+        }
+        Ok(())
+    }
+
     /// Makes a file durable up to its size (created on the device first if pending).
     pub fn sync(&self, path: &str) -> Result<(), PluginError> {
+        self.push(path)?;
         self.materialize(path)?;
         self.fs.sync(path)?;
         self.touch(path);
@@ -289,11 +383,13 @@ impl SharedFs {
         if lock(&self.pending).contains_key(path) {
             return Ok(0);
         }
+        self.push(path)?;
         Ok(self.fs.size(path)?)
     }
 
     /// Reads up to `len` bytes at `offset` (a pending file is empty).
     pub fn read_at(&self, path: &str, offset: u64, len: usize) -> Result<Bytes, PluginError> {
+        self.push(path)?;
         match self.fs.read_at(path, offset, len) {
             Err(FsError::NotFound(_)) if lock(&self.pending).contains_key(path) => Ok(Bytes::new()),
             other => Ok(other?),
@@ -303,6 +399,9 @@ impl SharedFs {
     /// Deletes a file.
     pub fn delete(&self, path: &str) -> Result<(), PluginError> {
         lock(&self.mtimes).remove(path);
+        if let Some(wb) = lock(&self.writers).remove(path) {
+            lock(&wb.data).clear();
+        }
         if lock(&self.pending).remove(path).is_some() {
             return Ok(());
         }
@@ -312,6 +411,10 @@ impl SharedFs {
 
     /// Renames a file, replacing the target.
     pub fn rename(&self, from: &str, to: &str) -> Result<(), PluginError> {
+        self.push(from)?;
+        if let Some(wb) = lock(&self.writers).remove(to) {
+            lock(&wb.data).clear();
+        }
         self.materialize(from)?;
         lock(&self.pending).remove(to);
         self.fs.rename(from, to)?;

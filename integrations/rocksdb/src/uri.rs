@@ -26,6 +26,9 @@ pub struct FsUri {
     pub buffered: bool,
     /// `cores=N`: ZIOB runtime cores (threads), default 1.
     pub cores: usize,
+    /// `poll=busy|sleep`: ZIOB cores spin instead of sleeping in the kernel when idle
+    /// (lower latency per call, one CPU busy per core). Default `sleep`.
+    pub busy_poll: bool,
     /// `zones=N`: zones of an `emu:` file created because it did not exist.
     pub emu_zones: u32,
     /// `zone_size=S` (K/M/G suffixes): zone size of such a file.
@@ -46,10 +49,11 @@ impl fmt::Display for FsUri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{SCHEME}{}?buffer={}&cores={}",
+            "{SCHEME}{}?buffer={}&cores={}&poll={}",
             self.spec,
             if self.buffered { "on" } else { "off" },
-            self.cores
+            self.cores,
+            if self.busy_poll { "busy" } else { "sleep" }
         )
     }
 }
@@ -85,6 +89,7 @@ impl FsUri {
             spec: spec.to_string(),
             buffered: true,
             cores: 1,
+            busy_poll: false,
             emu_zones: EMU_ZONES_DEFAULT,
             emu_zone_bytes: EMU_ZONE_BYTES_DEFAULT,
         };
@@ -110,6 +115,13 @@ impl FsUri {
                         .filter(|c| (1..=CORES_MAX).contains(c))
                         .ok_or_else(|| bad(format!("cores={v}: expected 1..={CORES_MAX}")))?
                 }
+                "poll" => {
+                    out.busy_poll = match v {
+                        "busy" => true,
+                        "sleep" => false,
+                        _ => return Err(bad(format!("poll={v}: expected busy or sleep"))),
+                    }
+                }
                 "zones" => {
                     out.emu_zones = v
                         .parse()
@@ -128,7 +140,7 @@ impl FsUri {
                 }
                 _ => {
                     return Err(bad(format!(
-                        "unknown option {k:?} (known: buffer, cores, zones, zone_size)"
+                        "unknown option {k:?} (known: buffer, cores, poll, zones, zone_size)"
                     )))
                 }
             }
@@ -162,7 +174,9 @@ mod tests {
 
     #[test]
     fn parses_spec_and_options() {
-        let u = FsUri::parse("ziob://emu:/var/tmp/a,b.zns,discard=1?buffer=off&cores=2").unwrap();
+        let u = FsUri::parse("ziob://emu:/var/tmp/a,b.zns,discard=1?buffer=off&cores=2&poll=busy")
+            .unwrap();
+        assert!(u.busy_poll);
         assert_eq!(u.spec, "emu:/var/tmp/a,b.zns,discard=1");
         assert!(!u.buffered);
         assert_eq!(u.cores, 2);
@@ -185,6 +199,7 @@ mod tests {
             "ziob://emu:/x?color=red",
             "ziob://emu:/x?zone_size=3",
             "ziob://emu:/x?cores",
+            "ziob://emu:/x?poll=fast",
         ] {
             assert!(FsUri::parse(bad).is_err(), "{bad}");
         }

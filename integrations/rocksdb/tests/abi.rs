@@ -141,6 +141,14 @@ fn files_dirs_locks_and_errors_through_the_c_abi() {
         assert_eq!(rc, ZIOB_OK, "{msg}");
     }
     assert_eq!(unsafe { ziob_wfile_size(w) }, 11);
+    // Gathered appends are seen by reads and sizes before any sync.
+    assert_eq!(read_all(fs, "/db/000007.sst"), b"hello zones");
+    let mut size = 0u64;
+    assert_eq!(
+        check(|e| unsafe { ziob_fs_size(fs, path.as_ptr(), &mut size, e) }).0,
+        ZIOB_OK
+    );
+    assert_eq!(size, 11);
     assert_eq!(check(|e| unsafe { ziob_wfile_sync(w, e) }).0, ZIOB_OK);
     assert_eq!(check(|e| unsafe { ziob_wfile_close(w, e) }).0, ZIOB_OK);
     unsafe { ziob_wfile_free(w) };
@@ -209,6 +217,71 @@ fn files_dirs_locks_and_errors_through_the_c_abi() {
     // Null arguments are errors, not crashes.
     let (rc, _) = check(|e| unsafe { ziob_fs_stat(fs, ptr::null(), &mut 0, e) });
     assert_eq!(rc, ZIOB_INVALID_ARGUMENT);
+}
+
+/// Reads `len` bytes at `offset` of `path`.
+fn read_range(fs: *const ZiobFs, path: &CStr, offset: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len];
+    let mut got = 0usize;
+    // SAFETY: valid handle and string; `buf` writable for its length.
+    let (rc, msg) = check(|e| unsafe {
+        ziob_fs_read_at(
+            fs,
+            path.as_ptr(),
+            offset,
+            buf.as_mut_ptr(),
+            len,
+            &mut got,
+            e,
+        )
+    });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    buf.truncate(got);
+    buf
+}
+
+#[test]
+fn appends_of_any_size_read_back_in_order_while_writing() {
+    let dev = Dev::new("sizes");
+    let fs = open(&dev.uri()).unwrap();
+    let path = c("/db/000009.log");
+    let mut w: *mut ZiobWFile = ptr::null_mut();
+    // SAFETY (all calls in this test): valid handle, strings, buffers and out pointers.
+    let (rc, msg) = check(|e| unsafe { ziob_wfile_open(fs, path.as_ptr(), 6, 0, &mut w, e) });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    let mut model: Vec<u8> = Vec::new();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for step in 0..300 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Mostly small records, sometimes one larger than the gathering buffer.
+        let len = match x % 10 {
+            0 => 100_000 + (x >> 8) as usize % 200_000,
+            1..=3 => (x >> 8) as usize % 9000,
+            _ => (x >> 8) as usize % 300,
+        };
+        let chunk: Vec<u8> = (0..len).map(|i| (i as u64 ^ x) as u8).collect();
+        let (rc, msg) = check(|e| unsafe { ziob_wfile_append(w, chunk.as_ptr(), chunk.len(), e) });
+        assert_eq!(rc, ZIOB_OK, "{msg}");
+        model.extend_from_slice(&chunk);
+        if step % 37 == 0 {
+            // A read mid-way sees everything appended so far.
+            let at = (x >> 3) % model.len().max(1) as u64;
+            let got = read_range(fs, &path, at, 5000);
+            let end = (at as usize + 5000).min(model.len());
+            assert_eq!(got, &model[at as usize..end], "step {step}");
+        }
+    }
+    assert_eq!(check(|e| unsafe { ziob_wfile_close(w, e) }).0, ZIOB_OK);
+    unsafe { ziob_wfile_free(w) };
+    let mut off = 0;
+    while off < model.len() {
+        let got = read_range(fs, &path, off as u64, 1 << 20);
+        assert!(!got.is_empty());
+        assert_eq!(got, &model[off..off + got.len()], "at {off}");
+        off += got.len();
+    }
 }
 
 /// Writes `data` at the start of `zone` of the emu device at `path` (created with 8 zones of
