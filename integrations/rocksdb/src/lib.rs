@@ -16,6 +16,7 @@
 
 pub mod error;
 pub mod ffi;
+pub mod read_cache;
 pub mod shared;
 pub mod uri;
 

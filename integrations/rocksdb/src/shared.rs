@@ -13,6 +13,7 @@ use ziob::{Client, Runtime, ZiobConfig};
 use ziob_zonefs::{BlockingZoneFs, FsError, MkfsOptions, WriteLifetime, ZoneFs};
 
 use crate::error::PluginError;
+use crate::read_cache::ReadCache;
 use crate::uri::FsUri;
 
 /// Appends gathered in a file open for writing before they go to zonefs in one call (each
@@ -39,6 +40,8 @@ pub struct SharedFs {
     pending: Mutex<HashMap<String, WriteLifetime>>,
     /// The gathered appends of files open for writing.
     writers: Mutex<HashMap<String, Arc<WriteBuf>>>,
+    /// Recently read ranges.
+    cache: ReadCache,
     /// Directories made with `CreateDir` (a directory also exists while a file lies under it).
     dirs: Mutex<BTreeSet<String>>,
     /// Paths locked with `LockFile`.
@@ -134,12 +137,14 @@ impl SharedFs {
             Err(e) => return Err(PluginError::from_fs(e, &uri.spec)),
         };
         tracing::info!(uri = %uri, report = ?fs.mount_report(), "ziob-rocksdb: mounted");
+        let cache = ReadCache::new(usize::try_from(uri.cache_bytes).unwrap_or(usize::MAX));
         Ok(SharedFs {
             uri,
             _runtime: runtime,
             fs: fs.blocking(),
             pending: Mutex::default(),
             writers: Mutex::default(),
+            cache,
             dirs: Mutex::default(),
             locks: Mutex::default(),
             mtimes: Mutex::default(),
@@ -187,6 +192,7 @@ impl SharedFs {
     /// Starts a new empty file at `path` (replacing one there): visible at once, created on
     /// the device at its first write or sync ([`materialize`](Self::materialize)).
     pub fn create_lazy(&self, path: &str, lifetime: WriteLifetime) -> Result<(), PluginError> {
+        self.cache.forget(path);
         if self.fs.exists(path)? {
             self.fs.delete(path)?;
         }
@@ -388,17 +394,29 @@ impl SharedFs {
     }
 
     /// Reads up to `len` bytes at `offset` (a pending file is empty).
+    /// Full-length reads are kept in the read cache.
     pub fn read_at(&self, path: &str, offset: u64, len: usize) -> Result<Bytes, PluginError> {
-        self.push(path)?;
-        match self.fs.read_at(path, offset, len) {
-            Err(FsError::NotFound(_)) if lock(&self.pending).contains_key(path) => Ok(Bytes::new()),
-            other => Ok(other?),
+        if let Some(hit) = self.cache.get(path, offset, len) {
+            return Ok(hit);
         }
+        let epoch = self.cache.epoch();
+        self.push(path)?;
+        let data = match self.fs.read_at(path, offset, len) {
+            Err(FsError::NotFound(_)) if lock(&self.pending).contains_key(path) => {
+                return Ok(Bytes::new())
+            }
+            other => other?,
+        };
+        if data.len() == len {
+            self.cache.insert(epoch, path, offset, data.clone());
+        }
+        Ok(data)
     }
 
     /// Deletes a file.
     pub fn delete(&self, path: &str) -> Result<(), PluginError> {
         lock(&self.mtimes).remove(path);
+        self.cache.forget(path);
         if let Some(wb) = lock(&self.writers).remove(path) {
             lock(&wb.data).clear();
         }
@@ -412,6 +430,8 @@ impl SharedFs {
     /// Renames a file, replacing the target.
     pub fn rename(&self, from: &str, to: &str) -> Result<(), PluginError> {
         self.push(from)?;
+        self.cache.forget(from);
+        self.cache.forget(to);
         if let Some(wb) = lock(&self.writers).remove(to) {
             lock(&wb.data).clear();
         }

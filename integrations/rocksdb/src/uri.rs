@@ -14,6 +14,8 @@ pub const EMU_ZONES_DEFAULT: u32 = 128;
 /// Default geometry of an `emu:` file the plugin creates: zone size (64 MiB; 8 GiB in all,
 /// a sparse file).
 pub const EMU_ZONE_BYTES_DEFAULT: u64 = 64 << 20;
+/// Default read cache (`cache=`): 64 MiB.
+pub const CACHE_BYTES_DEFAULT: u64 = 64 << 20;
 /// Most ZIOB cores (`cores=N`) accepted.
 pub const CORES_MAX: usize = 64;
 
@@ -29,6 +31,8 @@ pub struct FsUri {
     /// `poll=busy|sleep`: ZIOB cores spin instead of sleeping in the kernel when idle
     /// (lower latency per call, one CPU busy per core). Default `sleep`.
     pub busy_poll: bool,
+    /// `cache=S`: bytes of recently read file ranges kept in the process (0 = off).
+    pub cache_bytes: u64,
     /// `zones=N`: zones of an `emu:` file created because it did not exist.
     pub emu_zones: u32,
     /// `zone_size=S` (K/M/G suffixes): zone size of such a file.
@@ -49,11 +53,12 @@ impl fmt::Display for FsUri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{SCHEME}{}?buffer={}&cores={}&poll={}",
+            "{SCHEME}{}?buffer={}&cores={}&poll={}&cache={}",
             self.spec,
             if self.buffered { "on" } else { "off" },
             self.cores,
-            if self.busy_poll { "busy" } else { "sleep" }
+            if self.busy_poll { "busy" } else { "sleep" },
+            self.cache_bytes
         )
     }
 }
@@ -90,6 +95,7 @@ impl FsUri {
             buffered: true,
             cores: 1,
             busy_poll: false,
+            cache_bytes: CACHE_BYTES_DEFAULT,
             emu_zones: EMU_ZONES_DEFAULT,
             emu_zone_bytes: EMU_ZONE_BYTES_DEFAULT,
         };
@@ -122,6 +128,11 @@ impl FsUri {
                         _ => return Err(bad(format!("poll={v}: expected busy or sleep"))),
                     }
                 }
+                "cache" => {
+                    out.cache_bytes = parse_size(v).ok_or_else(|| {
+                        bad(format!("cache={v}: expected a size (K/M/G suffixes), 0 = off"))
+                    })?
+                }
                 "zones" => {
                     out.emu_zones = v
                         .parse()
@@ -140,7 +151,7 @@ impl FsUri {
                 }
                 _ => {
                     return Err(bad(format!(
-                        "unknown option {k:?} (known: buffer, cores, poll, zones, zone_size)"
+                        "unknown option {k:?} (known: buffer, cores, poll, cache, zones, zone_size)"
                     )))
                 }
             }
@@ -185,7 +196,9 @@ mod tests {
         assert!(d.buffered);
         assert_eq!(d.cores, 1);
         assert_eq!(d.emu_path(), None);
-        let g = FsUri::parse("ziob://emu:/x?zones=16&zone_size=8M").unwrap();
+        let g = FsUri::parse("ziob://emu:/x?zones=16&zone_size=8M&cache=0").unwrap();
+        assert_eq!(g.cache_bytes, 0);
+        assert_eq!(d.cache_bytes, CACHE_BYTES_DEFAULT);
         assert_eq!((g.emu_zones, g.emu_zone_bytes), (16, 8 << 20));
     }
 

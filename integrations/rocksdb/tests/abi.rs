@@ -336,3 +336,57 @@ fn a_device_holding_other_data_is_refused_and_left_alone() {
     assert_eq!(rc, ZIOB_CORRUPTION, "{msg}");
     assert_eq!(zone_start(&dev.0, 5, junk.len()), junk);
 }
+
+/// Writes a whole new file `path` with `data` (closed, not synced).
+fn write_file(fs: *const ZiobFs, path: &CStr, data: &[u8]) {
+    let mut w: *mut ZiobWFile = ptr::null_mut();
+    // SAFETY (this function): valid handle, string, buffer and out pointer.
+    let (rc, msg) = check(|e| unsafe { ziob_wfile_open(fs, path.as_ptr(), 0, 0, &mut w, e) });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    let (rc, msg) = check(|e| unsafe { ziob_wfile_append(w, data.as_ptr(), data.len(), e) });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    assert_eq!(check(|e| unsafe { ziob_wfile_close(w, e) }).0, ZIOB_OK);
+    unsafe { ziob_wfile_free(w) };
+}
+
+#[test]
+fn cached_reads_never_outlive_a_delete_recreate_or_rename() {
+    let dev = Dev::new("cache");
+    let fs = open(&dev.uri()).unwrap();
+    let a = c("/db/A");
+    let b = c("/db/B");
+    write_file(fs, &a, b"aaaa");
+    assert_eq!(read_range(fs, &a, 0, 4), b"aaaa"); // kept in the read cache
+                                                   // Recreated (NewWritableFile over it): the old bytes are gone.
+    write_file(fs, &a, b"bbbb");
+    assert_eq!(read_range(fs, &a, 0, 4), b"bbbb");
+    // Deleted and written again.
+    // SAFETY: valid handle and string.
+    assert_eq!(
+        check(|e| unsafe { ziob_fs_delete(fs, a.as_ptr(), e) }).0,
+        ZIOB_OK
+    );
+    write_file(fs, &a, b"cccc");
+    assert_eq!(read_range(fs, &a, 0, 4), b"cccc");
+    // Renamed over a file whose bytes were cached.
+    write_file(fs, &b, b"dddd");
+    assert_eq!(read_range(fs, &b, 0, 4), b"dddd");
+    // SAFETY: valid handle and strings.
+    assert_eq!(
+        check(|e| unsafe { ziob_fs_rename(fs, a.as_ptr(), b.as_ptr(), e) }).0,
+        ZIOB_OK
+    );
+    assert_eq!(read_range(fs, &b, 0, 4), b"cccc");
+    let mut kind = -1;
+    // SAFETY: valid handle, string and out pointer.
+    let (rc, _) = check(|e| unsafe { ziob_fs_stat(fs, a.as_ptr(), &mut kind, e) });
+    assert_eq!((rc, kind), (ZIOB_OK, 0));
+    // SAFETY: as above.
+    let (rc, _) = check(|e| unsafe {
+        ziob_fs_read_at(fs, a.as_ptr(), 0, [0u8; 4].as_mut_ptr(), 4, &mut 0, e)
+    });
+    assert_eq!(
+        rc, ZIOB_NOT_FOUND,
+        "a renamed-away file is not served from the cache"
+    );
+}
