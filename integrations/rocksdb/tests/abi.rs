@@ -390,3 +390,49 @@ fn cached_reads_never_outlive_a_delete_recreate_or_rename() {
         "a renamed-away file is not served from the cache"
     );
 }
+
+#[test]
+fn lifetime_hints_set_after_open_pick_the_zones() {
+    let dev = Dev::new("hints");
+    let fs = open(&dev.uri()).unwrap();
+    // (path, lifetime at open, hint set after open): WAL = 6, Extreme = 5, none = 0.
+    let files = [
+        ("/db/000001.log", 6, None),
+        ("/db/000002.sst", 0, Some(5)),
+        ("/db/000003.sst", 0, None),
+    ];
+    for (name, at_open, hint) in files {
+        let p = c(name);
+        let mut w: *mut ZiobWFile = ptr::null_mut();
+        // SAFETY (this loop): valid handle, strings, buffers and out pointers.
+        let (rc, msg) =
+            check(|e| unsafe { ziob_wfile_open(fs, p.as_ptr(), at_open, 0, &mut w, e) });
+        assert_eq!(rc, ZIOB_OK, "{msg}");
+        if let Some(h) = hint {
+            unsafe { ziob_wfile_set_lifetime(w, h) };
+        }
+        let data = [7u8; 5000];
+        assert_eq!(
+            check(|e| unsafe { ziob_wfile_append(w, data.as_ptr(), data.len(), e) }).0,
+            ZIOB_OK
+        );
+        assert_eq!(check(|e| unsafe { ziob_wfile_sync(w, e) }).0, ZIOB_OK);
+        // A hint once data is on the device changes nothing.
+        unsafe { ziob_wfile_set_lifetime(w, 2) };
+        assert_eq!(check(|e| unsafe { ziob_wfile_close(w, e) }).0, ZIOB_OK);
+        unsafe { ziob_wfile_free(w) };
+    }
+    // SAFETY: the handle is a live `SharedFs` (never freed).
+    let shared = unsafe { &*fs };
+    let zones = futures::executor::block_on(shared.fs.fs().zones());
+    let mut open_slots: Vec<usize> = zones
+        .iter()
+        .filter_map(|(_, usage, _, live)| match usage {
+            ziob_zonefs::ZoneUse::Open(slot) if *live > 0 => Some(*slot),
+            _ => None,
+        })
+        .collect();
+    open_slots.sort_unstable();
+    // One open zone per class: NotSet (0), Extreme (5), WAL (6); none for Short (2).
+    assert_eq!(open_slots, vec![0, 5, 6], "{zones:?}");
+}
