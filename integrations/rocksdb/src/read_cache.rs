@@ -1,19 +1,24 @@
-//! [`ReadCache`]: recently read file ranges kept in the process, so a RocksDB block-cache
-//! miss on a block read before costs no round trip to a ZIOB core or the device (what the
-//! page cache gives RocksDB on a local file system).
+//! [`ReadCache`]: recently read file pages kept in the process, so a RocksDB block-cache miss
+//! on data read before costs no round trip to a ZIOB core or the device (what the page cache
+//! gives RocksDB on a local file system).
 //!
-//! Files on zones are append-only: a range read in full stays valid while the file exists.
-//! So only full-length reads are kept, and everything of a path is dropped when it is
-//! deleted, renamed (from or to) or created again. A read that raced with such a change is
-//! not kept: every change bumps an epoch, and a read is inserted only if the epoch it started
-//! in is still current.
+//! Files are cut into pages of [`PAGE_BYTES`]; a miss reads the whole pages it touches in one
+//! call (a small readahead: the next block read of the file is often in the same page).
+//! Files on zones are append-only, so a *full* page stays valid while its file exists: only
+//! full pages are kept (the partial last page of a file is always read again), and
+//! everything of a path is dropped when it is deleted, renamed (from or to) or created again.
+//! A read that raced with such a change is not kept: every change bumps an epoch, and pages
+//! are inserted only if the epoch their read started in is still current.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use bytes::Bytes;
 
-type Key = (String, u64, usize);
+/// Page size of the cache: 32 KiB (eight 4 KiB RocksDB blocks).
+pub const PAGE_BYTES: u64 = 32 << 10;
+
+type Key = (String, u64);
 
 #[derive(Default)]
 struct Inner {
@@ -25,19 +30,35 @@ struct Inner {
     epoch: u64,
 }
 
-/// An LRU of `(path, offset, len)` → bytes, at most `capacity` bytes.
+/// An LRU of `(path, page index)` → the page's bytes, at most `capacity` bytes.
 pub struct ReadCache {
     capacity: usize,
     inner: Mutex<Inner>,
 }
 
 impl ReadCache {
-    /// A cache of at most `capacity` bytes (0 = off).
+    /// A cache of at most `capacity` bytes (below two pages = off).
     pub fn new(capacity: usize) -> ReadCache {
+        let capacity = if (capacity as u64) < 2 * PAGE_BYTES {
+            0
+        } else {
+            capacity
+        };
         ReadCache {
             capacity,
             inner: Mutex::default(),
         }
+    }
+
+    /// Whether the cache keeps anything.
+    pub fn is_on(&self) -> bool {
+        self.capacity > 0
+    }
+
+    /// Most bytes one read may span to go through the cache (larger reads, e.g. compaction
+    /// readahead, bypass it so that they do not push out the pages point reads use).
+    pub fn max_span(&self) -> u64 {
+        (self.capacity as u64 / 8).clamp(PAGE_BYTES, 8 * PAGE_BYTES)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -49,16 +70,16 @@ impl ReadCache {
         self.lock().epoch
     }
 
-    /// The cached bytes of this exact range, if any.
-    pub fn get(&self, path: &str, offset: u64, len: usize) -> Option<Bytes> {
-        if self.capacity == 0 {
+    /// Page `page` of `path`, if cached.
+    pub fn get(&self, path: &str, page: u64) -> Option<Bytes> {
+        if !self.is_on() {
             return None;
         }
         let mut g = self.lock();
         let inner = &mut *g;
         inner.tick += 1;
         let tick = inner.tick;
-        let key = (path.to_string(), offset, len);
+        let key = (path.to_string(), page);
         let (data, used) = inner.entries.get_mut(&key)?;
         let old = std::mem::replace(used, tick);
         let data = data.clone();
@@ -68,12 +89,14 @@ impl ReadCache {
         Some(data)
     }
 
-    /// Keeps a full-length read made in `epoch` (dropped if the epoch moved on since).
-    pub fn insert(&self, epoch: u64, path: &str, offset: u64, data: Bytes) {
-        let len = data.len();
-        if self.capacity == 0 || len == 0 || len > self.capacity / 8 {
+    /// Keeps page `page` of `path` (`data` must be a whole page), read in `epoch` (dropped if
+    /// the epoch moved on since). The bytes are copied: the cache never holds on to ZIOB's
+    /// read buffers.
+    pub fn insert(&self, epoch: u64, path: &str, page: u64, data: &[u8]) {
+        if !self.is_on() || data.len() as u64 != PAGE_BYTES {
             return;
         }
+        let data = Bytes::copy_from_slice(data);
         let mut g = self.lock();
         let inner = &mut *g;
         if inner.epoch != epoch {
@@ -81,7 +104,8 @@ impl ReadCache {
         }
         inner.tick += 1;
         let tick = inner.tick;
-        let key = (path.to_string(), offset, len);
+        let key = (path.to_string(), page);
+        let len = data.len();
         if let Some((_, old)) = inner.entries.insert(key.clone(), (data, tick)) {
             inner.order.remove(&old);
         } else {
@@ -103,13 +127,13 @@ impl ReadCache {
         let mut g = self.lock();
         let inner = &mut *g;
         inner.epoch += 1;
-        if self.capacity == 0 {
+        if !self.is_on() {
             return;
         }
         let dead: Vec<(Key, u64)> = inner
             .entries
             .iter()
-            .filter(|((p, _, _), _)| p == path)
+            .filter(|((p, _), _)| p == path)
             .map(|(k, (_, t))| (k.clone(), *t))
             .collect();
         for (k, t) in dead {
@@ -130,36 +154,40 @@ impl ReadCache {
 mod tests {
     use super::*;
 
+    fn page(v: u8) -> Vec<u8> {
+        vec![v; PAGE_BYTES as usize]
+    }
+
     #[test]
-    fn keeps_exact_ranges_evicts_oldest_and_forgets_paths() {
-        let c = ReadCache::new(8 * 100);
+    fn keeps_whole_pages_evicts_oldest_and_forgets_paths() {
+        let c = ReadCache::new(4 * PAGE_BYTES as usize);
         let e = c.epoch();
-        for i in 0..8u64 {
-            c.insert(e, "a", i * 100, Bytes::from(vec![i as u8; 100]));
+        for i in 0..4u64 {
+            c.insert(e, "a", i, &page(i as u8));
         }
-        assert_eq!(c.bytes(), 800);
-        assert_eq!(c.get("a", 0, 100).unwrap()[0], 0); // now the newest
-        assert!(c.get("a", 0, 99).is_none());
-        c.insert(e, "b", 0, Bytes::from(vec![9; 100])); // evicts the oldest: a@100
-        assert!(c.get("a", 100, 100).is_none());
-        assert!(c.get("a", 0, 100).is_some());
-        assert_eq!(c.bytes(), 800);
+        assert_eq!(c.bytes(), 4 * PAGE_BYTES as usize);
+        assert_eq!(c.get("a", 0).unwrap()[0], 0); // now the newest
+        c.insert(e, "b", 0, &page(9)); // evicts the oldest: a/1
+        assert!(c.get("a", 1).is_none());
+        assert!(c.get("a", 0).is_some());
+        assert_eq!(c.bytes(), 4 * PAGE_BYTES as usize);
         c.forget("a");
-        assert!(c.get("a", 0, 100).is_none());
-        assert_eq!(c.bytes(), 100);
+        assert!(c.get("a", 0).is_none());
+        assert_eq!(c.bytes(), PAGE_BYTES as usize);
         // A read that started before the change is not kept.
-        c.insert(e, "a", 0, Bytes::from(vec![1; 100]));
-        assert!(c.get("a", 0, 100).is_none());
-        // Too big for the cache (over 1/8 of it): not kept.
+        c.insert(e, "a", 0, &page(1));
+        assert!(c.get("a", 0).is_none());
+        // A partial page is not kept.
         let e = c.epoch();
-        c.insert(e, "c", 0, Bytes::from(vec![1; 101]));
-        assert!(c.get("c", 0, 101).is_none());
+        c.insert(e, "c", 0, &[1; 100]);
+        assert!(c.get("c", 0).is_none());
     }
 
     #[test]
     fn off_keeps_nothing() {
         let c = ReadCache::new(0);
-        c.insert(c.epoch(), "a", 0, Bytes::from_static(b"x"));
-        assert!(c.get("a", 0, 1).is_none());
+        c.insert(c.epoch(), "a", 0, &page(1));
+        assert!(c.get("a", 0).is_none());
+        assert!(!ReadCache::new(PAGE_BYTES as usize).is_on());
     }
 }

@@ -8,12 +8,12 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use ziob::{Client, Runtime, ZiobConfig};
 use ziob_zonefs::{BlockingZoneFs, FsError, MkfsOptions, WriteLifetime, ZoneFs};
 
 use crate::error::PluginError;
-use crate::read_cache::ReadCache;
+use crate::read_cache::{ReadCache, PAGE_BYTES};
 use crate::uri::FsUri;
 
 /// Appends gathered in a file open for writing before they go to zonefs in one call (each
@@ -393,24 +393,58 @@ impl SharedFs {
         Ok(self.fs.size(path)?)
     }
 
-    /// Reads up to `len` bytes at `offset` (a pending file is empty).
-    /// Full-length reads are kept in the read cache.
+    /// Reads up to `len` bytes at `offset` (a pending file is empty), through the read cache:
+    /// a read whose pages are all cached costs no round trip; a miss reads the whole pages it
+    /// touches in one call and keeps the full ones (see [`ReadCache`]).
     pub fn read_at(&self, path: &str, offset: u64, len: usize) -> Result<Bytes, PluginError> {
-        if let Some(hit) = self.cache.get(path, offset, len) {
-            return Ok(hit);
+        const P: u64 = PAGE_BYTES;
+        let end = offset.saturating_add(len as u64);
+        if len == 0 || !self.cache.is_on() {
+            return self.read_direct(path, offset, len);
+        }
+        let (first, last) = (offset / P, (end - 1) / P);
+        let span = (last - first + 1) * P;
+        if span > self.cache.max_span() {
+            return self.read_direct(path, offset, len);
+        }
+        let from = (offset - first * P) as usize;
+        let mut pages = Vec::new();
+        for i in first..=last {
+            match self.cache.get(path, i) {
+                Some(p) => pages.push(p),
+                None => break,
+            }
+        }
+        if pages.len() as u64 == last - first + 1 {
+            if let [one] = pages.as_slice() {
+                return Ok(one.slice(from..from + len));
+            }
+            let mut out = BytesMut::with_capacity(len);
+            for p in &pages {
+                out.extend_from_slice(p);
+            }
+            return Ok(out.freeze().slice(from..from + len));
         }
         let epoch = self.cache.epoch();
-        self.push(path)?;
-        let data = match self.fs.read_at(path, offset, len) {
-            Err(FsError::NotFound(_)) if lock(&self.pending).contains_key(path) => {
-                return Ok(Bytes::new())
-            }
-            other => other?,
-        };
-        if data.len() == len {
-            self.cache.insert(epoch, path, offset, data.clone());
+        let data = self.read_direct(path, first * P, span as usize)?;
+        for (k, page) in data.chunks(P as usize).enumerate() {
+            self.cache.insert(epoch, path, first + k as u64, page);
         }
-        Ok(data)
+        let to = (from + len).min(data.len());
+        Ok(if from >= to {
+            Bytes::new()
+        } else {
+            data.slice(from..to)
+        })
+    }
+
+    /// Reads up to `len` bytes at `offset` from the file layer (a pending file is empty).
+    fn read_direct(&self, path: &str, offset: u64, len: usize) -> Result<Bytes, PluginError> {
+        self.push(path)?;
+        match self.fs.read_at(path, offset, len) {
+            Err(FsError::NotFound(_)) if lock(&self.pending).contains_key(path) => Ok(Bytes::new()),
+            other => Ok(other?),
+        }
     }
 
     /// Deletes a file.

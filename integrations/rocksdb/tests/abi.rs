@@ -282,6 +282,22 @@ fn appends_of_any_size_read_back_in_order_while_writing() {
         assert_eq!(got, &model[off..off + got.len()], "at {off}");
         off += got.len();
     }
+    // Small reads at random places, twice: the second pass is served by the read cache
+    // (pages across boundaries, the partial last page, past the end).
+    for pass in 0..2 {
+        let mut y: u64 = 0x2545_F491_4F6C_DD1D;
+        for _ in 0..400 {
+            y ^= y << 13;
+            y ^= y >> 7;
+            y ^= y << 17;
+            let at = (y >> 4) % (model.len() as u64 + 100);
+            let len = 1 + (y >> 40) as usize % 70_000;
+            let got = read_range(fs, &path, at, len);
+            let from = (at as usize).min(model.len());
+            let to = (at as usize + len).min(model.len());
+            assert_eq!(got, &model[from..to], "pass {pass}: {len} bytes at {at}");
+        }
+    }
 }
 
 /// Writes `data` at the start of `zone` of the emu device at `path` (created with 8 zones of
@@ -355,10 +371,13 @@ fn cached_reads_never_outlive_a_delete_recreate_or_rename() {
     let fs = open(&dev.uri()).unwrap();
     let a = c("/db/A");
     let b = c("/db/B");
-    write_file(fs, &a, b"aaaa");
-    assert_eq!(read_range(fs, &a, 0, 4), b"aaaa"); // kept in the read cache
+    // Files of more than one cache page, so that their first page is kept.
+    let body = |ch: u8| vec![ch; 40_000];
+    write_file(fs, &a, &body(b'a'));
+    assert_eq!(read_range(fs, &a, 0, 4), b"aaaa"); // page 0 kept in the read cache
+    assert_eq!(read_range(fs, &a, 0, 4), b"aaaa"); // served from it
                                                    // Recreated (NewWritableFile over it): the old bytes are gone.
-    write_file(fs, &a, b"bbbb");
+    write_file(fs, &a, &body(b'b'));
     assert_eq!(read_range(fs, &a, 0, 4), b"bbbb");
     // Deleted and written again.
     // SAFETY: valid handle and string.
@@ -366,10 +385,10 @@ fn cached_reads_never_outlive_a_delete_recreate_or_rename() {
         check(|e| unsafe { ziob_fs_delete(fs, a.as_ptr(), e) }).0,
         ZIOB_OK
     );
-    write_file(fs, &a, b"cccc");
+    write_file(fs, &a, &body(b'c'));
     assert_eq!(read_range(fs, &a, 0, 4), b"cccc");
     // Renamed over a file whose bytes were cached.
-    write_file(fs, &b, b"dddd");
+    write_file(fs, &b, &body(b'd'));
     assert_eq!(read_range(fs, &b, 0, 4), b"dddd");
     // SAFETY: valid handle and strings.
     assert_eq!(
