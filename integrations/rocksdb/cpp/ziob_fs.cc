@@ -45,9 +45,16 @@ using rocksdb::Logger;
 using rocksdb::Slice;
 using rocksdb::Status;
 
-// The IOStatus of a C ABI result (frees the message).
-static IOStatus ToStatus(int code, char* err, const std::string& what) {
-  if (code == ZIOB_OK) return IOStatus::OK();
+// The IOStatus of a C ABI result; takes (and frees) the message the call stored in *err. It
+// takes the address, not the value: `ToStatus(ziob_x(..., &err), &err, ...)` reads `err` only
+// after the call (C++ leaves the evaluation order of arguments unspecified).
+static IOStatus ToStatus(int code, char** errp, const std::string& what) {
+  char* err = *errp;
+  *errp = nullptr;
+  if (code == ZIOB_OK) {
+    ziob_rocksdb_free_error(err);
+    return IOStatus::OK();
+  }
   std::string msg = err ? err : "unknown error";
   ziob_rocksdb_free_error(err);
   switch (code) {
@@ -84,7 +91,7 @@ class ZiobSequentialFile : public FSSequentialFile {
     char* err = nullptr;
     int rc = ziob_fs_read_at(fs_, path_.c_str(), pos_, reinterpret_cast<uint8_t*>(scratch), n,
                              &got, &err);
-    if (rc != ZIOB_OK) return ToStatus(rc, err, path_);
+    if (rc != ZIOB_OK) return ToStatus(rc, &err, path_);
     pos_ += got;
     *result = Slice(scratch, got);
     return IOStatus::OK();
@@ -96,7 +103,7 @@ class ZiobSequentialFile : public FSSequentialFile {
     char* err = nullptr;
     int rc = ziob_fs_read_at(fs_, path_.c_str(), offset, reinterpret_cast<uint8_t*>(scratch), n,
                              &got, &err);
-    if (rc != ZIOB_OK) return ToStatus(rc, err, path_);
+    if (rc != ZIOB_OK) return ToStatus(rc, &err, path_);
     *result = Slice(scratch, got);
     return IOStatus::OK();
   }
@@ -105,7 +112,7 @@ class ZiobSequentialFile : public FSSequentialFile {
     uint64_t size = 0;
     char* err = nullptr;
     int rc = ziob_fs_size(fs_, path_.c_str(), &size, &err);
-    if (rc != ZIOB_OK) return ToStatus(rc, err, path_);
+    if (rc != ZIOB_OK) return ToStatus(rc, &err, path_);
     pos_ = std::min(size, pos_ + n);
     return IOStatus::OK();
   }
@@ -126,7 +133,7 @@ class ZiobRandomAccessFile : public FSRandomAccessFile {
     char* err = nullptr;
     int rc = ziob_fs_read_at(fs_, path_.c_str(), offset, reinterpret_cast<uint8_t*>(scratch), n,
                              &got, &err);
-    if (rc != ZIOB_OK) return ToStatus(rc, err, path_);
+    if (rc != ZIOB_OK) return ToStatus(rc, &err, path_);
     *result = Slice(scratch, got);
     return IOStatus::OK();
   }
@@ -143,7 +150,7 @@ class ZiobWritableFile : public FSWritableFile {
   ~ZiobWritableFile() override {
     if (!closed_) {
       char* err = nullptr;
-      ToStatus(ziob_wfile_close(f_, &err), err, path_).PermitUncheckedError();
+      ToStatus(ziob_wfile_close(f_, &err), &err, path_).PermitUncheckedError();
     }
     ziob_wfile_free(f_);
   }
@@ -152,7 +159,7 @@ class ZiobWritableFile : public FSWritableFile {
     char* err = nullptr;
     return ToStatus(ziob_wfile_append(f_, reinterpret_cast<const uint8_t*>(data.data()),
                                       data.size(), &err),
-                    err, path_);
+                    &err, path_);
   }
   IOStatus Append(const Slice& data, const IOOptions& opts,
                   const rocksdb::DataVerificationInfo&, IODebugContext* dbg) override {
@@ -178,14 +185,14 @@ class ZiobWritableFile : public FSWritableFile {
     if (closed_) return IOStatus::OK();
     closed_ = true;
     char* err = nullptr;
-    return ToStatus(ziob_wfile_close(f_, &err), err, path_);
+    return ToStatus(ziob_wfile_close(f_, &err), &err, path_);
   }
   // Appends are in the zone layer (readable) when Append returns.
   IOStatus Flush(const IOOptions&, IODebugContext*) override { return IOStatus::OK(); }
   // Durable when it returns: ZIOB flush of the file's zones, then a zonefs journal commit.
   IOStatus Sync(const IOOptions&, IODebugContext*) override {
     char* err = nullptr;
-    return ToStatus(ziob_wfile_sync(f_, &err), err, path_);
+    return ToStatus(ziob_wfile_sync(f_, &err), &err, path_);
   }
   IOStatus Fsync(const IOOptions& opts, IODebugContext* dbg) override { return Sync(opts, dbg); }
   IOStatus RangeSync(uint64_t, uint64_t, const IOOptions&, IODebugContext*) override {
@@ -214,7 +221,7 @@ class ZiobDirectory : public FSDirectory {
   // opened under the directory but not written yet.
   IOStatus Fsync(const IOOptions&, IODebugContext*) override {
     char* err = nullptr;
-    return ToStatus(ziob_fs_fsync_dir(fs_, path_.c_str(), &err), err, path_);
+    return ToStatus(ziob_fs_fsync_dir(fs_, path_.c_str(), &err), &err, path_);
   }
   IOStatus Close(const IOOptions&, IODebugContext*) override { return IOStatus::OK(); }
 
@@ -271,7 +278,7 @@ class ZiobLogger : public Logger {
     closed_ = true;
     char* err = nullptr;
     int rc = ziob_wfile_sync(f_, &err);
-    return ToStatus(rc, err, path_);
+    return ToStatus(rc, &err, path_);
   }
 
  private:
@@ -341,7 +348,7 @@ class ZiobFileSystem : public FileSystem {
     int kind = 0;
     char* err = nullptr;
     int rc = ziob_fs_stat(fs_, name.c_str(), &kind, &err);
-    if (rc != ZIOB_OK) return ToStatus(rc, err, name);
+    if (rc != ZIOB_OK) return ToStatus(rc, &err, name);
     if (kind != 2) return IOStatus::PathNotFound(name, "ziob: no such directory");
     result->reset(new ZiobDirectory(fs_, name));
     return IOStatus::OK();
@@ -351,7 +358,7 @@ class ZiobFileSystem : public FileSystem {
     int kind = 0;
     char* err = nullptr;
     int rc = ziob_fs_stat(fs_, fname.c_str(), &kind, &err);
-    if (rc != ZIOB_OK) return ToStatus(rc, err, fname);
+    if (rc != ZIOB_OK) return ToStatus(rc, &err, fname);
     return kind == 0 ? IOStatus::NotFound(fname) : IOStatus::OK();
   }
 
@@ -360,13 +367,13 @@ class ZiobFileSystem : public FileSystem {
     result->clear();
     ChildList list{result};
     char* err = nullptr;
-    return ToStatus(ziob_fs_children(fs_, dir.c_str(), ziob_rocksdb_push_child, &list, &err), err,
+    return ToStatus(ziob_fs_children(fs_, dir.c_str(), ziob_rocksdb_push_child, &list, &err), &err,
                     dir);
   }
 
   IOStatus DeleteFile(const std::string& fname, const IOOptions&, IODebugContext*) override {
     char* err = nullptr;
-    return ToStatus(ziob_fs_delete(fs_, fname.c_str(), &err), err, fname);
+    return ToStatus(ziob_fs_delete(fs_, fname.c_str(), &err), &err, fname);
   }
 
   IOStatus CreateDir(const std::string& dirname, const IOOptions& opts,
@@ -382,33 +389,33 @@ class ZiobFileSystem : public FileSystem {
     int kind = 0;
     char* err = nullptr;
     int rc = ziob_fs_stat(fs_, dirname.c_str(), &kind, &err);
-    if (rc != ZIOB_OK) return ToStatus(rc, err, dirname);
+    if (rc != ZIOB_OK) return ToStatus(rc, &err, dirname);
     if (kind == 1) return IOStatus::IOError(dirname, "ziob: a file has this name");
     err = nullptr;
-    return ToStatus(ziob_fs_create_dir(fs_, dirname.c_str(), &err), err, dirname);
+    return ToStatus(ziob_fs_create_dir(fs_, dirname.c_str(), &err), &err, dirname);
   }
 
   IOStatus DeleteDir(const std::string& dirname, const IOOptions&, IODebugContext*) override {
     char* err = nullptr;
-    return ToStatus(ziob_fs_delete_dir(fs_, dirname.c_str(), &err), err, dirname);
+    return ToStatus(ziob_fs_delete_dir(fs_, dirname.c_str(), &err), &err, dirname);
   }
 
   IOStatus GetFileSize(const std::string& fname, const IOOptions&, uint64_t* size,
                        IODebugContext*) override {
     char* err = nullptr;
-    return ToStatus(ziob_fs_size(fs_, fname.c_str(), size, &err), err, fname);
+    return ToStatus(ziob_fs_size(fs_, fname.c_str(), size, &err), &err, fname);
   }
 
   IOStatus GetFileModificationTime(const std::string& fname, const IOOptions&,
                                    uint64_t* file_mtime, IODebugContext*) override {
     char* err = nullptr;
-    return ToStatus(ziob_fs_mtime(fs_, fname.c_str(), file_mtime, &err), err, fname);
+    return ToStatus(ziob_fs_mtime(fs_, fname.c_str(), file_mtime, &err), &err, fname);
   }
 
   IOStatus RenameFile(const std::string& src, const std::string& target, const IOOptions&,
                       IODebugContext*) override {
     char* err = nullptr;
-    return ToStatus(ziob_fs_rename(fs_, src.c_str(), target.c_str(), &err), err, src);
+    return ToStatus(ziob_fs_rename(fs_, src.c_str(), target.c_str(), &err), &err, src);
   }
 
   IOStatus LockFile(const std::string& fname, const IOOptions&, FileLock** lock,
@@ -416,7 +423,7 @@ class ZiobFileSystem : public FileSystem {
     *lock = nullptr;
     char* err = nullptr;
     int rc = ziob_fs_lock(fs_, fname.c_str(), &err);
-    if (rc != ZIOB_OK) return ToStatus(rc, err, fname);
+    if (rc != ZIOB_OK) return ToStatus(rc, &err, fname);
     *lock = new ZiobFileLock(fname);
     return IOStatus::OK();
   }
@@ -424,7 +431,7 @@ class ZiobFileSystem : public FileSystem {
   IOStatus UnlockFile(FileLock* lock, const IOOptions&, IODebugContext*) override {
     auto* l = static_cast<ZiobFileLock*>(lock);
     char* err = nullptr;
-    IOStatus s = ToStatus(ziob_fs_unlock(fs_, l->path().c_str(), &err), err, l->path());
+    IOStatus s = ToStatus(ziob_fs_unlock(fs_, l->path().c_str(), &err), &err, l->path());
     delete l;
     return s;
   }
@@ -434,7 +441,7 @@ class ZiobFileSystem : public FileSystem {
     ziob_wfile* f = nullptr;
     char* err = nullptr;
     int rc = ziob_wfile_open(fs_, fname.c_str(), static_cast<int>(Env::WLTH_SHORT), 0, &f, &err);
-    if (rc != ZIOB_OK) return ToStatus(rc, err, fname);
+    if (rc != ZIOB_OK) return ToStatus(rc, &err, fname);
     result->reset(new ZiobLogger(f, fname));
     return IOStatus::OK();
   }
@@ -442,7 +449,7 @@ class ZiobFileSystem : public FileSystem {
   IOStatus GetFreeSpace(const std::string& path, const IOOptions&, uint64_t* diskfree,
                         IODebugContext*) override {
     char* err = nullptr;
-    return ToStatus(ziob_fs_free_space(fs_, path.c_str(), diskfree, &err), err, path);
+    return ToStatus(ziob_fs_free_space(fs_, path.c_str(), diskfree, &err), &err, path);
   }
 
   IOStatus IsDirectory(const std::string& path, const IOOptions&, bool* is_dir,
@@ -450,7 +457,7 @@ class ZiobFileSystem : public FileSystem {
     int kind = 0;
     char* err = nullptr;
     int rc = ziob_fs_stat(fs_, path.c_str(), &kind, &err);
-    if (rc != ZIOB_OK) return ToStatus(rc, err, path);
+    if (rc != ZIOB_OK) return ToStatus(rc, &err, path);
     if (kind == 0) return IOStatus::NotFound(path);
     if (is_dir) *is_dir = kind == 2;
     return IOStatus::OK();
@@ -488,7 +495,7 @@ class ZiobFileSystem : public FileSystem {
     int kind = 0;
     char* err = nullptr;
     int rc = ziob_fs_stat(fs_, fname.c_str(), &kind, &err);
-    if (rc != ZIOB_OK) return ToStatus(rc, err, fname);
+    if (rc != ZIOB_OK) return ToStatus(rc, &err, fname);
     if (kind != 1) return IOStatus::PathNotFound(fname, "ziob: no such file");
     return IOStatus::OK();
   }
@@ -499,7 +506,7 @@ class ZiobFileSystem : public FileSystem {
     ziob_wfile* f = nullptr;
     char* err = nullptr;
     int rc = ziob_wfile_open(fs_, fname.c_str(), lifetime, reopen, &f, &err);
-    if (rc != ZIOB_OK) return ToStatus(rc, err, fname);
+    if (rc != ZIOB_OK) return ToStatus(rc, &err, fname);
     result->reset(new ZiobWritableFile(f, fname, lifetime == ZIOB_LIFETIME_WAL, opts));
     return IOStatus::OK();
   }
