@@ -1,0 +1,457 @@
+//! The C ABI in-process (no RocksDB needed): files written through write handles, lazy
+//! creation with the lifetime hint set after open, directories, locks, error codes, and a
+//! device holding other data refused without being touched.
+
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::ptr;
+
+use ziob::{Client, Runtime, ZiobConfig};
+use ziob_rocksdb::error::{ZIOB_CORRUPTION, ZIOB_INVALID_ARGUMENT, ZIOB_NOT_FOUND, ZIOB_OK};
+use ziob_rocksdb::ffi::*;
+
+struct Dev(PathBuf);
+
+impl Dev {
+    fn new(tag: &str) -> Dev {
+        let p = PathBuf::from(format!(
+            "/var/tmp/r-rocksdb-abi-{tag}-{}.zns",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&p);
+        Dev(p)
+    }
+    fn uri(&self) -> String {
+        format!("ziob://emu:{}?zones=8&zone_size=4M", self.0.display())
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn c(s: &str) -> CString {
+    CString::new(s).unwrap()
+}
+
+/// Runs a call that takes `err`; returns (code, message).
+fn check(f: impl FnOnce(*mut *mut c_char) -> i32) -> (i32, String) {
+    let mut err: *mut c_char = ptr::null_mut();
+    let rc = f(&mut err);
+    let msg = if err.is_null() {
+        String::new()
+    } else {
+        // SAFETY: a message from the library, freed once below.
+        let m = unsafe { CStr::from_ptr(err) }
+            .to_string_lossy()
+            .into_owned();
+        // SAFETY: as above.
+        unsafe { ziob_rocksdb_free_error(err) };
+        m
+    };
+    (rc, msg)
+}
+
+fn open(uri: &str) -> Result<*const ZiobFs, (i32, String)> {
+    let mut fs: *const ZiobFs = ptr::null();
+    let u = c(uri);
+    // SAFETY: valid C string and out pointer.
+    let (rc, msg) = check(|e| unsafe { ziob_fs_open(u.as_ptr(), &mut fs, e) });
+    if rc == ZIOB_OK {
+        Ok(fs)
+    } else {
+        Err((rc, msg))
+    }
+}
+
+extern "C" fn collect(ctx: *mut c_void, name: *const c_char) {
+    // SAFETY: `ctx` is the Vec passed below; `name` a valid C string for the call.
+    let v = unsafe { &mut *(ctx as *mut Vec<String>) };
+    // SAFETY: as above.
+    v.push(
+        unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned(),
+    );
+}
+
+fn children(fs: *const ZiobFs, dir: &str) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    let d = c(dir);
+    // SAFETY: valid handle, string, callback and context.
+    let (rc, msg) = check(|e| unsafe {
+        ziob_fs_children(fs, d.as_ptr(), collect, &mut v as *mut _ as *mut c_void, e)
+    });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    v
+}
+
+fn stat(fs: *const ZiobFs, path: &str) -> i32 {
+    let mut kind = -1;
+    let p = c(path);
+    // SAFETY: valid handle, string and out pointer.
+    let (rc, msg) = check(|e| unsafe { ziob_fs_stat(fs, p.as_ptr(), &mut kind, e) });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    kind
+}
+
+fn read_all(fs: *const ZiobFs, path: &str) -> Vec<u8> {
+    let p = c(path);
+    let mut buf = vec![0u8; 1 << 16];
+    let mut got = 0usize;
+    // SAFETY: valid handle and string; `buf` writable for its length.
+    let (rc, msg) = check(|e| unsafe {
+        ziob_fs_read_at(fs, p.as_ptr(), 0, buf.as_mut_ptr(), buf.len(), &mut got, e)
+    });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    buf.truncate(got);
+    buf
+}
+
+#[test]
+fn files_dirs_locks_and_errors_through_the_c_abi() {
+    let dev = Dev::new("files");
+    let fs = open(&dev.uri()).unwrap();
+    // The same device again: the same shared handle; other options: refused.
+    assert_eq!(open(&dev.uri()).unwrap(), fs);
+    let (rc, msg) = open(&format!("{}&cores=2", dev.uri())).unwrap_err();
+    assert_eq!(rc, ZIOB_INVALID_ARGUMENT, "{msg}");
+
+    // A directory exists while empty once made; a lazily created file shows at once.
+    let d = c("/db");
+    // SAFETY: valid handle and string (all calls below likewise).
+    assert_eq!(
+        check(|e| unsafe { ziob_fs_create_dir(fs, d.as_ptr(), e) }).0,
+        ZIOB_OK
+    );
+    assert_eq!(stat(fs, "/db"), 2);
+    assert!(children(fs, "/db").is_empty());
+    let path = c("/db//000007.sst");
+    let mut w: *mut ZiobWFile = ptr::null_mut();
+    let (rc, msg) = check(|e| unsafe { ziob_wfile_open(fs, path.as_ptr(), 0, 0, &mut w, e) });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    assert_eq!(stat(fs, "db/000007.sst"), 1);
+    assert_eq!(children(fs, "db"), vec!["000007.sst".to_string()]);
+    // The hint RocksDB sets after opening still applies (the file is not on the device yet).
+    unsafe { ziob_wfile_set_lifetime(w, 4) };
+    for chunk in [&b"hello "[..], b"zones"] {
+        let (rc, msg) = check(|e| unsafe { ziob_wfile_append(w, chunk.as_ptr(), chunk.len(), e) });
+        assert_eq!(rc, ZIOB_OK, "{msg}");
+    }
+    assert_eq!(unsafe { ziob_wfile_size(w) }, 11);
+    // Gathered appends are seen by reads and sizes before any sync.
+    assert_eq!(read_all(fs, "/db/000007.sst"), b"hello zones");
+    let mut size = 0u64;
+    assert_eq!(
+        check(|e| unsafe { ziob_fs_size(fs, path.as_ptr(), &mut size, e) }).0,
+        ZIOB_OK
+    );
+    assert_eq!(size, 11);
+    assert_eq!(check(|e| unsafe { ziob_wfile_sync(w, e) }).0, ZIOB_OK);
+    assert_eq!(check(|e| unsafe { ziob_wfile_close(w, e) }).0, ZIOB_OK);
+    unsafe { ziob_wfile_free(w) };
+    assert_eq!(read_all(fs, "/db/000007.sst"), b"hello zones");
+
+    // Rename replaces; delete; NotFound for missing files.
+    let to = c("/db/CURRENT");
+    assert_eq!(
+        check(|e| unsafe { ziob_fs_rename(fs, path.as_ptr(), to.as_ptr(), e) }).0,
+        ZIOB_OK
+    );
+    assert_eq!(stat(fs, "/db/000007.sst"), 0);
+    let mut size = 0u64;
+    let (rc, _) = check(|e| unsafe { ziob_fs_size(fs, path.as_ptr(), &mut size, e) });
+    assert_eq!(rc, ZIOB_NOT_FOUND);
+    let (rc, msg) = check(|e| unsafe { ziob_fs_delete(fs, path.as_ptr(), e) });
+    assert_eq!(rc, ZIOB_NOT_FOUND, "{msg}");
+    assert!(msg.contains("000007.sst"), "{msg}");
+    // A non-empty directory is not removed.
+    assert_ne!(
+        check(|e| unsafe { ziob_fs_delete_dir(fs, d.as_ptr(), e) }).0,
+        ZIOB_OK
+    );
+
+    // Locks are exclusive in the process and create the file.
+    let l = c("/db/LOCK");
+    assert_eq!(
+        check(|e| unsafe { ziob_fs_lock(fs, l.as_ptr(), e) }).0,
+        ZIOB_OK
+    );
+    assert_ne!(
+        check(|e| unsafe { ziob_fs_lock(fs, l.as_ptr(), e) }).0,
+        ZIOB_OK
+    );
+    assert_eq!(stat(fs, "/db/LOCK"), 1);
+    assert_eq!(
+        check(|e| unsafe { ziob_fs_unlock(fs, l.as_ptr(), e) }).0,
+        ZIOB_OK
+    );
+    assert_eq!(
+        check(|e| unsafe { ziob_fs_lock(fs, l.as_ptr(), e) }).0,
+        ZIOB_OK
+    );
+
+    // Reopen for append continues the file.
+    let mut w: *mut ZiobWFile = ptr::null_mut();
+    assert_eq!(
+        check(|e| unsafe { ziob_wfile_open(fs, to.as_ptr(), 0, 1, &mut w, e) }).0,
+        ZIOB_OK
+    );
+    assert_eq!(unsafe { ziob_wfile_size(w) }, 11);
+    let more = b"!";
+    assert_eq!(
+        check(|e| unsafe { ziob_wfile_append(w, more.as_ptr(), 1, e) }).0,
+        ZIOB_OK
+    );
+    unsafe { ziob_wfile_free(w) };
+    assert_eq!(read_all(fs, "/db/CURRENT"), b"hello zones!");
+    let mut free = 0u64;
+    assert_eq!(
+        check(|e| unsafe { ziob_fs_free_space(fs, d.as_ptr(), &mut free, e) }).0,
+        ZIOB_OK
+    );
+    assert!(free > 0 && free <= 8 * (4 << 20));
+
+    // Null arguments are errors, not crashes.
+    let (rc, _) = check(|e| unsafe { ziob_fs_stat(fs, ptr::null(), &mut 0, e) });
+    assert_eq!(rc, ZIOB_INVALID_ARGUMENT);
+}
+
+/// Reads `len` bytes at `offset` of `path`.
+fn read_range(fs: *const ZiobFs, path: &CStr, offset: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len];
+    let mut got = 0usize;
+    // SAFETY: valid handle and string; `buf` writable for its length.
+    let (rc, msg) = check(|e| unsafe {
+        ziob_fs_read_at(
+            fs,
+            path.as_ptr(),
+            offset,
+            buf.as_mut_ptr(),
+            len,
+            &mut got,
+            e,
+        )
+    });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    buf.truncate(got);
+    buf
+}
+
+#[test]
+fn appends_of_any_size_read_back_in_order_while_writing() {
+    let dev = Dev::new("sizes");
+    let fs = open(&dev.uri()).unwrap();
+    let path = c("/db/000009.log");
+    let mut w: *mut ZiobWFile = ptr::null_mut();
+    // SAFETY (all calls in this test): valid handle, strings, buffers and out pointers.
+    let (rc, msg) = check(|e| unsafe { ziob_wfile_open(fs, path.as_ptr(), 6, 0, &mut w, e) });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    let mut model: Vec<u8> = Vec::new();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for step in 0..300 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Mostly small records, sometimes one larger than the gathering buffer.
+        let len = match x % 10 {
+            0 => 100_000 + (x >> 8) as usize % 200_000,
+            1..=3 => (x >> 8) as usize % 9000,
+            _ => (x >> 8) as usize % 300,
+        };
+        let chunk: Vec<u8> = (0..len).map(|i| (i as u64 ^ x) as u8).collect();
+        let (rc, msg) = check(|e| unsafe { ziob_wfile_append(w, chunk.as_ptr(), chunk.len(), e) });
+        assert_eq!(rc, ZIOB_OK, "{msg}");
+        model.extend_from_slice(&chunk);
+        if step % 37 == 0 {
+            // A read mid-way sees everything appended so far.
+            let at = (x >> 3) % model.len().max(1) as u64;
+            let got = read_range(fs, &path, at, 5000);
+            let end = (at as usize + 5000).min(model.len());
+            assert_eq!(got, &model[at as usize..end], "step {step}");
+        }
+    }
+    assert_eq!(check(|e| unsafe { ziob_wfile_close(w, e) }).0, ZIOB_OK);
+    unsafe { ziob_wfile_free(w) };
+    let mut off = 0;
+    while off < model.len() {
+        let got = read_range(fs, &path, off as u64, 1 << 20);
+        assert!(!got.is_empty());
+        assert_eq!(got, &model[off..off + got.len()], "at {off}");
+        off += got.len();
+    }
+    // Small reads at random places, twice: the second pass is served by the read cache
+    // (pages across boundaries, the partial last page, past the end).
+    for pass in 0..2 {
+        let mut y: u64 = 0x2545_F491_4F6C_DD1D;
+        for _ in 0..400 {
+            y ^= y << 13;
+            y ^= y >> 7;
+            y ^= y << 17;
+            let at = (y >> 4) % (model.len() as u64 + 100);
+            let len = 1 + (y >> 40) as usize % 70_000;
+            let got = read_range(fs, &path, at, len);
+            let from = (at as usize).min(model.len());
+            let to = (at as usize + len).min(model.len());
+            assert_eq!(got, &model[from..to], "pass {pass}: {len} bytes at {at}");
+        }
+    }
+}
+
+/// Writes `data` at the start of `zone` of the emu device at `path` (created with 8 zones of
+/// 4 MiB), through ZIOB.
+fn put_foreign_data(path: &Path, zone: u32, data: &[u8]) {
+    let spec = format!("emu:{}", path.display());
+    let rt = Runtime::builder().cores(1).build().unwrap();
+    let data = data.to_vec();
+    let spec2 = spec.clone();
+    rt.block_on(move || async move {
+        let g = ziob::Geometry::new(8, 4 << 20);
+        drop(ziob::backends::create_device(&spec2, &g).await.unwrap());
+    })
+    .unwrap();
+    futures::executor::block_on(async {
+        let client = Client::open(rt.handle(), &spec, ZiobConfig::default())
+            .await
+            .unwrap();
+        client.append_slice(zone, &data).await.unwrap();
+        client.close().await.unwrap();
+    });
+}
+
+fn zone_start(path: &Path, zone: u32, len: usize) -> Vec<u8> {
+    let spec = format!("emu:{}", path.display());
+    let rt = Runtime::builder().cores(1).build().unwrap();
+    futures::executor::block_on(async {
+        let client = Client::open(rt.handle(), &spec, ZiobConfig::default())
+            .await
+            .unwrap();
+        let d = client.read(zone, 0, len).await.unwrap().to_vec();
+        client.close().await.unwrap();
+        d
+    })
+}
+
+#[test]
+fn a_device_holding_other_data_is_refused_and_left_alone() {
+    let junk = vec![0xA5u8; 8192];
+    // Something in the reserved zones that is not a zone file system.
+    let dev = Dev::new("foreign");
+    put_foreign_data(&dev.0, 0, &junk);
+    let (rc, msg) = open(&dev.uri()).unwrap_err();
+    assert_eq!(rc, ZIOB_CORRUPTION, "{msg}");
+    assert!(msg.contains("never formats"), "{msg}");
+    assert_eq!(zone_start(&dev.0, 0, junk.len()), junk);
+
+    // Empty reserved zones but data in a data zone: not blank, so not formatted either.
+    let dev = Dev::new("dataonly");
+    put_foreign_data(&dev.0, 5, &junk);
+    let (rc, msg) = open(&dev.uri()).unwrap_err();
+    assert_eq!(rc, ZIOB_CORRUPTION, "{msg}");
+    assert_eq!(zone_start(&dev.0, 5, junk.len()), junk);
+}
+
+/// Writes a whole new file `path` with `data` (closed, not synced).
+fn write_file(fs: *const ZiobFs, path: &CStr, data: &[u8]) {
+    let mut w: *mut ZiobWFile = ptr::null_mut();
+    // SAFETY (this function): valid handle, string, buffer and out pointer.
+    let (rc, msg) = check(|e| unsafe { ziob_wfile_open(fs, path.as_ptr(), 0, 0, &mut w, e) });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    let (rc, msg) = check(|e| unsafe { ziob_wfile_append(w, data.as_ptr(), data.len(), e) });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    assert_eq!(check(|e| unsafe { ziob_wfile_close(w, e) }).0, ZIOB_OK);
+    unsafe { ziob_wfile_free(w) };
+}
+
+#[test]
+fn cached_reads_never_outlive_a_delete_recreate_or_rename() {
+    let dev = Dev::new("cache");
+    let fs = open(&dev.uri()).unwrap();
+    let a = c("/db/A");
+    let b = c("/db/B");
+    // Files of more than one cache page, so that their first page is kept.
+    let body = |ch: u8| vec![ch; 40_000];
+    write_file(fs, &a, &body(b'a'));
+    assert_eq!(read_range(fs, &a, 0, 4), b"aaaa"); // page 0 kept in the read cache
+    assert_eq!(read_range(fs, &a, 0, 4), b"aaaa"); // served from it
+                                                   // Recreated (NewWritableFile over it): the old bytes are gone.
+    write_file(fs, &a, &body(b'b'));
+    assert_eq!(read_range(fs, &a, 0, 4), b"bbbb");
+    // Deleted and written again.
+    // SAFETY: valid handle and string.
+    assert_eq!(
+        check(|e| unsafe { ziob_fs_delete(fs, a.as_ptr(), e) }).0,
+        ZIOB_OK
+    );
+    write_file(fs, &a, &body(b'c'));
+    assert_eq!(read_range(fs, &a, 0, 4), b"cccc");
+    // Renamed over a file whose bytes were cached.
+    write_file(fs, &b, &body(b'd'));
+    assert_eq!(read_range(fs, &b, 0, 4), b"dddd");
+    // SAFETY: valid handle and strings.
+    assert_eq!(
+        check(|e| unsafe { ziob_fs_rename(fs, a.as_ptr(), b.as_ptr(), e) }).0,
+        ZIOB_OK
+    );
+    assert_eq!(read_range(fs, &b, 0, 4), b"cccc");
+    let mut kind = -1;
+    // SAFETY: valid handle, string and out pointer.
+    let (rc, _) = check(|e| unsafe { ziob_fs_stat(fs, a.as_ptr(), &mut kind, e) });
+    assert_eq!((rc, kind), (ZIOB_OK, 0));
+    // SAFETY: as above.
+    let (rc, _) = check(|e| unsafe {
+        ziob_fs_read_at(fs, a.as_ptr(), 0, [0u8; 4].as_mut_ptr(), 4, &mut 0, e)
+    });
+    assert_eq!(
+        rc, ZIOB_NOT_FOUND,
+        "a renamed-away file is not served from the cache"
+    );
+}
+
+#[test]
+fn lifetime_hints_set_after_open_pick_the_zones() {
+    let dev = Dev::new("hints");
+    let fs = open(&dev.uri()).unwrap();
+    // (path, lifetime at open, hint set after open): WAL = 6, Extreme = 5, none = 0.
+    let files = [
+        ("/db/000001.log", 6, None),
+        ("/db/000002.sst", 0, Some(5)),
+        ("/db/000003.sst", 0, None),
+    ];
+    for (name, at_open, hint) in files {
+        let p = c(name);
+        let mut w: *mut ZiobWFile = ptr::null_mut();
+        // SAFETY (this loop): valid handle, strings, buffers and out pointers.
+        let (rc, msg) =
+            check(|e| unsafe { ziob_wfile_open(fs, p.as_ptr(), at_open, 0, &mut w, e) });
+        assert_eq!(rc, ZIOB_OK, "{msg}");
+        if let Some(h) = hint {
+            unsafe { ziob_wfile_set_lifetime(w, h) };
+        }
+        let data = [7u8; 5000];
+        assert_eq!(
+            check(|e| unsafe { ziob_wfile_append(w, data.as_ptr(), data.len(), e) }).0,
+            ZIOB_OK
+        );
+        assert_eq!(check(|e| unsafe { ziob_wfile_sync(w, e) }).0, ZIOB_OK);
+        // A hint once data is on the device changes nothing.
+        unsafe { ziob_wfile_set_lifetime(w, 2) };
+        assert_eq!(check(|e| unsafe { ziob_wfile_close(w, e) }).0, ZIOB_OK);
+        unsafe { ziob_wfile_free(w) };
+    }
+    // SAFETY: the handle is a live `SharedFs` (never freed).
+    let shared = unsafe { &*fs };
+    let zones = futures::executor::block_on(shared.fs.fs().zones());
+    let mut open_slots: Vec<usize> = zones
+        .iter()
+        .filter_map(|(_, usage, _, live)| match usage {
+            ziob_zonefs::ZoneUse::Open(slot) if *live > 0 => Some(*slot),
+            _ => None,
+        })
+        .collect();
+    open_slots.sort_unstable();
+    // One open zone per class: NotSet (0), Extreme (5), WAL (6); none for Short (2).
+    assert_eq!(open_slots, vec![0, 5, 6], "{zones:?}");
+}
