@@ -2,4 +2,5 @@
 
 pub mod block;
 pub mod bloom;
+pub mod cache;
 pub mod table;

@@ -10,6 +10,7 @@ use bytes::Bytes;
 
 use super::block::{Block, BlockBuilder, BlockIter, KeyOrder};
 use super::bloom::{Bloom, BloomBuilder};
+use super::cache::BlockCache;
 use crate::error::{CorruptionError, Result};
 use crate::varint;
 
@@ -230,10 +231,14 @@ pub enum TableError {
     Corrupt(#[from] CorruptionError),
 }
 
-/// An open table: its footer, index and filter in memory; data blocks read on demand.
+/// An open table: its footer, index and filter in memory; data blocks read on demand
+/// through the block cache.
 #[derive(Debug)]
 pub struct Table<S> {
     source: S,
+    /// The table's id in the block cache (unique for the cache's lifetime).
+    id: u64,
+    cache: BlockCache,
     order: KeyOrder,
     filter_key: fn(&[u8]) -> &[u8],
     index: Block,
@@ -243,12 +248,15 @@ pub struct Table<S> {
 
 impl<S: TableSource> Table<S> {
     /// Opens the table of `file_bytes` bytes in `source`, keys in `order`, filter over
-    /// `filter_key(key)` (both as when it was built).
+    /// `filter_key(key)` (both as when it was built). Its data blocks are cached in `cache`
+    /// under `id`, which no other table of that cache may ever use.
     pub async fn open(
         source: S,
         file_bytes: u64,
         order: KeyOrder,
         filter_key: fn(&[u8]) -> &[u8],
+        cache: &BlockCache,
+        id: u64,
     ) -> std::result::Result<Self, TableError> {
         if file_bytes < FOOTER_BYTES as u64 {
             return Err(CorruptionError::new(format!(
@@ -303,6 +311,8 @@ impl<S: TableSource> Table<S> {
         };
         Ok(Table {
             source,
+            id,
+            cache: cache.clone(),
             order,
             filter_key,
             index,
@@ -392,7 +402,15 @@ impl<S: TableSource> TableIter<'_, S> {
             Some(entry) => {
                 let (_, handle) = entry?;
                 let handle = BlockHandle::decode(&handle)?;
-                let bytes = read_block(&self.table.source, handle).await?;
+                let t = self.table;
+                let bytes = match t.cache.get(t.id, handle.offset) {
+                    Some(b) => b,
+                    None => {
+                        let b = read_block(&t.source, handle).await?;
+                        t.cache.insert(t.id, handle.offset, b.clone());
+                        b
+                    }
+                };
                 Ok(Some(Block::decode(bytes)?))
             }
         }
@@ -427,11 +445,12 @@ mod tests {
     use super::super::block::bytewise;
     use super::*;
 
-    /// A table in memory.
-    struct Mem(Bytes);
+    /// A table in memory, counting its reads.
+    struct Mem(Bytes, std::cell::Cell<usize>);
 
     impl TableSource for Mem {
         async fn read_at(&self, offset: u64, len: usize) -> std::io::Result<Bytes> {
+            self.1.set(self.1.get() + 1);
             let end = (offset as usize)
                 .checked_add(len)
                 .filter(|&e| e <= self.0.len())
@@ -443,6 +462,8 @@ mod tests {
     fn whole(k: &[u8]) -> &[u8] {
         k
     }
+
+    type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
     fn build(entries: &BTreeMap<Vec<u8>, Vec<u8>>, opts: TableOptions) -> (Vec<u8>, TableSummary) {
         let mut b = TableBuilder::new(opts, bytewise, whole);
@@ -460,11 +481,41 @@ mod tests {
     }
 
     fn open(file: Vec<u8>) -> std::result::Result<Table<Mem>, TableError> {
-        let n = file.len() as u64;
-        block_on(Table::open(Mem(Bytes::from(file)), n, bytewise, whole))
+        open_cached(file, &BlockCache::new(0))
     }
 
-    type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+    fn open_cached(
+        file: Vec<u8>,
+        cache: &BlockCache,
+    ) -> std::result::Result<Table<Mem>, TableError> {
+        let n = file.len() as u64;
+        let source = Mem(Bytes::from(file), Default::default());
+        block_on(Table::open(source, n, bytewise, whole, cache, 1))
+    }
+
+    #[test]
+    fn cached_blocks_are_not_read_again() {
+        let entries: BTreeMap<Vec<u8>, Vec<u8>> = (0u64..500)
+            .map(|i| (i.to_be_bytes().to_vec(), vec![7; 50]))
+            .collect();
+        let (file, _) = build(&entries, TableOptions::default());
+        let cache = BlockCache::new(1 << 20);
+        let t = open_cached(file, &cache).unwrap();
+        let all: Entries = entries.clone().into_iter().collect();
+        assert_eq!(scan(&t, b"").unwrap(), all);
+        let reads = t.source.1.get();
+        assert_eq!(scan(&t, b"").unwrap(), all);
+        assert_eq!(
+            block_on(t.seek_first(&42u64.to_be_bytes(), true))
+                .unwrap()
+                .unwrap()
+                .1
+                .len(),
+            50
+        );
+        assert_eq!(t.source.1.get(), reads, "a second pass read the source");
+        assert!(cache.bytes() > 0);
+    }
 
     fn scan(t: &Table<Mem>, from: &[u8]) -> std::result::Result<Entries, TableError> {
         block_on(async {
@@ -514,6 +565,10 @@ mod tests {
     }
 
     proptest! {
+        // Each case builds and reads a table of up to 300 entries: fewer cases than the
+        // default 256 keep the suite quick; the block and bloom tests cover their parts.
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
         #[test]
         fn round_trip_lookups_and_scans(
             entries in proptest::collection::btree_map(
