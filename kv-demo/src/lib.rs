@@ -10,7 +10,8 @@
 //! - [`ikey`]: internal keys (user key + sequence number + kind, newest version first) and
 //!   [`memtable`]: a shard's newest writes in that order, with snapshot lookups;
 //! - [`batch`]: write batches (atomic groups of puts and deletes) and their WAL encoding,
-//!   with the key and value limits.
+//!   with the key and value limits;
+//! - [`table_file`]: tables written to and read from `ziob-zonefs` files.
 //!
 //! Not built yet: the WAL on the zone log, manifest, flush and compaction, zone placement and
 //! GC (through `ziob-zonefs`), sharding, the `Db` API and the `kv-demo` benchmark binary.
@@ -20,6 +21,7 @@ pub mod error;
 pub mod ikey;
 pub mod memtable;
 pub mod sst;
+pub mod table_file;
 mod varint;
 
 pub use error::{CorruptionError, Result};
