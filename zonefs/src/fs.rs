@@ -1,6 +1,7 @@
 //! [`ZoneFs`]: the file operations over the mounted state.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -24,14 +25,38 @@ use crate::zones::{ZoneTable, ZoneUse};
 /// A mounted zone file system. `Clone + Send + Sync`; every method's future is `Send`.
 ///
 /// Operations are serialized by one async mutex (reads only look up their extents under it and
-/// read after releasing it). A read racing with the delete or rename-over of the same file may
-/// see zeros: the zone may have been reset.
+/// read after releasing it). A read racing a delete, rename-over or GC relocation of its file
+/// never returns bytes of a reset zone: if a zone it read was reset meanwhile it looks the
+/// extents up again (the file's new extents, or [`FsError::NotFound`] once it is gone).
 #[derive(Clone)]
 pub struct ZoneFs {
     client: Client,
     layout: Layout,
     state: Arc<Mutex<State>>,
     report: Arc<MountReport>,
+    resets: Arc<ResetCounts>,
+}
+
+/// How many times each zone was reset since the mount. A reader notes the counts of the
+/// zones it reads (with the extents, under the state lock) and reads again if one moved:
+/// resets bump the count before they are issued, so an unchanged count after the read means
+/// the bytes read predate any reset.
+struct ResetCounts(Vec<AtomicU64>);
+
+impl ResetCounts {
+    fn new(zones: u32) -> ResetCounts {
+        ResetCounts((0..zones).map(|_| AtomicU64::new(0)).collect())
+    }
+
+    /// `zone`'s count.
+    fn count(&self, zone: u32) -> u64 {
+        self.0[zone as usize].load(Ordering::SeqCst)
+    }
+
+    /// `zone` is about to be reset.
+    fn note(&self, zone: u32) {
+        self.0[zone as usize].fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 impl std::fmt::Debug for ZoneFs {
@@ -123,6 +148,7 @@ impl ZoneFs {
                 stats: FsStats::default(),
             })),
             report: Arc::new(m.report),
+            resets: Arc::new(ResetCounts::new(m.layout.geometry.zone_count)),
         }
     }
 
@@ -387,6 +413,7 @@ impl ZoneFs {
             self.commit(st, Delta::Relocate { moves: synced }).await?;
         }
         if st.zones.get(victim).live == 0 && st.zones.get(victim).usage != ZoneUse::Free {
+            self.resets.note(victim);
             self.client.reset(victim).await?;
             st.zones.reset_done(victim);
         }
@@ -454,22 +481,41 @@ impl ZoneFs {
     /// it). Sees every append made, synced or not.
     pub async fn read_at(&self, path: &str, offset: u64, len: usize) -> Result<Bytes> {
         let path = normalize(path)?;
-        let pieces = {
-            let st = self.state.lock().await;
-            st.check()?;
-            let id = st.tree.existing(&path)?;
-            pieces_of(
-                &st.tree.node(id).expect("indexed").extents,
-                offset,
-                len as u64,
-            )
-        };
+        loop {
+            // The pieces and the reset count of each zone they lie in, taken together.
+            let (pieces, seen) = {
+                let st = self.state.lock().await;
+                st.check()?;
+                let id = st.tree.existing(&path)?;
+                let pieces = pieces_of(
+                    &st.tree.node(id).expect("indexed").extents,
+                    offset,
+                    len as u64,
+                );
+                let seen: Vec<u64> = pieces.iter().map(|p| self.resets.count(p.0)).collect();
+                (pieces, seen)
+            };
+            let res = self.read_pieces(&pieces).await;
+            // A zone reset since the lookup (a delete, rename over or GC relocation ran
+            // meanwhile) may have given zeros, another file's bytes or an error: look again.
+            if pieces
+                .iter()
+                .zip(&seen)
+                .all(|(p, n)| self.resets.count(p.0) == *n)
+            {
+                return res;
+            }
+        }
+    }
+
+    /// Reads `pieces` in order into one buffer.
+    async fn read_pieces(&self, pieces: &[(u32, u64, u64)]) -> Result<Bytes> {
         if pieces.len() == 1 {
             let (z, off, n) = pieces[0];
             return self.read_piece(z, off, n).await;
         }
         let mut out = BytesMut::with_capacity(pieces.iter().map(|p| p.2 as usize).sum());
-        for (z, off, n) in pieces {
+        for &(z, off, n) in pieces {
             out.extend_from_slice(&self.read_piece(z, off, n).await?);
         }
         Ok(out.freeze())
@@ -598,6 +644,7 @@ impl ZoneFs {
         for z in dead {
             // Freed extents of several files may have left it; check again.
             if st.zones.get(z).live == 0 {
+                self.resets.note(z);
                 self.client.reset(z).await?;
                 st.zones.reset_done(z);
             }
