@@ -9,10 +9,10 @@ use futures::lock::Mutex;
 use ziob::backends::DeviceError;
 use ziob::{Client, ZiobError};
 
+use crate::commit::{GroupCommit, Waited};
 use crate::error::{FsError, Result};
 use crate::fsck::{self, FsckReport};
 use crate::gc::{self, FsStats, GcReport};
-use crate::journal::Journal;
 use crate::layout::Layout;
 use crate::lifetime::{slot_of, WriteLifetime};
 use crate::mount::{self, MkfsOptions, MountReport};
@@ -35,6 +35,15 @@ pub struct ZoneFs {
     state: Arc<Mutex<State>>,
     report: Arc<MountReport>,
     resets: Arc<ResetCounts>,
+    group: Arc<GroupCommit>,
+}
+
+/// A delta applied in memory and queued for the journal.
+struct Staged {
+    /// Its sequence number in the journal queue.
+    seq: u64,
+    /// Zones it left without live data: reset once it is durable.
+    dead: BTreeSet<u32>,
 }
 
 /// How many times each zone was reset since the mount. A reader notes the counts of the
@@ -71,10 +80,6 @@ impl std::fmt::Debug for ZoneFs {
 struct State {
     tree: Tree,
     zones: ZoneTable,
-    journal: Journal,
-    /// Set when a journal write failed after the change was made in memory: memory and
-    /// device may disagree, so every later call fails until a remount.
-    broken: Option<String>,
     /// Mounted read-only: nothing is written to the device.
     read_only: bool,
     /// Bytes counted since the mount.
@@ -82,25 +87,18 @@ struct State {
 }
 
 impl State {
-    /// Fails a write on a read-only mount, else as [`State::check`].
+    /// Fails a write on a read-only mount.
     fn check_write(&self, op: &'static str) -> Result<()> {
         if self.read_only {
             return Err(FsError::ReadOnly { op });
         }
-        self.check()
-    }
-
-    fn check(&self) -> Result<()> {
-        match &self.broken {
-            Some(why) => Err(FsError::Corrupt {
-                reason: format!("a journal write failed earlier ({why}); remount"),
-            }),
-            None => Ok(()),
-        }
+        Ok(())
     }
 }
 
-fn is_zone_full(e: &ZiobError) -> bool {
+/// The write failed because the zone is full (or its write pointer moved past what the layer
+/// tracked).
+pub(crate) fn is_zone_full(e: &ZiobError) -> bool {
     matches!(
         e,
         ZiobError::Device(DeviceError::ZoneFull { .. } | DeviceError::BoundaryError { .. })
@@ -142,13 +140,12 @@ impl ZoneFs {
             state: Arc::new(Mutex::new(State {
                 tree: m.tree,
                 zones: m.zones,
-                journal: m.journal,
-                broken: None,
                 read_only,
                 stats: FsStats::default(),
             })),
             report: Arc::new(m.report),
             resets: Arc::new(ResetCounts::new(m.layout.geometry.zone_count)),
+            group: Arc::new(GroupCommit::new(m.journal)),
         }
     }
 
@@ -165,13 +162,20 @@ impl ZoneFs {
     /// a read-write mount refuses.
     pub async fn fsck(&self) -> Result<FsckReport> {
         let st = self.state.lock().await;
-        st.check()?;
+        self.group.check()?;
+        // The journal on the device must hold every delta the state has.
+        if let Some(seq) = self.group.last_pending() {
+            self.group
+                .wait_locked(&self.client, &self.layout, &st.tree, seq)
+                .await?;
+        }
+        let journal = self.group.journal().await;
         fsck::check(
             &self.client,
             &self.layout,
             &st.tree,
             &st.zones,
-            &st.journal,
+            &journal,
             st.read_only,
         )
         .await
@@ -193,6 +197,7 @@ impl ZoneFs {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
         st.check_write("create")?;
+        self.group.check()?;
         if st.tree.lookup(&path).is_some() {
             return Err(FsError::AlreadyExists(path));
         }
@@ -201,7 +206,9 @@ impl ZoneFs {
             lifetime,
             path,
         };
-        self.commit(&mut st, delta).await
+        let staged = self.stage(&mut st, &delta)?;
+        drop(st);
+        self.finish(staged).await
     }
 
     /// Appends `data` to the file at `path`. The data is readable at once and durable after
@@ -210,6 +217,7 @@ impl ZoneFs {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
         st.check_write("append")?;
+        self.group.check()?;
         let id = st.tree.existing(&path)?;
         let slot = slot_of(
             st.tree.node(id).expect("indexed").lifetime,
@@ -297,6 +305,7 @@ impl ZoneFs {
     pub async fn gc(&self, max_victims: usize) -> Result<GcReport> {
         let mut st = self.state.lock().await;
         st.check_write("gc")?;
+        self.group.check()?;
         let before = st.stats;
         let min = self.layout.block();
         for _ in 0..max_victims {
@@ -314,10 +323,10 @@ impl ZoneFs {
     /// Counters since the mount: bytes appended by users, bytes written to data zones
     /// (with padding), moved by GC, written to the journal; zones GC reclaimed.
     pub async fn stats(&self) -> FsStats {
-        let st = self.state.lock().await;
+        let stats = self.state.lock().await.stats;
         FsStats {
-            journal_bytes: st.journal.appended,
-            ..st.stats
+            journal_bytes: self.group.journal().await.appended,
+            ..stats
         }
     }
 
@@ -410,7 +419,14 @@ impl ZoneFs {
             }
         }
         if !synced.is_empty() {
-            self.commit(st, Delta::Relocate { moves: synced }).await?;
+            let staged = self.stage(st, &Delta::Relocate { moves: synced })?;
+            self.finish_locked(st, staged).await?;
+        } else if let Some(seq) = self.group.last_pending() {
+            // Nothing journaled moved, but a queued delta (a delete of a file with bytes in
+            // the victim) must be durable before the victim's bytes go.
+            self.group
+                .wait_locked(&self.client, &self.layout, &st.tree, seq)
+                .await?;
         }
         if st.zones.get(victim).live == 0 && st.zones.get(victim).usage != ZoneUse::Free {
             self.resets.note(victim);
@@ -437,6 +453,7 @@ impl ZoneFs {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
         st.check_write("sync")?;
+        self.group.check()?;
         let id = st.tree.existing(&path)?;
         let node = st.tree.node(id).expect("indexed");
         let fresh: Vec<Extent> = node.extents[node.synced..].to_vec();
@@ -447,8 +464,9 @@ impl ZoneFs {
         for z in zones {
             self.client.flush(z).await?;
         }
-        self.commit(&mut st, Delta::Sync { id, extents: fresh })
-            .await
+        let staged = self.stage(&mut st, &Delta::Sync { id, extents: fresh })?;
+        drop(st);
+        self.finish(staged).await
     }
 
     /// Syncs every file with unsynced data (as [`sync`](ZoneFs::sync) on each): what a clean
@@ -457,6 +475,7 @@ impl ZoneFs {
     pub async fn sync_all(&self) -> Result<()> {
         let mut st = self.state.lock().await;
         st.check_write("sync_all")?;
+        self.group.check()?;
         let mut fresh: Vec<(u64, Vec<Extent>)> = st
             .tree
             .nodes()
@@ -471,10 +490,15 @@ impl ZoneFs {
         for z in zones {
             self.client.flush(z).await?;
         }
+        let mut last = None;
         for (id, extents) in fresh {
-            self.commit(&mut st, Delta::Sync { id, extents }).await?;
+            last = Some(self.stage(&mut st, &Delta::Sync { id, extents })?);
         }
-        Ok(())
+        drop(st);
+        match last {
+            Some(staged) => self.finish(staged).await,
+            None => Ok(()),
+        }
     }
 
     /// Reads up to `len` bytes at `offset` of the file at `path` (fewer at its end; none past
@@ -485,7 +509,7 @@ impl ZoneFs {
             // The pieces and the reset count of each zone they lie in, taken together.
             let (pieces, seen) = {
                 let st = self.state.lock().await;
-                st.check()?;
+                self.group.check()?;
                 let id = st.tree.existing(&path)?;
                 let pieces = pieces_of(
                     &st.tree.node(id).expect("indexed").extents,
@@ -558,8 +582,11 @@ impl ZoneFs {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
         st.check_write("delete")?;
+        self.group.check()?;
         let id = st.tree.existing(&path)?;
-        self.commit(&mut st, Delta::Delete { id }).await
+        let staged = self.stage(&mut st, &Delta::Delete { id })?;
+        drop(st);
+        self.finish(staged).await
     }
 
     /// Renames the file at `from` to `to`, atomically replacing a file at `to` (whose zones
@@ -569,11 +596,14 @@ impl ZoneFs {
         let to = normalize(to)?;
         let mut st = self.state.lock().await;
         st.check_write("rename")?;
+        self.group.check()?;
         let id = st.tree.existing(&from)?;
         if from == to {
             return Ok(());
         }
-        self.commit(&mut st, Delta::Rename { id, path: to }).await
+        let staged = self.stage(&mut st, &Delta::Rename { id, path: to })?;
+        drop(st);
+        self.finish(staged).await
     }
 
     /// The names directly under `dir` (`""` or `/` = the root): files and subdirectories
@@ -615,35 +645,48 @@ impl ZoneFs {
             .collect()
     }
 
-    /// Applies `delta` in memory, journals it durably, then resets the zones it left without
-    /// live data (only after the journal has it, so a crash never finds a file pointing into a
-    /// reset zone).
-    async fn commit(&self, st: &mut State, delta: Delta) -> Result<()> {
-        let freed = st.tree.apply(&delta).map_err(|e| FsError::Corrupt {
+    /// Applies `delta` in memory and queues it for the journal (call under the state lock).
+    fn stage(&self, st: &mut State, delta: &Delta) -> Result<Staged> {
+        let freed = st.tree.apply(delta).map_err(|e| FsError::Corrupt {
             reason: format!("internal: {}", e.0),
         })?;
-        let State {
-            tree,
-            journal,
-            broken,
-            ..
-        } = &mut *st;
-        if let Err(e) = journal
-            .commit(&self.client, &self.layout, &delta, tree)
-            .await
-        {
-            *broken = Some(e.to_string());
-            return Err(e);
-        }
+        let seq = self.group.enqueue(delta.encode());
         let mut dead = BTreeSet::new();
         for e in freed {
             if st.zones.free_bytes(e.zone, e.len) {
                 dead.insert(e.zone);
             }
         }
-        for z in dead {
-            // Freed extents of several files may have left it; check again.
-            if st.zones.get(z).live == 0 {
+        Ok(Staged { seq, dead })
+    }
+
+    /// Waits until `staged` is durable (journal writes shared with concurrent callers: group
+    /// commit), then resets the zones it left without live data — only then, so a crash never
+    /// finds a journaled extent in a reset zone. Call without the state lock.
+    async fn finish(&self, staged: Staged) -> Result<()> {
+        let waited = self
+            .group
+            .wait(&self.client, &self.layout, staged.seq)
+            .await?;
+        if waited == Waited::NeedsRoll || !staged.dead.is_empty() {
+            let mut st = self.state.lock().await;
+            self.finish_locked(&mut st, staged).await?;
+        }
+        Ok(())
+    }
+
+    /// [`finish`](ZoneFs::finish) under the state lock.
+    async fn finish_locked(&self, st: &mut State, staged: Staged) -> Result<()> {
+        self.group
+            .wait_locked(&self.client, &self.layout, &st.tree, staged.seq)
+            .await?;
+        for z in staged.dead {
+            // Deltas since may have put live data in it, or reset it already.
+            let dz = st.zones.get(z);
+            if dz.live == 0
+                && dz.written > 0
+                && matches!(dz.usage, ZoneUse::Open(_) | ZoneUse::Closed)
+            {
                 self.resets.note(z);
                 self.client.reset(z).await?;
                 st.zones.reset_done(z);

@@ -53,6 +53,7 @@
 //! ```
 
 mod blocking;
+mod commit;
 mod error;
 mod fs;
 mod fsck;
