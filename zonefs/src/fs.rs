@@ -405,7 +405,9 @@ impl ZoneFs {
             }
         }
         for z in touched {
+            let upto = st.zones.get(z).written;
             self.client.flush(z).await?;
+            st.zones.note_flushed(z, upto);
         }
         if !unsynced.is_empty() {
             let freed = st
@@ -447,25 +449,33 @@ impl ZoneFs {
     }
 
     /// Makes the file at `path` durable up to its current size: flushes the data zones
-    /// holding its unsynced extents, then journals its new extents (flushed). When this
-    /// returns, a crash keeps at least this size and content.
+    /// holding its unsynced extents (without holding the state lock, so appends and other
+    /// syncs go on meanwhile), then journals its extents that are flushed (Sync delta, group
+    /// commit). When this returns, a crash keeps at least this size and content.
     pub async fn sync(&self, path: &str) -> Result<()> {
         let path = normalize(path)?;
-        let mut st = self.state.lock().await;
-        st.check_write("sync")?;
-        self.group.check()?;
-        let id = st.tree.existing(&path)?;
-        let node = st.tree.node(id).expect("indexed");
-        let fresh: Vec<Extent> = node.extents[node.synced..].to_vec();
-        if fresh.is_empty() {
-            return Ok(());
-        }
-        let zones: BTreeSet<u32> = fresh.iter().map(|e| e.zone).collect();
-        for z in zones {
-            self.client.flush(z).await?;
-        }
-        let staged = self.stage(&mut st, &Delta::Sync { id, extents: fresh })?;
-        drop(st);
+        let (id, flushes) = {
+            let st = self.state.lock().await;
+            st.check_write("sync")?;
+            self.group.check()?;
+            let id = st.tree.existing(&path)?;
+            (id, self.flushes_for(&st, &[id]))
+        };
+        self.run_flushes(&flushes).await?;
+        let staged = {
+            let mut st = self.state.lock().await;
+            self.group.check()?;
+            self.note_flushes(&mut st, &flushes);
+            if st.tree.node(id).is_none() {
+                // Deleted (or renamed over) meanwhile.
+                return Err(FsError::NotFound(path));
+            }
+            let extents = durable_unsynced(&mut st, id);
+            if extents.is_empty() {
+                return Ok(());
+            }
+            self.stage(&mut st, &Delta::Sync { id, extents })?
+        };
         self.finish(staged).await
     }
 
@@ -473,31 +483,74 @@ impl ZoneFs {
     /// shutdown does before closing the client. Unsynced appends are otherwise lost at the
     /// next mount, even after a clean close of the client.
     pub async fn sync_all(&self) -> Result<()> {
-        let mut st = self.state.lock().await;
-        st.check_write("sync_all")?;
-        self.group.check()?;
-        let mut fresh: Vec<(u64, Vec<Extent>)> = st
-            .tree
-            .nodes()
-            .filter(|(_, n)| n.extents.len() > n.synced)
-            .map(|(id, n)| (*id, n.extents[n.synced..].to_vec()))
-            .collect();
-        fresh.sort_by_key(|(id, _)| *id);
-        let zones: BTreeSet<u32> = fresh
-            .iter()
-            .flat_map(|(_, ex)| ex.iter().map(|e| e.zone))
-            .collect();
-        for z in zones {
-            self.client.flush(z).await?;
-        }
-        let mut last = None;
-        for (id, extents) in fresh {
-            last = Some(self.stage(&mut st, &Delta::Sync { id, extents })?);
-        }
-        drop(st);
+        let (mut ids, flushes) = {
+            let st = self.state.lock().await;
+            st.check_write("sync_all")?;
+            self.group.check()?;
+            let ids: Vec<u64> = st
+                .tree
+                .nodes()
+                .filter(|(_, n)| n.extents.len() > n.synced)
+                .map(|(id, _)| *id)
+                .collect();
+            let flushes = self.flushes_for(&st, &ids);
+            (ids, flushes)
+        };
+        ids.sort_unstable();
+        self.run_flushes(&flushes).await?;
+        let last = {
+            let mut st = self.state.lock().await;
+            self.group.check()?;
+            self.note_flushes(&mut st, &flushes);
+            let mut last = None;
+            for id in ids {
+                if st.tree.node(id).is_none() {
+                    continue;
+                }
+                let extents = durable_unsynced(&mut st, id);
+                if !extents.is_empty() {
+                    last = Some(self.stage(&mut st, &Delta::Sync { id, extents })?);
+                }
+            }
+            last
+        };
         match last {
             Some(staged) => self.finish(staged).await,
             None => Ok(()),
+        }
+    }
+
+    /// The flushes that make the unsynced extents of files `ids` durable: per zone, how far
+    /// it is written now and its reset count.
+    fn flushes_for(&self, st: &State, ids: &[u64]) -> Vec<(u32, u64, u64)> {
+        let mut zones = BTreeSet::new();
+        for id in ids {
+            let node = st.tree.node(*id).expect("indexed");
+            for e in &node.extents[node.synced..] {
+                if st.zones.flushed(e.zone) < e.offset + e.len {
+                    zones.insert(e.zone);
+                }
+            }
+        }
+        zones
+            .into_iter()
+            .map(|z| (z, st.zones.get(z).written, self.resets.count(z)))
+            .collect()
+    }
+
+    /// Flushes the zones of `flushes` (without the state lock).
+    async fn run_flushes(&self, flushes: &[(u32, u64, u64)]) -> Result<()> {
+        futures::future::try_join_all(flushes.iter().map(|(z, _, _)| self.client.flush(*z)))
+            .await?;
+        Ok(())
+    }
+
+    /// Records finished flushes (under the state lock); a zone reset meanwhile is skipped.
+    fn note_flushes(&self, st: &mut State, flushes: &[(u32, u64, u64)]) {
+        for &(z, upto, resets) in flushes {
+            if self.resets.count(z) == resets {
+                st.zones.note_flushed(z, upto);
+            }
         }
     }
 
@@ -694,6 +747,39 @@ impl ZoneFs {
         }
         Ok(())
     }
+}
+
+/// The unsynced extents of file `id` that are flushed, from its first unsynced one on (the
+/// Sync delta that makes them durable); an extent flushed only in part is split there.
+fn durable_unsynced(st: &mut State, id: u64) -> Vec<Extent> {
+    let State { tree, zones, .. } = st;
+    let node = tree.node_mut(id).expect("checked");
+    let mut out = Vec::new();
+    let mut i = node.synced;
+    while i < node.extents.len() {
+        let e = node.extents[i];
+        let flushed = zones.flushed(e.zone);
+        if e.offset + e.len <= flushed {
+            out.push(e);
+            i += 1;
+            continue;
+        }
+        if e.offset < flushed {
+            let head = flushed - e.offset;
+            node.extents[i].len = head;
+            node.extents.insert(
+                i + 1,
+                Extent {
+                    zone: e.zone,
+                    offset: flushed,
+                    len: e.len - head,
+                },
+            );
+            out.push(node.extents[i]);
+        }
+        break;
+    }
+    out
 }
 
 /// The `(zone, offset, len)` pieces of the file range `offset..offset + len` (clipped at the

@@ -32,6 +32,8 @@ pub struct DataZone {
 pub struct ZoneTable {
     first: u32,
     zones: Vec<DataZone>,
+    /// Bytes of each zone known durable (flushed) from its start.
+    flushed: Vec<u64>,
     open: Vec<Option<u32>>,
     free: BTreeSet<u32>,
 }
@@ -48,6 +50,8 @@ impl ZoneTable {
             .collect();
         ZoneTable {
             first,
+            // What mount found on the device is durable.
+            flushed: zones.iter().map(|z| z.written).collect(),
             zones,
             open: vec![None; slots],
             free,
@@ -90,8 +94,20 @@ impl ZoneTable {
             written: 0,
             live: 0,
         };
+        self.flushed[(zone - self.first) as usize] = 0;
         self.open[slot] = Some(zone);
         Some(zone)
+    }
+
+    /// Bytes of `zone` known durable from its start.
+    pub fn flushed(&self, zone: u32) -> u64 {
+        self.flushed[(zone - self.first) as usize]
+    }
+
+    /// A flush of `zone` that started when `upto` bytes were written to it has finished.
+    pub fn note_flushed(&mut self, zone: u32, upto: u64) {
+        let f = &mut self.flushed[(zone - self.first) as usize];
+        *f = (*f).max(upto);
     }
 
     /// Zones free (empty).
@@ -157,6 +173,7 @@ impl ZoneTable {
             written: 0,
             live: 0,
         };
+        self.flushed[(zone - self.first) as usize] = 0;
         self.free.insert(zone);
     }
 }
