@@ -36,6 +36,8 @@ pub struct ZoneFs {
     report: Arc<MountReport>,
     resets: Arc<ResetCounts>,
     group: Arc<GroupCommit>,
+    /// One lock per open-zone slot, held across an append.
+    slot_locks: Arc<Vec<Mutex<()>>>,
 }
 
 /// A delta applied in memory and queued for the journal.
@@ -146,6 +148,7 @@ impl ZoneFs {
             report: Arc::new(m.report),
             resets: Arc::new(ResetCounts::new(m.layout.geometry.zone_count)),
             group: Arc::new(GroupCommit::new(m.journal)),
+            slot_locks: Arc::new((0..m.layout.all_slots()).map(|_| Mutex::new(())).collect()),
         }
     }
 
@@ -215,46 +218,83 @@ impl ZoneFs {
     /// the next [`sync`](ZoneFs::sync) of the file.
     pub async fn append(&self, path: &str, data: &[u8]) -> Result<()> {
         let path = normalize(path)?;
-        let mut st = self.state.lock().await;
-        st.check_write("append")?;
-        self.group.check()?;
-        let id = st.tree.existing(&path)?;
-        let slot = slot_of(
-            st.tree.node(id).expect("indexed").lifetime,
-            self.layout.slots,
-        );
+        let (id, slot) = {
+            let st = self.state.lock().await;
+            st.check_write("append")?;
+            self.group.check()?;
+            let id = st.tree.existing(&path)?;
+            let lifetime = st.tree.node(id).expect("indexed").lifetime;
+            (id, slot_of(lifetime, self.layout.slots))
+        };
+        // One append at a time per class slot (so per open zone, and per file: a file's
+        // appends stay in order); appends of other classes and reads go on meanwhile.
+        let _slot = self.slot_locks[slot].lock().await;
         let mut rest = data;
         while !rest.is_empty() {
-            let zone = match st.zones.open_zone(slot) {
-                Some(z) => z,
-                None => self.take_zone(&mut st, slot).await?,
+            let (zone, written, piece, bytes) = {
+                let mut st = self.state.lock().await;
+                self.group.check()?;
+                if st.tree.node(id).is_none() {
+                    return Err(FsError::NotFound(path));
+                }
+                let zone = match st.zones.open_zone(slot) {
+                    Some(z) => z,
+                    None => self.take_zone(&mut st, slot).await?,
+                };
+                let written = st.zones.get(zone).written;
+                let room = self.layout.capacity() - written;
+                let piece = self.layout.piece(rest.len() as u64, room) as usize;
+                if piece == 0 {
+                    self.leave_zone(&mut st, zone).await?;
+                    continue;
+                }
+                let mut bytes = BytesMut::from(&rest[..piece]);
+                bytes.resize(self.layout.footprint(piece as u64) as usize, 0);
+                st.zones.begin_append(zone);
+                (zone, written, piece, bytes.freeze())
             };
-            let written = st.zones.get(zone).written;
-            let room = self.layout.capacity() - written;
-            let piece = self.layout.piece(rest.len() as u64, room) as usize;
-            if piece == 0 {
-                self.leave_zone(&mut st, zone).await?;
-                continue;
-            }
-            let mut bytes = BytesMut::from(&rest[..piece]);
-            bytes.resize(self.layout.footprint(piece as u64) as usize, 0);
             let footprint = bytes.len() as u64;
-            match self.client.append(zone, bytes.freeze()).await {
+            // The device append runs without the state lock.
+            let res = self.client.append(zone, bytes).await;
+            let mut st = self.state.lock().await;
+            st.zones.end_append(zone);
+            match res {
                 Ok(offset) => {
-                    st.zones.note_append(zone, offset + footprint, piece as u64);
+                    let end = offset + footprint;
+                    st.stats.data_bytes += end.saturating_sub(written);
+                    let Some(node) = st.tree.node_mut(id) else {
+                        // Deleted meanwhile: the bytes are dead.
+                        st.zones.note_append(zone, end, 0);
+                        let z = st.zones.get(zone);
+                        if z.live == 0 && !st.zones.is_appending(zone) {
+                            // The delete must be durable before the zone's bytes go.
+                            if let Some(seq) = self.group.last_pending() {
+                                self.group
+                                    .wait_locked(&self.client, &self.layout, &st.tree, seq)
+                                    .await?;
+                            }
+                            self.resets.note(zone);
+                            self.client.reset(zone).await?;
+                            st.zones.reset_done(zone);
+                        } else if end >= self.layout.capacity() {
+                            st.zones.close(zone);
+                        }
+                        return Err(FsError::NotFound(path));
+                    };
+                    node.push(zone, offset, piece as u64);
+                    st.zones.note_append(zone, end, piece as u64);
                     st.stats.user_bytes += piece as u64;
-                    st.stats.data_bytes += (offset + footprint).saturating_sub(written);
-                    st.tree
-                        .node_mut(id)
-                        .expect("indexed")
-                        .push(zone, offset, piece as u64);
-                    if offset + footprint >= self.layout.capacity() {
+                    if end >= self.layout.capacity() {
                         st.zones.close(zone);
                     }
                     rest = &rest[piece..];
                 }
                 // Flush padding moved the write pointer past what we tracked.
-                Err(e) if is_zone_full(&e) => self.leave_zone(&mut st, zone).await?,
+                Err(e) if is_zone_full(&e) => {
+                    if st.zones.open_zone(slot) == Some(zone) {
+                        self.leave_zone(&mut st, zone).await?;
+                    }
+                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -736,9 +776,11 @@ impl ZoneFs {
         for z in staged.dead {
             // Deltas since may have put live data in it, or reset it already.
             let dz = st.zones.get(z);
+            // An append in flight to it resets it itself if its file is gone by then.
             if dz.live == 0
                 && dz.written > 0
                 && matches!(dz.usage, ZoneUse::Open(_) | ZoneUse::Closed)
+                && !st.zones.is_appending(z)
             {
                 self.resets.note(z);
                 self.client.reset(z).await?;

@@ -34,6 +34,9 @@ pub struct ZoneTable {
     zones: Vec<DataZone>,
     /// Bytes of each zone known durable (flushed) from its start.
     flushed: Vec<u64>,
+    /// Appends in flight to each zone (issued without the state lock): such a zone is
+    /// neither reset nor garbage collected.
+    appending: Vec<u32>,
     open: Vec<Option<u32>>,
     free: BTreeSet<u32>,
 }
@@ -52,6 +55,7 @@ impl ZoneTable {
             first,
             // What mount found on the device is durable.
             flushed: zones.iter().map(|z| z.written).collect(),
+            appending: vec![0; zones.len()],
             zones,
             open: vec![None; slots],
             free,
@@ -110,6 +114,21 @@ impl ZoneTable {
         *f = (*f).max(upto);
     }
 
+    /// An append to `zone` is issued.
+    pub fn begin_append(&mut self, zone: u32) {
+        self.appending[(zone - self.first) as usize] += 1;
+    }
+
+    /// An append to `zone` has ended.
+    pub fn end_append(&mut self, zone: u32) {
+        self.appending[(zone - self.first) as usize] -= 1;
+    }
+
+    /// Whether appends to `zone` are in flight.
+    pub fn is_appending(&self, zone: u32) -> bool {
+        self.appending[(zone - self.first) as usize] > 0
+    }
+
     /// Zones free (empty).
     pub fn free_count(&self) -> usize {
         self.free.len()
@@ -127,7 +146,7 @@ impl ZoneTable {
     /// `min_garbage`: the next victim of garbage collection. Ties go to the lowest index.
     pub fn gc_victim(&self, capacity: u64, min_garbage: u64) -> Option<u32> {
         self.iter()
-            .filter(|(_, z)| z.usage == ZoneUse::Closed && z.live > 0)
+            .filter(|(i, z)| z.usage == ZoneUse::Closed && z.live > 0 && !self.is_appending(*i))
             .map(|(i, z)| (capacity.saturating_sub(z.live), i))
             .filter(|(g, _)| *g >= min_garbage)
             .max_by_key(|(g, i)| (*g, std::cmp::Reverse(*i)))
