@@ -24,8 +24,10 @@ use crate::zones::{ZoneTable, ZoneUse};
 
 /// A mounted zone file system. `Clone + Send + Sync`; every method's future is `Send`.
 ///
-/// Operations are serialized by one async mutex (reads only look up their extents under it and
-/// read after releasing it). A read racing a delete, rename-over or GC relocation of its file
+/// The state is under one async mutex held only for bookkeeping: reads look up their extents
+/// under it and read without it; appends of different lifetime classes run their device
+/// appends in parallel (one at a time per class); `sync` flushes without it; metadata
+/// commits share journal writes (group commit). A read racing a delete, rename-over or GC relocation of its file
 /// never returns bytes of a reset zone: if a zone it read was reset meanwhile it looks the
 /// extents up again (the file's new extents, or [`FsError::NotFound`] once it is gone).
 #[derive(Clone)]

@@ -24,8 +24,13 @@
 //!   [`ZoneFs::mount_read_only`], which writes nothing to the device.
 //! - **Metadata journal** in the reserved zones `0..journal_zones` (default 2): superblock,
 //!   snapshot, then delta records in the zone log's CRC-32C record frame; rolled to the next
-//!   reserved zone with a fresh snapshot when one fills. Byte layout: `docs/format.md`,
-//!   "Zone file layer (zonefs)".
+//!   reserved zone with a fresh snapshot when one fills. Concurrent operations share journal
+//!   writes and flushes (group commit). Byte layout: `docs/format.md`, "Zone file layer
+//!   (zonefs)".
+//! - **Concurrency**: reads, appends of different lifetime classes and syncs do their device
+//!   I/O without holding the file system's state lock; a read racing a delete or a GC
+//!   relocation of its file returns the file's bytes or [`FsError::NotFound`], never bytes of
+//!   a reset zone.
 //! - **Crash semantics**: `create`, `delete` and `rename` are durable when they return.
 //!   `append` is not; `sync(file)` makes the file durable up to its size at that point. After a
 //!   crash each file has at least its last synced size and content; unsynced tails are lost.
