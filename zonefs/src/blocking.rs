@@ -9,6 +9,7 @@ use ziob::ZiobError;
 use crate::error::{FsError, Result};
 use crate::fs::ZoneFs;
 use crate::fsck::FsckReport;
+use crate::gc::{FsStats, GcReport};
 use crate::lifetime::WriteLifetime;
 use crate::space::SpaceUsage;
 
@@ -94,6 +95,16 @@ impl BlockingZoneFs {
     /// See [`ZoneFs::fsck`].
     pub fn fsck(&self) -> Result<FsckReport> {
         wait("zonefs fsck", self.fs.fsck())
+    }
+
+    /// See [`ZoneFs::gc`].
+    pub fn gc(&self, max_victims: usize) -> Result<GcReport> {
+        wait("zonefs gc", self.fs.gc(max_victims))
+    }
+
+    /// See [`ZoneFs::stats`].
+    pub fn stats(&self) -> Result<FsStats> {
+        wait("zonefs stats", async { Ok(self.fs.stats().await) })
     }
 
     /// See [`ZoneFs::df`].

@@ -1,6 +1,7 @@
 //! [`ZoneFs`]: the file operations over the mounted state.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -8,10 +9,10 @@ use futures::lock::Mutex;
 use ziob::backends::DeviceError;
 use ziob::{Client, ZiobError};
 
+use crate::commit::{GroupCommit, Waited};
 use crate::error::{FsError, Result};
 use crate::fsck::{self, FsckReport};
 use crate::gc::{self, FsStats, GcReport};
-use crate::journal::Journal;
 use crate::layout::Layout;
 use crate::lifetime::{slot_of, WriteLifetime};
 use crate::mount::{self, MkfsOptions, MountReport};
@@ -24,15 +25,52 @@ use crate::zones::{ZoneTable, ZoneUse};
 
 /// A mounted zone file system. `Clone + Send + Sync`; every method's future is `Send`.
 ///
-/// Operations are serialized by one async mutex (reads only look up their extents under it and
-/// read after releasing it). A read racing with the delete or rename-over of the same file may
-/// see zeros: the zone may have been reset.
+/// The state is under one async mutex held only for bookkeeping: reads look up their extents
+/// under it and read without it; appends of different lifetime classes run their device
+/// appends in parallel (one at a time per class); `sync` flushes without it; metadata
+/// commits share journal writes (group commit). A read racing a delete, rename-over or GC relocation of its file
+/// never returns bytes of a reset zone: if a zone it read was reset meanwhile it looks the
+/// extents up again (the file's new extents, or [`FsError::NotFound`] once it is gone).
 #[derive(Clone)]
 pub struct ZoneFs {
     client: Client,
     layout: Layout,
     state: Arc<Mutex<State>>,
     report: Arc<MountReport>,
+    resets: Arc<ResetCounts>,
+    group: Arc<GroupCommit>,
+    /// One lock per open-zone slot, held across an append.
+    slot_locks: Arc<Vec<Mutex<()>>>,
+}
+
+/// A delta applied in memory and queued for the journal.
+struct Staged {
+    /// Its sequence number in the journal queue.
+    seq: u64,
+    /// Zones it left without live data: reset once it is durable.
+    dead: BTreeSet<u32>,
+}
+
+/// How many times each zone was reset since the mount. A reader notes the counts of the
+/// zones it reads (with the extents, under the state lock) and reads again if one moved:
+/// resets bump the count before they are issued, so an unchanged count after the read means
+/// the bytes read predate any reset.
+struct ResetCounts(Vec<AtomicU64>);
+
+impl ResetCounts {
+    fn new(zones: u32) -> ResetCounts {
+        ResetCounts((0..zones).map(|_| AtomicU64::new(0)).collect())
+    }
+
+    /// `zone`'s count.
+    fn count(&self, zone: u32) -> u64 {
+        self.0[zone as usize].load(Ordering::SeqCst)
+    }
+
+    /// `zone` is about to be reset.
+    fn note(&self, zone: u32) {
+        self.0[zone as usize].fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 impl std::fmt::Debug for ZoneFs {
@@ -47,10 +85,6 @@ impl std::fmt::Debug for ZoneFs {
 struct State {
     tree: Tree,
     zones: ZoneTable,
-    journal: Journal,
-    /// Set when a journal write failed after the change was made in memory: memory and
-    /// device may disagree, so every later call fails until a remount.
-    broken: Option<String>,
     /// Mounted read-only: nothing is written to the device.
     read_only: bool,
     /// Bytes counted since the mount.
@@ -58,25 +92,18 @@ struct State {
 }
 
 impl State {
-    /// Fails a write on a read-only mount, else as [`State::check`].
+    /// Fails a write on a read-only mount.
     fn check_write(&self, op: &'static str) -> Result<()> {
         if self.read_only {
             return Err(FsError::ReadOnly { op });
         }
-        self.check()
-    }
-
-    fn check(&self) -> Result<()> {
-        match &self.broken {
-            Some(why) => Err(FsError::Corrupt {
-                reason: format!("a journal write failed earlier ({why}); remount"),
-            }),
-            None => Ok(()),
-        }
+        Ok(())
     }
 }
 
-fn is_zone_full(e: &ZiobError) -> bool {
+/// The write failed because the zone is full (or its write pointer moved past what the layer
+/// tracked).
+pub(crate) fn is_zone_full(e: &ZiobError) -> bool {
     matches!(
         e,
         ZiobError::Device(DeviceError::ZoneFull { .. } | DeviceError::BoundaryError { .. })
@@ -118,12 +145,13 @@ impl ZoneFs {
             state: Arc::new(Mutex::new(State {
                 tree: m.tree,
                 zones: m.zones,
-                journal: m.journal,
-                broken: None,
                 read_only,
                 stats: FsStats::default(),
             })),
             report: Arc::new(m.report),
+            resets: Arc::new(ResetCounts::new(m.layout.geometry.zone_count)),
+            group: Arc::new(GroupCommit::new(m.journal)),
+            slot_locks: Arc::new((0..m.layout.all_slots()).map(|_| Mutex::new(())).collect()),
         }
     }
 
@@ -140,13 +168,20 @@ impl ZoneFs {
     /// a read-write mount refuses.
     pub async fn fsck(&self) -> Result<FsckReport> {
         let st = self.state.lock().await;
-        st.check()?;
+        self.group.check()?;
+        // The journal on the device must hold every delta the state has.
+        if let Some(seq) = self.group.last_pending() {
+            self.group
+                .wait_locked(&self.client, &self.layout, &st.tree, seq)
+                .await?;
+        }
+        let journal = self.group.journal().await;
         fsck::check(
             &self.client,
             &self.layout,
             &st.tree,
             &st.zones,
-            &st.journal,
+            &journal,
             st.read_only,
         )
         .await
@@ -168,6 +203,7 @@ impl ZoneFs {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
         st.check_write("create")?;
+        self.group.check()?;
         if st.tree.lookup(&path).is_some() {
             return Err(FsError::AlreadyExists(path));
         }
@@ -176,52 +212,92 @@ impl ZoneFs {
             lifetime,
             path,
         };
-        self.commit(&mut st, delta).await
+        let staged = self.stage(&mut st, &delta)?;
+        drop(st);
+        self.finish(staged).await
     }
 
     /// Appends `data` to the file at `path`. The data is readable at once and durable after
     /// the next [`sync`](ZoneFs::sync) of the file.
     pub async fn append(&self, path: &str, data: &[u8]) -> Result<()> {
         let path = normalize(path)?;
-        let mut st = self.state.lock().await;
-        st.check_write("append")?;
-        let id = st.tree.existing(&path)?;
-        let slot = slot_of(
-            st.tree.node(id).expect("indexed").lifetime,
-            self.layout.slots,
-        );
+        let (id, slot) = {
+            let st = self.state.lock().await;
+            st.check_write("append")?;
+            self.group.check()?;
+            let id = st.tree.existing(&path)?;
+            let lifetime = st.tree.node(id).expect("indexed").lifetime;
+            (id, slot_of(lifetime, self.layout.slots))
+        };
+        // One append at a time per class slot (so per open zone, and per file: a file's
+        // appends stay in order); appends of other classes and reads go on meanwhile.
+        let _slot = self.slot_locks[slot].lock().await;
         let mut rest = data;
         while !rest.is_empty() {
-            let zone = match st.zones.open_zone(slot) {
-                Some(z) => z,
-                None => self.take_zone(&mut st, slot).await?,
+            let (zone, written, piece, bytes) = {
+                let mut st = self.state.lock().await;
+                self.group.check()?;
+                if st.tree.node(id).is_none() {
+                    return Err(FsError::NotFound(path));
+                }
+                let zone = match st.zones.open_zone(slot) {
+                    Some(z) => z,
+                    None => self.take_zone(&mut st, slot).await?,
+                };
+                let written = st.zones.get(zone).written;
+                let room = self.layout.capacity() - written;
+                let piece = self.layout.piece(rest.len() as u64, room) as usize;
+                if piece == 0 {
+                    self.leave_zone(&mut st, zone).await?;
+                    continue;
+                }
+                let mut bytes = BytesMut::from(&rest[..piece]);
+                bytes.resize(self.layout.footprint(piece as u64) as usize, 0);
+                st.zones.begin_append(zone);
+                (zone, written, piece, bytes.freeze())
             };
-            let written = st.zones.get(zone).written;
-            let room = self.layout.capacity() - written;
-            let piece = self.layout.piece(rest.len() as u64, room) as usize;
-            if piece == 0 {
-                self.leave_zone(&mut st, zone).await?;
-                continue;
-            }
-            let mut bytes = BytesMut::from(&rest[..piece]);
-            bytes.resize(self.layout.footprint(piece as u64) as usize, 0);
             let footprint = bytes.len() as u64;
-            match self.client.append(zone, bytes.freeze()).await {
+            // The device append runs without the state lock.
+            let res = self.client.append(zone, bytes).await;
+            let mut st = self.state.lock().await;
+            st.zones.end_append(zone);
+            match res {
                 Ok(offset) => {
-                    st.zones.note_append(zone, offset + footprint, piece as u64);
+                    let end = offset + footprint;
+                    st.stats.data_bytes += end.saturating_sub(written);
+                    let Some(node) = st.tree.node_mut(id) else {
+                        // Deleted meanwhile: the bytes are dead.
+                        st.zones.note_append(zone, end, 0);
+                        let z = st.zones.get(zone);
+                        if z.live == 0 && !st.zones.is_appending(zone) {
+                            // The delete must be durable before the zone's bytes go.
+                            if let Some(seq) = self.group.last_pending() {
+                                self.group
+                                    .wait_locked(&self.client, &self.layout, &st.tree, seq)
+                                    .await?;
+                            }
+                            self.resets.note(zone);
+                            self.client.reset(zone).await?;
+                            st.zones.reset_done(zone);
+                        } else if end >= self.layout.capacity() {
+                            st.zones.close(zone);
+                        }
+                        return Err(FsError::NotFound(path));
+                    };
+                    node.push(zone, offset, piece as u64);
+                    st.zones.note_append(zone, end, piece as u64);
                     st.stats.user_bytes += piece as u64;
-                    st.stats.data_bytes += (offset + footprint).saturating_sub(written);
-                    st.tree
-                        .node_mut(id)
-                        .expect("indexed")
-                        .push(zone, offset, piece as u64);
-                    if offset + footprint >= self.layout.capacity() {
+                    if end >= self.layout.capacity() {
                         st.zones.close(zone);
                     }
                     rest = &rest[piece..];
                 }
                 // Flush padding moved the write pointer past what we tracked.
-                Err(e) if is_zone_full(&e) => self.leave_zone(&mut st, zone).await?,
+                Err(e) if is_zone_full(&e) => {
+                    if st.zones.open_zone(slot) == Some(zone) {
+                        self.leave_zone(&mut st, zone).await?;
+                    }
+                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -272,6 +348,7 @@ impl ZoneFs {
     pub async fn gc(&self, max_victims: usize) -> Result<GcReport> {
         let mut st = self.state.lock().await;
         st.check_write("gc")?;
+        self.group.check()?;
         let before = st.stats;
         let min = self.layout.block();
         for _ in 0..max_victims {
@@ -289,10 +366,10 @@ impl ZoneFs {
     /// Counters since the mount: bytes appended by users, bytes written to data zones
     /// (with padding), moved by GC, written to the journal; zones GC reclaimed.
     pub async fn stats(&self) -> FsStats {
-        let st = self.state.lock().await;
+        let stats = self.state.lock().await.stats;
         FsStats {
-            journal_bytes: st.journal.appended,
-            ..st.stats
+            journal_bytes: self.group.journal().await.appended,
+            ..stats
         }
     }
 
@@ -371,7 +448,9 @@ impl ZoneFs {
             }
         }
         for z in touched {
+            let upto = st.zones.get(z).written;
             self.client.flush(z).await?;
+            st.zones.note_flushed(z, upto);
         }
         if !unsynced.is_empty() {
             let freed = st
@@ -385,9 +464,17 @@ impl ZoneFs {
             }
         }
         if !synced.is_empty() {
-            self.commit(st, Delta::Relocate { moves: synced }).await?;
+            let staged = self.stage(st, &Delta::Relocate { moves: synced })?;
+            self.finish_locked(st, staged).await?;
+        } else if let Some(seq) = self.group.last_pending() {
+            // Nothing journaled moved, but a queued delta (a delete of a file with bytes in
+            // the victim) must be durable before the victim's bytes go.
+            self.group
+                .wait_locked(&self.client, &self.layout, &st.tree, seq)
+                .await?;
         }
         if st.zones.get(victim).live == 0 && st.zones.get(victim).usage != ZoneUse::Free {
+            self.resets.note(victim);
             self.client.reset(victim).await?;
             st.zones.reset_done(victim);
         }
@@ -405,72 +492,150 @@ impl ZoneFs {
     }
 
     /// Makes the file at `path` durable up to its current size: flushes the data zones
-    /// holding its unsynced extents, then journals its new extents (flushed). When this
-    /// returns, a crash keeps at least this size and content.
+    /// holding its unsynced extents (without holding the state lock, so appends and other
+    /// syncs go on meanwhile), then journals its extents that are flushed (Sync delta, group
+    /// commit). When this returns, a crash keeps at least this size and content.
     pub async fn sync(&self, path: &str) -> Result<()> {
         let path = normalize(path)?;
-        let mut st = self.state.lock().await;
-        st.check_write("sync")?;
-        let id = st.tree.existing(&path)?;
-        let node = st.tree.node(id).expect("indexed");
-        let fresh: Vec<Extent> = node.extents[node.synced..].to_vec();
-        if fresh.is_empty() {
-            return Ok(());
-        }
-        let zones: BTreeSet<u32> = fresh.iter().map(|e| e.zone).collect();
-        for z in zones {
-            self.client.flush(z).await?;
-        }
-        self.commit(&mut st, Delta::Sync { id, extents: fresh })
-            .await
+        let (id, flushes) = {
+            let st = self.state.lock().await;
+            st.check_write("sync")?;
+            self.group.check()?;
+            let id = st.tree.existing(&path)?;
+            (id, self.flushes_for(&st, &[id]))
+        };
+        self.run_flushes(&flushes).await?;
+        let staged = {
+            let mut st = self.state.lock().await;
+            self.group.check()?;
+            self.note_flushes(&mut st, &flushes);
+            if st.tree.node(id).is_none() {
+                // Deleted (or renamed over) meanwhile.
+                return Err(FsError::NotFound(path));
+            }
+            let extents = durable_unsynced(&mut st, id);
+            if extents.is_empty() {
+                return Ok(());
+            }
+            self.stage(&mut st, &Delta::Sync { id, extents })?
+        };
+        self.finish(staged).await
     }
 
     /// Syncs every file with unsynced data (as [`sync`](ZoneFs::sync) on each): what a clean
     /// shutdown does before closing the client. Unsynced appends are otherwise lost at the
     /// next mount, even after a clean close of the client.
     pub async fn sync_all(&self) -> Result<()> {
-        let mut st = self.state.lock().await;
-        st.check_write("sync_all")?;
-        let mut fresh: Vec<(u64, Vec<Extent>)> = st
-            .tree
-            .nodes()
-            .filter(|(_, n)| n.extents.len() > n.synced)
-            .map(|(id, n)| (*id, n.extents[n.synced..].to_vec()))
-            .collect();
-        fresh.sort_by_key(|(id, _)| *id);
-        let zones: BTreeSet<u32> = fresh
-            .iter()
-            .flat_map(|(_, ex)| ex.iter().map(|e| e.zone))
-            .collect();
-        for z in zones {
-            self.client.flush(z).await?;
+        let (mut ids, flushes) = {
+            let st = self.state.lock().await;
+            st.check_write("sync_all")?;
+            self.group.check()?;
+            let ids: Vec<u64> = st
+                .tree
+                .nodes()
+                .filter(|(_, n)| n.extents.len() > n.synced)
+                .map(|(id, _)| *id)
+                .collect();
+            let flushes = self.flushes_for(&st, &ids);
+            (ids, flushes)
+        };
+        ids.sort_unstable();
+        self.run_flushes(&flushes).await?;
+        let last = {
+            let mut st = self.state.lock().await;
+            self.group.check()?;
+            self.note_flushes(&mut st, &flushes);
+            let mut last = None;
+            for id in ids {
+                if st.tree.node(id).is_none() {
+                    continue;
+                }
+                let extents = durable_unsynced(&mut st, id);
+                if !extents.is_empty() {
+                    last = Some(self.stage(&mut st, &Delta::Sync { id, extents })?);
+                }
+            }
+            last
+        };
+        match last {
+            Some(staged) => self.finish(staged).await,
+            None => Ok(()),
         }
-        for (id, extents) in fresh {
-            self.commit(&mut st, Delta::Sync { id, extents }).await?;
+    }
+
+    /// The flushes that make the unsynced extents of files `ids` durable: per zone, how far
+    /// it is written now and its reset count.
+    fn flushes_for(&self, st: &State, ids: &[u64]) -> Vec<(u32, u64, u64)> {
+        let mut zones = BTreeSet::new();
+        for id in ids {
+            let node = st.tree.node(*id).expect("indexed");
+            for e in &node.extents[node.synced..] {
+                if st.zones.flushed(e.zone) < e.offset + e.len {
+                    zones.insert(e.zone);
+                }
+            }
         }
+        zones
+            .into_iter()
+            .map(|z| (z, st.zones.get(z).written, self.resets.count(z)))
+            .collect()
+    }
+
+    /// Flushes the zones of `flushes` (without the state lock).
+    async fn run_flushes(&self, flushes: &[(u32, u64, u64)]) -> Result<()> {
+        futures::future::try_join_all(flushes.iter().map(|(z, _, _)| self.client.flush(*z)))
+            .await?;
         Ok(())
+    }
+
+    /// Records finished flushes (under the state lock); a zone reset meanwhile is skipped.
+    fn note_flushes(&self, st: &mut State, flushes: &[(u32, u64, u64)]) {
+        for &(z, upto, resets) in flushes {
+            if self.resets.count(z) == resets {
+                st.zones.note_flushed(z, upto);
+            }
+        }
     }
 
     /// Reads up to `len` bytes at `offset` of the file at `path` (fewer at its end; none past
     /// it). Sees every append made, synced or not.
     pub async fn read_at(&self, path: &str, offset: u64, len: usize) -> Result<Bytes> {
         let path = normalize(path)?;
-        let pieces = {
-            let st = self.state.lock().await;
-            st.check()?;
-            let id = st.tree.existing(&path)?;
-            pieces_of(
-                &st.tree.node(id).expect("indexed").extents,
-                offset,
-                len as u64,
-            )
-        };
+        loop {
+            // The pieces and the reset count of each zone they lie in, taken together.
+            let (pieces, seen) = {
+                let st = self.state.lock().await;
+                self.group.check()?;
+                let id = st.tree.existing(&path)?;
+                let pieces = pieces_of(
+                    &st.tree.node(id).expect("indexed").extents,
+                    offset,
+                    len as u64,
+                );
+                let seen: Vec<u64> = pieces.iter().map(|p| self.resets.count(p.0)).collect();
+                (pieces, seen)
+            };
+            let res = self.read_pieces(&pieces).await;
+            // A zone reset since the lookup (a delete, rename over or GC relocation ran
+            // meanwhile) may have given zeros, another file's bytes or an error: look again.
+            if pieces
+                .iter()
+                .zip(&seen)
+                .all(|(p, n)| self.resets.count(p.0) == *n)
+            {
+                return res;
+            }
+        }
+    }
+
+    /// Reads `pieces` in order into one buffer.
+    async fn read_pieces(&self, pieces: &[(u32, u64, u64)]) -> Result<Bytes> {
         if pieces.len() == 1 {
             let (z, off, n) = pieces[0];
             return self.read_piece(z, off, n).await;
         }
         let mut out = BytesMut::with_capacity(pieces.iter().map(|p| p.2 as usize).sum());
-        for (z, off, n) in pieces {
+        for &(z, off, n) in pieces {
             out.extend_from_slice(&self.read_piece(z, off, n).await?);
         }
         Ok(out.freeze())
@@ -521,8 +686,11 @@ impl ZoneFs {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
         st.check_write("delete")?;
+        self.group.check()?;
         let id = st.tree.existing(&path)?;
-        self.commit(&mut st, Delta::Delete { id }).await
+        let staged = self.stage(&mut st, &Delta::Delete { id })?;
+        drop(st);
+        self.finish(staged).await
     }
 
     /// Renames the file at `from` to `to`, atomically replacing a file at `to` (whose zones
@@ -532,11 +700,14 @@ impl ZoneFs {
         let to = normalize(to)?;
         let mut st = self.state.lock().await;
         st.check_write("rename")?;
+        self.group.check()?;
         let id = st.tree.existing(&from)?;
         if from == to {
             return Ok(());
         }
-        self.commit(&mut st, Delta::Rename { id, path: to }).await
+        let staged = self.stage(&mut st, &Delta::Rename { id, path: to })?;
+        drop(st);
+        self.finish(staged).await
     }
 
     /// The names directly under `dir` (`""` or `/` = the root): files and subdirectories
@@ -578,41 +749,90 @@ impl ZoneFs {
             .collect()
     }
 
-    /// Applies `delta` in memory, journals it durably, then resets the zones it left without
-    /// live data (only after the journal has it, so a crash never finds a file pointing into a
-    /// reset zone).
-    async fn commit(&self, st: &mut State, delta: Delta) -> Result<()> {
-        let freed = st.tree.apply(&delta).map_err(|e| FsError::Corrupt {
+    /// Applies `delta` in memory and queues it for the journal (call under the state lock).
+    fn stage(&self, st: &mut State, delta: &Delta) -> Result<Staged> {
+        let freed = st.tree.apply(delta).map_err(|e| FsError::Corrupt {
             reason: format!("internal: {}", e.0),
         })?;
-        let State {
-            tree,
-            journal,
-            broken,
-            ..
-        } = &mut *st;
-        if let Err(e) = journal
-            .commit(&self.client, &self.layout, &delta, tree)
-            .await
-        {
-            *broken = Some(e.to_string());
-            return Err(e);
-        }
+        let seq = self.group.enqueue(delta.encode());
         let mut dead = BTreeSet::new();
         for e in freed {
             if st.zones.free_bytes(e.zone, e.len) {
                 dead.insert(e.zone);
             }
         }
-        for z in dead {
-            // Freed extents of several files may have left it; check again.
-            if st.zones.get(z).live == 0 {
+        Ok(Staged { seq, dead })
+    }
+
+    /// Waits until `staged` is durable (journal writes shared with concurrent callers: group
+    /// commit), then resets the zones it left without live data — only then, so a crash never
+    /// finds a journaled extent in a reset zone. Call without the state lock.
+    async fn finish(&self, staged: Staged) -> Result<()> {
+        let waited = self
+            .group
+            .wait(&self.client, &self.layout, staged.seq)
+            .await?;
+        if waited == Waited::NeedsRoll || !staged.dead.is_empty() {
+            let mut st = self.state.lock().await;
+            self.finish_locked(&mut st, staged).await?;
+        }
+        Ok(())
+    }
+
+    /// [`finish`](ZoneFs::finish) under the state lock.
+    async fn finish_locked(&self, st: &mut State, staged: Staged) -> Result<()> {
+        self.group
+            .wait_locked(&self.client, &self.layout, &st.tree, staged.seq)
+            .await?;
+        for z in staged.dead {
+            // Deltas since may have put live data in it, or reset it already.
+            let dz = st.zones.get(z);
+            // An append in flight to it resets it itself if its file is gone by then.
+            if dz.live == 0
+                && dz.written > 0
+                && matches!(dz.usage, ZoneUse::Open(_) | ZoneUse::Closed)
+                && !st.zones.is_appending(z)
+            {
+                self.resets.note(z);
                 self.client.reset(z).await?;
                 st.zones.reset_done(z);
             }
         }
         Ok(())
     }
+}
+
+/// The unsynced extents of file `id` that are flushed, from its first unsynced one on (the
+/// Sync delta that makes them durable); an extent flushed only in part is split there.
+fn durable_unsynced(st: &mut State, id: u64) -> Vec<Extent> {
+    let State { tree, zones, .. } = st;
+    let node = tree.node_mut(id).expect("checked");
+    let mut out = Vec::new();
+    let mut i = node.synced;
+    while i < node.extents.len() {
+        let e = node.extents[i];
+        let flushed = zones.flushed(e.zone);
+        if e.offset + e.len <= flushed {
+            out.push(e);
+            i += 1;
+            continue;
+        }
+        if e.offset < flushed {
+            let head = flushed - e.offset;
+            node.extents[i].len = head;
+            node.extents.insert(
+                i + 1,
+                Extent {
+                    zone: e.zone,
+                    offset: flushed,
+                    len: e.len - head,
+                },
+            );
+            out.push(node.extents[i]);
+        }
+        break;
+    }
+    out
 }
 
 /// The `(zone, offset, len)` pieces of the file range `offset..offset + len` (clipped at the

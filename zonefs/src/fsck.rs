@@ -74,8 +74,10 @@ pub enum FsckProblem {
         /// Its state on the device.
         state: ZoneState,
     },
-    /// A written data zone that no file uses (a read-write mount resets it; after a crash a
-    /// read-only mount finds the zones of data that was never synced).
+    /// A written data zone that no file uses (reported on read-write mounts only: a
+    /// read-write mount resets such zones, a read-only one finds them after a crash, holding
+    /// data that was never synced). On a mount with deletes in flight, a zone whose reset is
+    /// about to happen shows here too.
     UnreferencedZone {
         /// The zone.
         zone: u32,

@@ -142,7 +142,7 @@ pub fn decode_zone(data: &[u8], block: u64) -> ZoneRead {
 }
 
 /// Frames `payloads` as records; padded to whole blocks when the layout says so.
-fn frame(layout: &Layout, payloads: &[&[u8]]) -> Vec<u8> {
+pub fn frame(layout: &Layout, payloads: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::new();
     for p in payloads {
         encode_record(&mut out, p);
@@ -222,42 +222,25 @@ impl Journal {
         Ok(())
     }
 
-    /// Journals `delta` durably (appended and flushed when this returns). `tree` must already
-    /// include it: if the delta does not fit the current zone, the journal rolls and the new
-    /// zone's snapshot carries it.
-    pub async fn commit(
+    /// Whether `len` more bytes (a framed batch) fit the current zone.
+    pub fn fits(&self, layout: &Layout, len: u64) -> bool {
+        self.written + len <= layout.capacity()
+    }
+
+    /// Appends a framed batch of records to the current zone and flushes it (durable when
+    /// this returns). The caller checked [`fits`](Journal::fits).
+    pub async fn append_batch(
         &mut self,
         client: &Client,
         layout: &Layout,
-        delta: &Delta,
-        tree: &Tree,
+        bytes: Vec<u8>,
     ) -> Result<()> {
-        let bytes = frame(layout, &[&delta.encode()]);
-        let len = bytes.len() as u64;
-        if self.written + len > layout.capacity()
-            || (layout.whole_blocks && len > layout.max_append_bytes)
-        {
-            return self.roll(client, layout, tree).await;
-        }
-        let res = async {
-            let start = client.append(self.current, Bytes::from(bytes)).await?;
-            client.flush(self.current).await?;
-            Ok::<u64, ziob::ZiobError>(start)
-        }
-        .await;
-        match res {
-            Ok(start) => {
-                // A flush pads the partial block: the next record starts at a block boundary.
-                let end = (start + len).div_ceil(layout.block()) * layout.block();
-                self.appended += end.saturating_sub(self.written);
-                self.written = end;
-                Ok(())
-            }
-            Err(ziob::ZiobError::Device(
-                ziob::backends::DeviceError::ZoneFull { .. }
-                | ziob::backends::DeviceError::BoundaryError { .. },
-            )) => self.roll(client, layout, tree).await,
-            Err(e) => Err(e.into()),
-        }
+        let end = append_all(client, layout, self.current, bytes).await?;
+        client.flush(self.current).await?;
+        // A flush pads the partial block: the next record starts at a block boundary.
+        let end = end.div_ceil(layout.block()) * layout.block();
+        self.appended += end.saturating_sub(self.written);
+        self.written = end;
+        Ok(())
     }
 }

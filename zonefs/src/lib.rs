@@ -10,14 +10,27 @@
 //!   [`exists`](ZoneFs::exists).
 //! - **Placement**: each file has a [`WriteLifetime`] class (RocksDB's write-lifetime hints
 //!   plus WAL); each class appends to its own open data zone (classes share zones when the
-//!   device's active-zone limit, as the instance presents it, is below 8; the buffer lifts
-//!   it). A zone is reset as soon as no file holds a live byte in it. **Zone garbage
-//!   collection (moving live data out of mostly-dead zones) is not implemented yet**; live
-//!   bytes per zone are tracked ([`ZoneFs::zones`], [`ZoneFs::df`]) so it can be added.
+//!   device's active-zone limit, as the instance presents it, is below 9: one active zone is
+//!   the journal's, one garbage collection's; the buffer lifts the limit). A zone is reset as
+//!   soon as no file holds a live byte in it.
+//! - **Garbage collection**: when free data zones drop below [`GC_FREE_PERCENT`] %, the writer
+//!   that needs a zone first moves the live extents of the closed zone with the most garbage
+//!   to a GC zone, journals the swap (a `Relocate` delta) and resets the victim (ZenFS's
+//!   victim rule; crash-safe at every step). Writers out of zones wait for GC; only a device
+//!   whose zones hold (nearly) no garbage gives [`FsError::NoSpace`]. [`ZoneFs::gc`] runs it
+//!   on demand; [`ZoneFs::stats`] counts bytes for write amplification.
+//! - **Checking**: [`ZoneFs::fsck`] ([`FsckReport`]), [`ZoneFs::df`] ([`SpaceUsage`]: free,
+//!   used, reclaimable, space amplification, as `zenfs df`), and
+//!   [`ZoneFs::mount_read_only`], which writes nothing to the device.
 //! - **Metadata journal** in the reserved zones `0..journal_zones` (default 2): superblock,
 //!   snapshot, then delta records in the zone log's CRC-32C record frame; rolled to the next
-//!   reserved zone with a fresh snapshot when one fills. Byte layout: `docs/format.md`,
-//!   "Zone file layer (zonefs)".
+//!   reserved zone with a fresh snapshot when one fills. Concurrent operations share journal
+//!   writes and flushes (group commit). Byte layout: `docs/format.md`, "Zone file layer
+//!   (zonefs)".
+//! - **Concurrency**: reads, appends of different lifetime classes and syncs do their device
+//!   I/O without holding the file system's state lock; a read racing a delete or a GC
+//!   relocation of its file returns the file's bytes or [`FsError::NotFound`], never bytes of
+//!   a reset zone.
 //! - **Crash semantics**: `create`, `delete` and `rename` are durable when they return.
 //!   `append` is not; `sync(file)` makes the file durable up to its size at that point. After a
 //!   crash each file has at least its last synced size and content; unsynced tails are lost.
@@ -45,6 +58,7 @@
 //! ```
 
 mod blocking;
+mod commit;
 mod error;
 mod fs;
 mod fsck;

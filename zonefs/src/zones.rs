@@ -32,6 +32,11 @@ pub struct DataZone {
 pub struct ZoneTable {
     first: u32,
     zones: Vec<DataZone>,
+    /// Bytes of each zone known durable (flushed) from its start.
+    flushed: Vec<u64>,
+    /// Appends in flight to each zone (issued without the state lock): such a zone is
+    /// neither reset nor garbage collected.
+    appending: Vec<u32>,
     open: Vec<Option<u32>>,
     free: BTreeSet<u32>,
 }
@@ -48,6 +53,9 @@ impl ZoneTable {
             .collect();
         ZoneTable {
             first,
+            // What mount found on the device is durable.
+            flushed: zones.iter().map(|z| z.written).collect(),
+            appending: vec![0; zones.len()],
             zones,
             open: vec![None; slots],
             free,
@@ -90,8 +98,35 @@ impl ZoneTable {
             written: 0,
             live: 0,
         };
+        self.flushed[(zone - self.first) as usize] = 0;
         self.open[slot] = Some(zone);
         Some(zone)
+    }
+
+    /// Bytes of `zone` known durable from its start.
+    pub fn flushed(&self, zone: u32) -> u64 {
+        self.flushed[(zone - self.first) as usize]
+    }
+
+    /// A flush of `zone` that started when `upto` bytes were written to it has finished.
+    pub fn note_flushed(&mut self, zone: u32, upto: u64) {
+        let f = &mut self.flushed[(zone - self.first) as usize];
+        *f = (*f).max(upto);
+    }
+
+    /// An append to `zone` is issued.
+    pub fn begin_append(&mut self, zone: u32) {
+        self.appending[(zone - self.first) as usize] += 1;
+    }
+
+    /// An append to `zone` has ended.
+    pub fn end_append(&mut self, zone: u32) {
+        self.appending[(zone - self.first) as usize] -= 1;
+    }
+
+    /// Whether appends to `zone` are in flight.
+    pub fn is_appending(&self, zone: u32) -> bool {
+        self.appending[(zone - self.first) as usize] > 0
     }
 
     /// Zones free (empty).
@@ -111,7 +146,7 @@ impl ZoneTable {
     /// `min_garbage`: the next victim of garbage collection. Ties go to the lowest index.
     pub fn gc_victim(&self, capacity: u64, min_garbage: u64) -> Option<u32> {
         self.iter()
-            .filter(|(_, z)| z.usage == ZoneUse::Closed && z.live > 0)
+            .filter(|(i, z)| z.usage == ZoneUse::Closed && z.live > 0 && !self.is_appending(*i))
             .map(|(i, z)| (capacity.saturating_sub(z.live), i))
             .filter(|(g, _)| *g >= min_garbage)
             .max_by_key(|(g, i)| (*g, std::cmp::Reverse(*i)))
@@ -157,6 +192,7 @@ impl ZoneTable {
             written: 0,
             live: 0,
         };
+        self.flushed[(zone - self.first) as usize] = 0;
         self.free.insert(zone);
     }
 }

@@ -1,4 +1,4 @@
-//! Crash loop: a writer thread creates, appends to, syncs and deletes files while the
+//! Crash loop: writer threads create, append to, sync and delete files while the
 //! instance is abandoned (a crash: buffered data lost) at a random moment, mid-operation.
 //! After each remount every acknowledged create and delete holds, every file has at least
 //! its acknowledged synced size, and its content is a prefix of what was appended.
@@ -21,6 +21,10 @@ use std::time::Duration;
 
 use support::{b, bounded, end, open, runtime, EmuFile};
 use ziob_zonefs::{MkfsOptions, WriteLifetime, ZoneFs};
+
+/// Writer threads per round (each on files of its own, so concurrent creates, syncs and
+/// deletes share journal writes: group commit under crashes).
+const WRITERS: u64 = 3;
 
 /// What the writer was told about a file.
 #[derive(Debug, Clone, Default)]
@@ -63,17 +67,19 @@ impl Rng {
 fn writer(
     fs: ZoneFs,
     round: u64,
+    t: u64,
     known: Arc<Mutex<BTreeMap<String, Known>>>,
     gc_zones: Arc<AtomicU64>,
 ) {
-    let mut rng = Rng(round * 7919 + 1);
+    let mut rng = Rng(round * 7919 + t * 104_729 + 1);
+    let mine = format!("/t{t}/");
     let total = b(fs.df()).total_bytes;
     for i in 0.. {
         if i % 8 == 0 {
             gc_zones.store(b(fs.stats()).gc_zones, Ordering::Relaxed);
         }
         let full = b(fs.df()).used_bytes > total * 2 / 5;
-        let name = format!("r{round}/f{}", i % 6);
+        let name = format!("r{round}/t{t}/f{}", i % 6);
         let exists = known
             .lock()
             .unwrap()
@@ -100,7 +106,7 @@ fn writer(
                         .lock()
                         .unwrap()
                         .iter()
-                        .find(|(_, k)| k.created && k.deleted.is_none())
+                        .find(|(n, k)| n.contains(&mine) && k.created && k.deleted.is_none())
                         .map(|(n, _)| n.clone());
                     let Some(v) = victim else { continue };
                     known.lock().unwrap().get_mut(&v).unwrap().deleted = Some(false);
@@ -199,22 +205,30 @@ fn crash_loop_keeps_acknowledged_metadata_and_synced_data() {
             let (done_tx, done_rx) = std::sync::mpsc::channel();
             let gc_zones = Arc::new(AtomicU64::new(0));
             {
-                let (fs, round_known, gc_zones) =
-                    (fs.clone(), round_known.clone(), gc_zones.clone());
-                std::thread::spawn(move || {
-                    writer(fs, round, round_known, gc_zones);
-                    let _ = done_tx.send(());
-                });
+                for t in 0..WRITERS {
+                    let (fs, round_known, gc_zones, done_tx) = (
+                        fs.clone(),
+                        round_known.clone(),
+                        gc_zones.clone(),
+                        done_tx.clone(),
+                    );
+                    std::thread::spawn(move || {
+                        writer(fs, round, t, round_known, gc_zones);
+                        let _ = done_tx.send(());
+                    });
+                }
             }
             std::thread::sleep(Duration::from_millis(5 + rng.next() % 60));
             drop(fs);
             end(client, true);
-            match done_rx.recv_timeout(Duration::from_secs(20)) {
-                Ok(()) => {}
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    panic!("round {round}: a call racing the abandon never answered")
+            for _ in 0..WRITERS {
+                match done_rx.recv_timeout(Duration::from_secs(20)) {
+                    Ok(()) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                        panic!("round {round}: a call racing the abandon never answered")
+                    }
+                    Err(e) => panic!("a writer panicked: {e}"),
                 }
-                Err(e) => panic!("the writer panicked: {e}"),
             }
             let snapshot = round_known.lock().unwrap().clone();
             *known.lock().unwrap() = snapshot;

@@ -16,7 +16,7 @@ const ZONE_BYTES: u64 = 32 << 10;
 #[test]
 fn journal_rolls_over_small_reserved_zones() {
     for (journal_zones, buffered) in [(2, true), (3, false), (4, true)] {
-        // Many data zones: every sync pads a block and there is no zone GC yet.
+        // Many data zones: every sync pads a block (GC is not what this test is about).
         let file = EmuFile::create("roll", 128, ZONE_BYTES, None);
         let spec = file.spec();
         bounded(180, move || {

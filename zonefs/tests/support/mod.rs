@@ -94,13 +94,27 @@ pub fn runtime(cores: usize) -> Runtime {
     Runtime::builder().cores(cores).build().unwrap()
 }
 
-/// Opens `spec` on `rt`, buffered or not.
+/// Opens `spec` on `rt`, buffered or not. An abandoned instance's device lives until its
+/// last write in flight ends, and a read-write reopen meanwhile is `Busy` (after the emu's
+/// own 250 ms of retrying): on a loaded machine that takes longer, so this retries for 20 s.
 pub fn open(rt: &Runtime, spec: &str, buffered: bool) -> Client {
     let config = ZiobConfig {
         buffered,
         ..ZiobConfig::default()
     };
-    futures::executor::block_on(Client::open(rt.handle(), spec, config)).unwrap()
+    let mut tries = 0;
+    loop {
+        match futures::executor::block_on(Client::open(rt.handle(), spec, config.clone())) {
+            Ok(c) => return c,
+            Err(ziob::ZiobError::Device(ziob::backends::DeviceError::Busy { .. }))
+                if tries < 80 =>
+            {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            Err(e) => panic!("open {spec}: {e}"),
+        }
+    }
 }
 
 /// Ends the instance: a clean close, or an abandon (a crash: buffered data is lost).

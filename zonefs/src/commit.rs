@@ -1,0 +1,201 @@
+//! Group commit of journal deltas (leader / follower). An operation applies its delta to the
+//! in-memory state and queues the encoded delta (a sequence number) under the state lock,
+//! then waits for it to be durable *without* the state lock. The first waiter to take the
+//! journal lock is the leader: it writes every queued delta in one append and one flush, and
+//! marks them durable; waiters that queued meanwhile find their delta durable when they get
+//! the lock, or lead the next batch. So concurrent creates, deletes, renames and syncs share
+//! journal writes and flushes.
+//!
+//! Rolling to a fresh journal zone needs a snapshot of the state, so it needs the state lock.
+//! Lock order: state, then journal. A leader holding only the journal lock never waits for
+//! the state lock: when the batch does not fit, it lets go of the journal lock and rolls
+//! under state + journal ([`GroupCommit::wait_locked`]), where the snapshot covers every
+//! queued delta (they are all applied to the state), so the queue is emptied by the roll.
+
+use std::collections::VecDeque;
+use std::sync::Mutex as StdMutex;
+
+use futures::lock::{Mutex, MutexGuard};
+use ziob::Client;
+
+use crate::error::{FsError, Result};
+use crate::journal::{frame, Journal};
+use crate::layout::Layout;
+use crate::tree::Tree;
+
+/// Deltas queued and how far they are durable.
+#[derive(Debug, Default)]
+struct Queue {
+    /// Encoded deltas not yet written, in sequence order.
+    pending: VecDeque<Vec<u8>>,
+    /// The sequence number the next queued delta gets.
+    next: u64,
+    /// Every delta numbered below this is durable.
+    durable: u64,
+    /// A journal write failed: memory and device may disagree; every call fails until a
+    /// remount.
+    failed: Option<String>,
+    /// The current journal zone must not be appended to any more (a write to it failed as
+    /// full, possibly after writing part of a batch): the next write rolls.
+    must_roll: bool,
+}
+
+/// What [`GroupCommit::wait`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Waited {
+    /// The delta is durable.
+    Durable,
+    /// The journal must roll first: call [`GroupCommit::wait_locked`] under the state lock.
+    NeedsRoll,
+}
+
+/// The journal behind a queue of deltas.
+#[derive(Debug)]
+pub struct GroupCommit {
+    queue: StdMutex<Queue>,
+    journal: Mutex<Journal>,
+}
+
+impl GroupCommit {
+    /// Group commit over the mounted `journal`.
+    pub fn new(journal: Journal) -> GroupCommit {
+        GroupCommit {
+            queue: StdMutex::new(Queue::default()),
+            journal: Mutex::new(journal),
+        }
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues an encoded delta (call under the state lock, right after applying it);
+    /// returns its sequence number.
+    pub fn enqueue(&self, payload: Vec<u8>) -> u64 {
+        let mut q = self.queue();
+        q.pending.push_back(payload);
+        q.next += 1;
+        q.next - 1
+    }
+
+    /// The error every call gives after a failed journal write.
+    pub fn check(&self) -> Result<()> {
+        match &self.queue().failed {
+            Some(why) => Err(FsError::Corrupt {
+                reason: format!("a journal write failed earlier ({why}); remount"),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The newest queued delta that is not durable yet, if any.
+    pub fn last_pending(&self) -> Option<u64> {
+        let q = self.queue();
+        (q.next > q.durable).then(|| q.next - 1)
+    }
+
+    /// `seq` durable, or the error that stops it.
+    fn durable(&self, seq: u64) -> Result<bool> {
+        self.check()?;
+        Ok(self.queue().durable > seq)
+    }
+
+    /// The journal, locked (for `fsck` and counters; take the state lock first if both).
+    pub async fn journal(&self) -> MutexGuard<'_, Journal> {
+        self.journal.lock().await
+    }
+
+    /// Waits until delta `seq` is durable, leading batches as needed. Call without the
+    /// state lock.
+    pub async fn wait(&self, client: &Client, layout: &Layout, seq: u64) -> Result<Waited> {
+        loop {
+            if self.durable(seq)? {
+                return Ok(Waited::Durable);
+            }
+            let mut j = self.journal.lock().await;
+            if self.durable(seq)? {
+                return Ok(Waited::Durable);
+            }
+            if !self.write_pending(client, layout, &mut j).await? {
+                return Ok(Waited::NeedsRoll);
+            }
+        }
+    }
+
+    /// Waits until delta `seq` is durable, rolling the journal with a snapshot of `tree` if
+    /// a batch does not fit. Call under the state lock (`tree` is the state's).
+    pub async fn wait_locked(
+        &self,
+        client: &Client,
+        layout: &Layout,
+        tree: &Tree,
+        seq: u64,
+    ) -> Result<()> {
+        let mut j = self.journal.lock().await;
+        while !self.durable(seq)? {
+            if !self.write_pending(client, layout, &mut j).await? {
+                // Under the state lock nothing is queued meanwhile: the snapshot covers
+                // every queued delta.
+                let upto = {
+                    let mut q = self.queue();
+                    q.pending.clear();
+                    q.next
+                };
+                match j.roll(client, layout, tree).await {
+                    Ok(()) => {
+                        let mut q = self.queue();
+                        q.durable = upto;
+                        q.must_roll = false;
+                    }
+                    Err(e) => {
+                        self.queue().failed = Some(e.to_string());
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes every queued delta to the current journal zone in one append and one flush.
+    /// False when they do not fit (or the zone must not be appended to): the journal must
+    /// roll.
+    async fn write_pending(
+        &self,
+        client: &Client,
+        layout: &Layout,
+        j: &mut Journal,
+    ) -> Result<bool> {
+        let (bytes, upto) = {
+            let mut q = self.queue();
+            if q.must_roll {
+                return Ok(false);
+            }
+            if q.pending.is_empty() {
+                return Ok(true);
+            }
+            let payloads: Vec<&[u8]> = q.pending.iter().map(Vec::as_slice).collect();
+            let bytes = frame(layout, &payloads);
+            if !j.fits(layout, bytes.len() as u64) {
+                return Ok(false);
+            }
+            q.pending.clear();
+            (bytes, q.next)
+        };
+        match j.append_batch(client, layout, bytes).await {
+            Ok(()) => {
+                self.queue().durable = upto;
+                Ok(true)
+            }
+            Err(FsError::Ziob(e)) if crate::fs::is_zone_full(&e) => {
+                // The deltas taken are applied in memory: the roll's snapshot carries them.
+                self.queue().must_roll = true;
+                Ok(false)
+            }
+            Err(e) => {
+                self.queue().failed = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+}
