@@ -192,11 +192,16 @@ impl SharedFs {
     /// Starts a new empty file at `path` (replacing one there): visible at once, created on
     /// the device at its first write or sync ([`materialize`](Self::materialize)).
     pub fn create_lazy(&self, path: &str, lifetime: WriteLifetime) -> Result<(), PluginError> {
+        let replaced: Result<(), PluginError> = (|| {
+            if self.fs.exists(path)? {
+                self.fs.delete(path)?;
+            }
+            lock(&self.pending).insert(path.to_string(), lifetime);
+            Ok(())
+        })();
+        // After the change: a read racing with it may have kept the old bytes.
         self.cache.forget(path);
-        if self.fs.exists(path)? {
-            self.fs.delete(path)?;
-        }
-        lock(&self.pending).insert(path.to_string(), lifetime);
+        replaced?;
         self.touch(path);
         Ok(())
     }
@@ -450,28 +455,35 @@ impl SharedFs {
     /// Deletes a file.
     pub fn delete(&self, path: &str) -> Result<(), PluginError> {
         lock(&self.mtimes).remove(path);
-        self.cache.forget(path);
         if let Some(wb) = lock(&self.writers).remove(path) {
             lock(&wb.data).clear();
         }
-        if lock(&self.pending).remove(path).is_some() {
-            return Ok(());
-        }
-        self.fs.delete(path)?;
-        Ok(())
+        let deleted = if lock(&self.pending).remove(path).is_some() {
+            Ok(())
+        } else {
+            self.fs.delete(path).map_err(PluginError::from)
+        };
+        // After the change: a read racing with it may have kept the old bytes.
+        self.cache.forget(path);
+        deleted
     }
 
     /// Renames a file, replacing the target.
     pub fn rename(&self, from: &str, to: &str) -> Result<(), PluginError> {
         self.push(from)?;
-        self.cache.forget(from);
-        self.cache.forget(to);
         if let Some(wb) = lock(&self.writers).remove(to) {
             lock(&wb.data).clear();
         }
-        self.materialize(from)?;
-        lock(&self.pending).remove(to);
-        self.fs.rename(from, to)?;
+        let renamed: Result<(), PluginError> = (|| {
+            self.materialize(from)?;
+            lock(&self.pending).remove(to);
+            self.fs.rename(from, to)?;
+            Ok(())
+        })();
+        // After the change: a read racing with it may have kept the old bytes of `to`.
+        self.cache.forget(from);
+        self.cache.forget(to);
+        renamed?;
         let mut m = lock(&self.mtimes);
         let t = m.remove(from).unwrap_or_else(now_secs);
         m.insert(to.to_string(), t);

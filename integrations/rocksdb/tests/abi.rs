@@ -455,3 +455,74 @@ fn lifetime_hints_set_after_open_pick_the_zones() {
     // One open zone per class: NotSet (0), Extreme (5), WAL (6); none for Short (2).
     assert_eq!(open_slots, vec![0, 5, 6], "{zones:?}");
 }
+
+/// A raw fs handle that crosses threads (the `SharedFs` behind it is `Sync` and lives for the
+/// process).
+#[derive(Clone, Copy)]
+struct Handle(*const ZiobFs);
+// SAFETY: the handle points to a leaked `SharedFs`, which is `Sync`.
+unsafe impl Send for Handle {}
+
+#[test]
+fn reads_racing_a_rename_or_recreate_never_leave_stale_pages() {
+    let dev = Dev::new("race");
+    let fs = Handle(open(&dev.uri()).unwrap());
+    // Whole cache pages (32 KiB), so that the first page of each file is kept.
+    let body = |ch: u8| vec![ch; 64 << 10];
+    for round in 0..400u32 {
+        let to = c(&format!("/race/T{round}"));
+        let from = c(&format!("/race/F{round}"));
+        write_file(fs.0, &to, &body(b'o'));
+        write_file(fs.0, &from, &body(b'n'));
+        assert_eq!(read_range(fs.0, &to, 0, 4), b"oooo");
+        // A reader of `to` all the time while it is replaced: by a rename in even rounds,
+        // by creating it again (NewWritableFile over it) in odd ones.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let (stop, to) = (stop.clone(), to.clone());
+                std::thread::spawn(move || {
+                    let fs = fs;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let mut buf = [0u8; 4];
+                        let mut got = 0usize;
+                        // SAFETY: valid handle and string; `buf` writable for its length.
+                        let (rc, msg) = check(|e| unsafe {
+                            ziob_fs_read_at(fs.0, to.as_ptr(), 0, buf.as_mut_ptr(), 4, &mut got, e)
+                        });
+                        // Recreating shows an empty or short file for a moment.
+                        assert!(rc == ZIOB_OK || rc == ZIOB_NOT_FOUND, "{rc}: {msg}");
+                        let seen = &buf[..got];
+                        assert!(
+                            seen.iter().all(|&b| b == b'o') || seen.iter().all(|&b| b == b'n'),
+                            "{seen:?}"
+                        );
+                    }
+                })
+            })
+            .collect();
+        if round % 2 == 0 {
+            // SAFETY: valid handle and strings.
+            let (rc, msg) =
+                check(|e| unsafe { ziob_fs_rename(fs.0, from.as_ptr(), to.as_ptr(), e) });
+            assert_eq!(rc, ZIOB_OK, "{msg}");
+        } else {
+            write_file(fs.0, &to, &body(b'n'));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for r in readers {
+            r.join().unwrap();
+        }
+        assert_eq!(
+            read_range(fs.0, &to, 0, 4),
+            b"nnnn",
+            "round {round}: a page read while the file was replaced was kept"
+        );
+        // Room for the next rounds (the device holds 32 MiB).
+        for p in [&to, &from] {
+            // SAFETY: valid handle and string.
+            let (rc, msg) = check(|e| unsafe { ziob_fs_delete(fs.0, p.as_ptr(), e) });
+            assert!(rc == ZIOB_OK || rc == ZIOB_NOT_FOUND, "{rc}: {msg}");
+        }
+    }
+}
