@@ -413,9 +413,10 @@ impl SharedFs {
             return self.read_direct(path, offset, len);
         }
         let from = (offset - first * P) as usize;
+        let generation = self.cache.generation(path);
         let mut pages = Vec::new();
         for i in first..=last {
-            match self.cache.get(path, i) {
+            match self.cache.get(generation, i) {
                 Some(p) => pages.push(p),
                 None => break,
             }
@@ -430,10 +431,9 @@ impl SharedFs {
             }
             return Ok(out.freeze().slice(from..from + len));
         }
-        let epoch = self.cache.epoch();
         let data = self.read_direct(path, first * P, span as usize)?;
         for (k, page) in data.chunks(P as usize).enumerate() {
-            self.cache.insert(epoch, path, first + k as u64, page);
+            self.cache.insert(generation, first + k as u64, page);
         }
         let to = (from + len).min(data.len());
         Ok(if from >= to {
