@@ -22,7 +22,17 @@ use crate::uri::FsUri;
 /// anything in the process looks at the file (read, size, rename) or the process exits.
 #[derive(Debug, Default)]
 pub struct WriteBuf {
-    data: Mutex<Vec<u8>>,
+    data: Mutex<Gathered>,
+}
+
+/// What a [`WriteBuf`] holds.
+#[derive(Debug, Default)]
+struct Gathered {
+    bytes: Vec<u8>,
+    /// Why gathered bytes were lost (a hand-over failed, maybe on another thread's read):
+    /// every later append, sync and close of the file fails with it, so a sync never reports
+    /// data durable that never reached the file.
+    lost: Option<String>,
 }
 
 /// Most bytes a [`WriteBuf`] gathers.
@@ -279,31 +289,45 @@ impl SharedFs {
         data: &[u8],
     ) -> Result<(), PluginError> {
         let mut b = lock(&wb.data);
-        if b.len() + data.len() <= WRITE_BUF_BYTES {
-            b.extend_from_slice(data);
+        Self::check_lost(path, &b)?;
+        if b.bytes.len() + data.len() <= WRITE_BUF_BYTES {
+            b.bytes.extend_from_slice(data);
             return Ok(());
         }
         self.hand_over(path, &mut b)?;
         if data.len() >= WRITE_BUF_BYTES {
             self.append(path, data)
         } else {
-            b.extend_from_slice(data);
+            b.bytes.extend_from_slice(data);
             Ok(())
         }
     }
 
+    fn check_lost(path: &str, b: &Gathered) -> Result<(), PluginError> {
+        match &b.lost {
+            Some(why) => Err(PluginError::Io(format!(
+                "earlier appends to /{path} were lost: {why}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Appends what `b` gathered to `path` and empties it (also on error: the file then
-    /// holds an unknown part of it, and the error goes to RocksDB).
-    fn hand_over(&self, path: &str, b: &mut Vec<u8>) -> Result<(), PluginError> {
-        if b.is_empty() {
+    /// holds an unknown part of it; the error goes to the caller and stays in `b.lost`).
+    fn hand_over(&self, path: &str, b: &mut Gathered) -> Result<(), PluginError> {
+        Self::check_lost(path, b)?;
+        if b.bytes.is_empty() {
             return Ok(());
         }
-        let r = self.append(path, b);
-        b.clear();
+        let r = self.append(path, &b.bytes);
+        b.bytes.clear();
+        if let Err(e) = &r {
+            b.lost = Some(e.to_string());
+        }
         r
     }
 
-    /// Hands over what `wb` gathered for `path`.
+    /// Hands over what `wb` gathered for `path` (an error if gathered bytes were lost).
     pub fn push_buf(&self, path: &str, wb: &WriteBuf) -> Result<(), PluginError> {
         self.hand_over(path, &mut lock(&wb.data))
     }
@@ -456,7 +480,7 @@ impl SharedFs {
     pub fn delete(&self, path: &str) -> Result<(), PluginError> {
         lock(&self.mtimes).remove(path);
         if let Some(wb) = lock(&self.writers).remove(path) {
-            lock(&wb.data).clear();
+            lock(&wb.data).bytes.clear();
         }
         let deleted = if lock(&self.pending).remove(path).is_some() {
             Ok(())
@@ -472,7 +496,7 @@ impl SharedFs {
     pub fn rename(&self, from: &str, to: &str) -> Result<(), PluginError> {
         self.push(from)?;
         if let Some(wb) = lock(&self.writers).remove(to) {
-            lock(&wb.data).clear();
+            lock(&wb.data).bytes.clear();
         }
         let renamed: Result<(), PluginError> = (|| {
             self.materialize(from)?;

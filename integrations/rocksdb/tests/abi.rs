@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::ptr;
 
 use ziob::{Client, Runtime, ZiobConfig};
-use ziob_rocksdb::error::{ZIOB_CORRUPTION, ZIOB_INVALID_ARGUMENT, ZIOB_NOT_FOUND, ZIOB_OK};
+use ziob_rocksdb::error::{
+    ZIOB_CORRUPTION, ZIOB_INVALID_ARGUMENT, ZIOB_NOT_FOUND, ZIOB_NO_SPACE, ZIOB_OK,
+};
 use ziob_rocksdb::ffi::*;
 
 struct Dev(PathBuf);
@@ -525,4 +527,45 @@ fn reads_racing_a_rename_or_recreate_never_leave_stale_pages() {
             assert!(rc == ZIOB_OK || rc == ZIOB_NOT_FOUND, "{rc}: {msg}");
         }
     }
+}
+
+#[test]
+fn a_sync_after_gathered_appends_were_lost_fails() {
+    let dev = Dev::new("lost");
+    let fs = open(&dev.uri()).unwrap();
+    // Fill the device with one file, in appends larger than the gathering buffer.
+    let filler = c("/db/filler");
+    let mut w: *mut ZiobWFile = ptr::null_mut();
+    // SAFETY (this test): valid handle, strings, buffers and out pointers.
+    let (rc, msg) = check(|e| unsafe { ziob_wfile_open(fs, filler.as_ptr(), 0, 0, &mut w, e) });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    let chunk = vec![1u8; 1 << 20];
+    let mut full = false;
+    for _ in 0..64 {
+        let (rc, _) = check(|e| unsafe { ziob_wfile_append(w, chunk.as_ptr(), chunk.len(), e) });
+        if rc == ZIOB_NO_SPACE {
+            full = true;
+            break;
+        }
+        assert_eq!(rc, ZIOB_OK);
+    }
+    assert!(full, "a 32 MiB device took 64 MiB");
+    // A small append is gathered (accepted); another thread's read of the file hands it
+    // over, which fails: the device is full.
+    let wal = c("/db/000009.log");
+    let mut l: *mut ZiobWFile = ptr::null_mut();
+    let (rc, msg) = check(|e| unsafe { ziob_wfile_open(fs, wal.as_ptr(), 6, 0, &mut l, e) });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    let record = [7u8; 3000];
+    let (rc, msg) = check(|e| unsafe { ziob_wfile_append(l, record.as_ptr(), record.len(), e) });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    let mut buf = [0u8; 16];
+    let (rc, _) =
+        check(|e| unsafe { ziob_fs_read_at(fs, wal.as_ptr(), 0, buf.as_mut_ptr(), 16, &mut 0, e) });
+    assert_ne!(rc, ZIOB_OK, "the hand-over of the gathered record fails");
+    // The writer's sync must not report the lost record durable.
+    let (rc, msg) = check(|e| unsafe { ziob_wfile_sync(l, e) });
+    assert_ne!(rc, ZIOB_OK, "sync succeeded after its data was lost: {msg}");
+    unsafe { ziob_wfile_free(l) };
+    unsafe { ziob_wfile_free(w) };
 }
