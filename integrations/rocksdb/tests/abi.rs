@@ -84,7 +84,13 @@ fn children(fs: *const ZiobFs, dir: &str) -> Vec<String> {
     let d = c(dir);
     // SAFETY: valid handle, string, callback and context.
     let (rc, msg) = check(|e| unsafe {
-        ziob_fs_children(fs, d.as_ptr(), collect, &mut v as *mut _ as *mut c_void, e)
+        ziob_fs_children(
+            fs,
+            d.as_ptr(),
+            Some(collect),
+            &mut v as *mut _ as *mut c_void,
+            e,
+        )
     });
     assert_eq!(rc, ZIOB_OK, "{msg}");
     v
@@ -219,6 +225,12 @@ fn files_dirs_locks_and_errors_through_the_c_abi() {
     // Null arguments are errors, not crashes.
     let (rc, _) = check(|e| unsafe { ziob_fs_stat(fs, ptr::null(), &mut 0, e) });
     assert_eq!(rc, ZIOB_INVALID_ARGUMENT);
+    let (rc, msg) =
+        check(|e| unsafe { ziob_fs_read_at(fs, to.as_ptr(), 0, ptr::null_mut(), 16, &mut 0, e) });
+    assert_eq!(rc, ZIOB_INVALID_ARGUMENT, "{msg}");
+    let (rc, msg) =
+        check(|e| unsafe { ziob_fs_children(fs, d.as_ptr(), None, ptr::null_mut(), e) });
+    assert_eq!(rc, ZIOB_INVALID_ARGUMENT, "{msg}");
 }
 
 /// Reads `len` bytes at `offset` of `path`.
