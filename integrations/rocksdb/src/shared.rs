@@ -202,6 +202,7 @@ impl SharedFs {
     /// Starts a new empty file at `path` (replacing one there): visible at once, created on
     /// the device at its first write or sync ([`materialize`](Self::materialize)).
     pub fn create_lazy(&self, path: &str, lifetime: WriteLifetime) -> Result<(), PluginError> {
+        self.detach_writer(path, "created again");
         let replaced: Result<(), PluginError> = (|| {
             if self.fs.exists(path)? {
                 self.fs.delete(path)?;
@@ -271,6 +272,18 @@ impl SharedFs {
         let wb = Arc::new(WriteBuf::default());
         lock(&self.writers).insert(path.to_string(), wb.clone());
         wb
+    }
+
+    /// Cuts an open writer off `path` (the file is deleted, renamed or created again): what it
+    /// gathered is dropped and its later appends, syncs and closes fail, so they never land
+    /// in a file that takes the path afterwards.
+    fn detach_writer(&self, path: &str, why: &str) {
+        let wb = lock(&self.writers).remove(path);
+        if let Some(wb) = wb {
+            let mut b = lock(&wb.data);
+            b.bytes.clear();
+            b.lost = Some(format!("the file was {why} while open for writing"));
+        }
     }
 
     /// Drops `path`'s writer entry if it is `wb` (after [`push`](Self::push_buf)).
@@ -479,9 +492,7 @@ impl SharedFs {
     /// Deletes a file.
     pub fn delete(&self, path: &str) -> Result<(), PluginError> {
         lock(&self.mtimes).remove(path);
-        if let Some(wb) = lock(&self.writers).remove(path) {
-            lock(&wb.data).bytes.clear();
-        }
+        self.detach_writer(path, "deleted");
         let deleted = if lock(&self.pending).remove(path).is_some() {
             Ok(())
         } else {
@@ -495,9 +506,8 @@ impl SharedFs {
     /// Renames a file, replacing the target.
     pub fn rename(&self, from: &str, to: &str) -> Result<(), PluginError> {
         self.push(from)?;
-        if let Some(wb) = lock(&self.writers).remove(to) {
-            lock(&wb.data).bytes.clear();
-        }
+        self.detach_writer(from, "renamed");
+        self.detach_writer(to, "renamed over");
         let renamed: Result<(), PluginError> = (|| {
             self.materialize(from)?;
             lock(&self.pending).remove(to);

@@ -581,3 +581,50 @@ fn a_sync_after_gathered_appends_were_lost_fails() {
     unsafe { ziob_wfile_free(l) };
     unsafe { ziob_wfile_free(w) };
 }
+
+#[test]
+fn a_writer_of_a_deleted_or_replaced_file_never_writes_into_its_successor() {
+    let dev = Dev::new("stale-writer");
+    let fs = open(&dev.uri()).unwrap();
+    let p = c("/db/000005.log");
+    // SAFETY (this test): valid handle, strings, buffers and out pointers.
+    let open_w = || {
+        let mut w: *mut ZiobWFile = ptr::null_mut();
+        let (rc, msg) = check(|e| unsafe { ziob_wfile_open(fs, p.as_ptr(), 6, 0, &mut w, e) });
+        assert_eq!(rc, ZIOB_OK, "{msg}");
+        w
+    };
+    let append = |w: *mut ZiobWFile, data: &[u8]| {
+        check(|e| unsafe { ziob_wfile_append(w, data.as_ptr(), data.len(), e) }).0
+    };
+    // The old file is deleted, renamed over, or created again while its writer is open.
+    for how in ["delete", "rename over", "create again"] {
+        let old = open_w();
+        assert_eq!(append(old, b"old-1"), ZIOB_OK);
+        match how {
+            "delete" => {
+                let (rc, msg) = check(|e| unsafe { ziob_fs_delete(fs, p.as_ptr(), e) });
+                assert_eq!(rc, ZIOB_OK, "{msg}");
+            }
+            "rename over" => {
+                let other = c("/db/other");
+                write_file(fs, &other, b"");
+                let (rc, msg) =
+                    check(|e| unsafe { ziob_fs_rename(fs, other.as_ptr(), p.as_ptr(), e) });
+                assert_eq!(rc, ZIOB_OK, "{msg}");
+            }
+            _ => {}
+        }
+        let new = open_w();
+        assert_eq!(append(new, b"new"), ZIOB_OK);
+        assert_eq!(check(|e| unsafe { ziob_wfile_sync(new, e) }).0, ZIOB_OK);
+        // The stale writer goes on: its bytes must not land in the new file.
+        let _ = append(old, b"old-2");
+        let _ = check(|e| unsafe { ziob_wfile_sync(old, e) });
+        let _ = check(|e| unsafe { ziob_wfile_close(old, e) });
+        unsafe { ziob_wfile_free(old) };
+        assert_eq!(read_all(fs, "/db/000005.log"), b"new", "{how}");
+        assert_eq!(check(|e| unsafe { ziob_wfile_close(new, e) }).0, ZIOB_OK);
+        unsafe { ziob_wfile_free(new) };
+    }
+}
