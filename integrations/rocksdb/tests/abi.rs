@@ -105,17 +105,9 @@ fn stat(fs: *const ZiobFs, path: &str) -> i32 {
     kind
 }
 
+/// The first 64 KiB of `path`.
 fn read_all(fs: *const ZiobFs, path: &str) -> Vec<u8> {
-    let p = c(path);
-    let mut buf = vec![0u8; 1 << 16];
-    let mut got = 0usize;
-    // SAFETY: valid handle and string; `buf` writable for its length.
-    let (rc, msg) = check(|e| unsafe {
-        ziob_fs_read_at(fs, p.as_ptr(), 0, buf.as_mut_ptr(), buf.len(), &mut got, e)
-    });
-    assert_eq!(rc, ZIOB_OK, "{msg}");
-    buf.truncate(got);
-    buf
+    read_range(fs, &c(path), 0, 1 << 16)
 }
 
 #[test]
