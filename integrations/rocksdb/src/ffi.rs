@@ -170,19 +170,21 @@ pub unsafe extern "C" fn ziob_fs_stat(
 /// Calls `cb(ctx, name)` for each name directly under `dir` (files and directories).
 ///
 /// # Safety
-/// `fs` from [`ziob_fs_open`]; `dir` NUL-terminated; `cb` callable with `ctx`; `err` as in
-/// the header.
+/// `fs` from [`ziob_fs_open`]; `dir` NUL-terminated; `cb` null or callable with `ctx`; `err`
+/// as in the header.
 #[no_mangle]
 pub unsafe extern "C" fn ziob_fs_children(
     fs: *const ZiobFs,
     dir: *const c_char,
-    cb: extern "C" fn(*mut c_void, *const c_char),
+    cb: Option<extern "C" fn(*mut c_void, *const c_char)>,
     ctx: *mut c_void,
     err: *mut *mut c_char,
 ) -> c_int {
     call(err, || {
         // SAFETY: caller's contract.
         let (fs, dir) = unsafe { (fs_ref(fs)?, path_arg(dir)?) };
+        // A null function pointer is `None` (never a dangling `fn`).
+        let cb = cb.ok_or_else(|| PluginError::InvalidArgument("callback is null".into()))?;
         if !fs.dir_exists(&dir)? {
             return Err(PluginError::NotFound(format!("no such directory: /{dir}")));
         }
@@ -330,11 +332,14 @@ pub unsafe extern "C" fn ziob_fs_read_at(
     call(err, || {
         // SAFETY: caller's contract.
         let (fs, path) = unsafe { (fs_ref(fs)?, path_arg(path)?) };
+        if buf.is_null() && len > 0 {
+            return Err(PluginError::InvalidArgument("buf is null".into()));
+        }
         let data = fs.read_at(&path, offset, len)?;
         let n = data.len().min(len);
         if n > 0 {
-            // SAFETY: `buf` is writable for `len >= n` bytes by the caller's contract, and
-            // does not overlap `data` (ours).
+            // SAFETY: `buf` is non-null (checked above) and writable for `len >= n` bytes by
+            // the caller's contract, and does not overlap `data` (ours).
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
         }
         // SAFETY: caller's contract.

@@ -5,148 +5,131 @@
 //! Files are cut into pages of [`PAGE_BYTES`]; a miss reads the whole pages it touches in one
 //! call (a small readahead: the next block read of the file is often in the same page).
 //! Files on zones are append-only, so a *full* page stays valid while its file exists: only
-//! full pages are kept (the partial last page of a file is always read again), and
-//! everything of a path is dropped when it is deleted, renamed (from or to) or created again.
-//! A read that raced with such a change is not kept: every change bumps an epoch, and pages
-//! are inserted only if the epoch their read started in is still current.
+//! full pages are kept (the partial last page of a file is always read again).
+//!
+//! The pages live in a concurrent weighted cache (`quick_cache`), keyed by
+//! `(generation, page index)`. Each path has a generation, taken from one process-wide counter
+//! (never reused) when the path is first read; [`forget`](ReadCache::forget) drops it when the
+//! file is deleted, renamed (from or to) or created again, so the path's next read gets a new
+//! generation and every page kept under the old one is unreachable (it ages out). A read
+//! keeps its pages under the generation it looked up *before* reading, so a read that raced
+//! with a change is not served after the change's `forget`: call `forget` once the change is
+//! done.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
 
 use bytes::Bytes;
 
 /// Page size of the cache: 32 KiB (eight 4 KiB RocksDB blocks).
 pub const PAGE_BYTES: u64 = 32 << 10;
 
-type Key = (String, u64);
+/// `(generation, page index)` → the page's bytes.
+type Pages = quick_cache::sync::Cache<(u64, u64), Bytes, PageWeight>;
 
-#[derive(Default)]
-struct Inner {
-    entries: HashMap<Key, (Bytes, u64)>,
-    /// Use tick → key, oldest first.
-    order: BTreeMap<u64, Key>,
-    tick: u64,
-    bytes: usize,
-    epoch: u64,
+/// Weighs a page by its length.
+#[derive(Clone, Copy)]
+struct PageWeight;
+
+impl quick_cache::Weighter<(u64, u64), Bytes> for PageWeight {
+    fn weight(&self, _: &(u64, u64), page: &Bytes) -> u64 {
+        page.len() as u64
+    }
 }
 
-/// An LRU of `(path, page index)` → the page's bytes, at most `capacity` bytes.
+/// File pages by path and page index, at most `capacity` bytes.
 pub struct ReadCache {
-    capacity: usize,
-    inner: Mutex<Inner>,
+    /// The pages; `None` when the cache is off.
+    pages: Option<Pages>,
+    /// The current generation of each path read since its last change.
+    generations: RwLock<HashMap<String, u64>>,
+    /// The next generation handed out.
+    next: AtomicU64,
 }
 
 impl ReadCache {
     /// A cache of at most `capacity` bytes (below two pages = off).
     pub fn new(capacity: usize) -> ReadCache {
-        let capacity = if (capacity as u64) < 2 * PAGE_BYTES {
-            0
-        } else {
-            capacity
-        };
+        let capacity = capacity as u64;
+        let pages = (capacity >= 2 * PAGE_BYTES).then(|| {
+            let items = usize::try_from(capacity / PAGE_BYTES).unwrap_or(usize::MAX);
+            Pages::with_weighter(items, capacity, PageWeight)
+        });
         ReadCache {
-            capacity,
-            inner: Mutex::default(),
+            pages,
+            generations: RwLock::default(),
+            next: AtomicU64::new(0),
         }
     }
 
     /// Whether the cache keeps anything.
     pub fn is_on(&self) -> bool {
-        self.capacity > 0
+        self.pages.is_some()
     }
 
     /// Most bytes one read may span to go through the cache (larger reads, e.g. compaction
     /// readahead, bypass it so that they do not push out the pages point reads use).
     pub fn max_span(&self) -> u64 {
-        (self.capacity as u64 / 8).clamp(PAGE_BYTES, 8 * PAGE_BYTES)
+        let capacity = self.pages.as_ref().map_or(0, Pages::capacity);
+        (capacity / 8).clamp(PAGE_BYTES, 8 * PAGE_BYTES)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The current epoch: pass it to [`insert`](Self::insert) for a read started now.
-    pub fn epoch(&self) -> u64 {
-        self.lock().epoch
-    }
-
-    /// Page `page` of `path`, if cached.
-    pub fn get(&self, path: &str, page: u64) -> Option<Bytes> {
+    /// The current generation of `path`: look it up *before* reading, then pass it to
+    /// [`get`](Self::get) and [`insert`](Self::insert).
+    pub fn generation(&self, path: &str) -> u64 {
         if !self.is_on() {
-            return None;
+            return 0;
         }
-        let mut g = self.lock();
-        let inner = &mut *g;
-        inner.tick += 1;
-        let tick = inner.tick;
-        let key = (path.to_string(), page);
-        let (data, used) = inner.entries.get_mut(&key)?;
-        let old = std::mem::replace(used, tick);
-        let data = data.clone();
-        if let Some(k) = inner.order.remove(&old) {
-            inner.order.insert(tick, k);
+        if let Some(g) = self
+            .generations
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(path)
+        {
+            return *g;
         }
-        Some(data)
+        *self
+            .generations
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(path.to_string())
+            .or_insert_with(|| self.next.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// Keeps page `page` of `path` (`data` must be a whole page), read in `epoch` (dropped if
-    /// the epoch moved on since). The bytes are copied: the cache never holds on to ZIOB's
-    /// read buffers.
-    pub fn insert(&self, epoch: u64, path: &str, page: u64, data: &[u8]) {
-        if !self.is_on() || data.len() as u64 != PAGE_BYTES {
-            return;
-        }
-        let data = Bytes::copy_from_slice(data);
-        let mut g = self.lock();
-        let inner = &mut *g;
-        if inner.epoch != epoch {
-            return;
-        }
-        inner.tick += 1;
-        let tick = inner.tick;
-        let key = (path.to_string(), page);
-        let len = data.len();
-        if let Some((_, old)) = inner.entries.insert(key.clone(), (data, tick)) {
-            inner.order.remove(&old);
-        } else {
-            inner.bytes += len;
-        }
-        inner.order.insert(tick, key);
-        while inner.bytes > self.capacity {
-            let Some((_, k)) = inner.order.pop_first() else {
-                break;
-            };
-            if let Some((d, _)) = inner.entries.remove(&k) {
-                inner.bytes -= d.len();
+    /// Page `page` of the file of generation `generation`, if cached.
+    pub fn get(&self, generation: u64, page: u64) -> Option<Bytes> {
+        self.pages.as_ref()?.get(&(generation, page))
+    }
+
+    /// Keeps page `page` of the file of generation `generation` (`data` must be a whole page;
+    /// a generation forgotten since is never looked up again). The bytes are copied: the cache
+    /// never holds on to ZIOB's read buffers.
+    pub fn insert(&self, generation: u64, page: u64, data: &[u8]) {
+        if let Some(pages) = &self.pages {
+            if data.len() as u64 == PAGE_BYTES {
+                pages.insert((generation, page), Bytes::copy_from_slice(data));
             }
         }
     }
 
-    /// Drops everything of `path` (deleted, renamed, created again) and starts a new epoch.
+    /// Makes everything kept of `path` unreachable (it was deleted, renamed or created again):
+    /// its next read gets a new generation.
     pub fn forget(&self, path: &str) {
-        let mut g = self.lock();
-        let inner = &mut *g;
-        inner.epoch += 1;
         if !self.is_on() {
             return;
         }
-        let dead: Vec<(Key, u64)> = inner
-            .entries
-            .iter()
-            .filter(|((p, _), _)| p == path)
-            .map(|(k, (_, t))| (k.clone(), *t))
-            .collect();
-        for (k, t) in dead {
-            inner.order.remove(&t);
-            if let Some((d, _)) = inner.entries.remove(&k) {
-                inner.bytes -= d.len();
-            }
-        }
+        self.generations
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(path);
     }
 
-    /// Bytes held.
+    /// Bytes held (pages of forgotten generations included until they age out).
     pub fn bytes(&self) -> usize {
-        self.lock().bytes
+        self.pages
+            .as_ref()
+            .map_or(0, |p| usize::try_from(p.weight()).unwrap_or(usize::MAX))
     }
 }
 
@@ -159,35 +142,46 @@ mod tests {
     }
 
     #[test]
-    fn keeps_whole_pages_evicts_oldest_and_forgets_paths() {
+    fn keeps_whole_pages_within_capacity_and_forgets_paths() {
         let c = ReadCache::new(4 * PAGE_BYTES as usize);
-        let e = c.epoch();
+        let a = c.generation("a");
+        assert_eq!(c.generation("a"), a);
         for i in 0..4u64 {
-            c.insert(e, "a", i, &page(i as u8));
+            c.insert(a, i, &page(i as u8));
         }
         assert_eq!(c.bytes(), 4 * PAGE_BYTES as usize);
-        assert_eq!(c.get("a", 0).unwrap()[0], 0); // now the newest
-        c.insert(e, "b", 0, &page(9)); // evicts the oldest: a/1
-        assert!(c.get("a", 1).is_none());
-        assert!(c.get("a", 0).is_some());
-        assert_eq!(c.bytes(), 4 * PAGE_BYTES as usize);
+        assert_eq!(c.get(a, 0).unwrap()[0], 0);
+        let b = c.generation("b");
+        assert_ne!(a, b);
+        assert!(c.get(b, 0).is_none());
+        // Never more than the capacity.
+        for i in 0..64u64 {
+            c.insert(b, i, &page(9));
+            assert!(c.bytes() <= 4 * PAGE_BYTES as usize, "{} bytes", c.bytes());
+        }
+        assert_eq!(c.get(b, 63).unwrap()[0], 9);
+        // Forgotten: a new generation, nothing kept before is reachable.
+        c.insert(a, 5, &page(5));
         c.forget("a");
-        assert!(c.get("a", 0).is_none());
-        assert_eq!(c.bytes(), PAGE_BYTES as usize);
+        let a2 = c.generation("a");
+        assert_ne!(a2, a);
+        assert!((0..8).all(|i| c.get(a2, i).is_none()));
         // A read that started before the change is not kept.
-        c.insert(e, "a", 0, &page(1));
-        assert!(c.get("a", 0).is_none());
+        c.insert(a, 0, &page(1));
+        assert!(c.get(c.generation("a"), 0).is_none());
         // A partial page is not kept.
-        let e = c.epoch();
-        c.insert(e, "c", 0, &[1; 100]);
-        assert!(c.get("c", 0).is_none());
+        let cg = c.generation("c");
+        c.insert(cg, 0, &[1; 100]);
+        assert!(c.get(cg, 0).is_none());
     }
 
     #[test]
     fn off_keeps_nothing() {
         let c = ReadCache::new(0);
-        c.insert(c.epoch(), "a", 0, &page(1));
-        assert!(c.get("a", 0).is_none());
+        let g = c.generation("a");
+        c.insert(g, 0, &page(1));
+        assert!(c.get(g, 0).is_none());
+        assert_eq!(c.bytes(), 0);
         assert!(!ReadCache::new(PAGE_BYTES as usize).is_on());
     }
 }

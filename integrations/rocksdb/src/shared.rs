@@ -22,7 +22,17 @@ use crate::uri::FsUri;
 /// anything in the process looks at the file (read, size, rename) or the process exits.
 #[derive(Debug, Default)]
 pub struct WriteBuf {
-    data: Mutex<Vec<u8>>,
+    data: Mutex<Gathered>,
+}
+
+/// What a [`WriteBuf`] holds.
+#[derive(Debug, Default)]
+struct Gathered {
+    bytes: Vec<u8>,
+    /// Why gathered bytes were lost (a hand-over failed, maybe on another thread's read):
+    /// every later append, sync and close of the file fails with it, so a sync never reports
+    /// data durable that never reached the file.
+    lost: Option<String>,
 }
 
 /// Most bytes a [`WriteBuf`] gathers.
@@ -192,11 +202,17 @@ impl SharedFs {
     /// Starts a new empty file at `path` (replacing one there): visible at once, created on
     /// the device at its first write or sync ([`materialize`](Self::materialize)).
     pub fn create_lazy(&self, path: &str, lifetime: WriteLifetime) -> Result<(), PluginError> {
+        self.detach_writer(path, "created again");
+        let replaced: Result<(), PluginError> = (|| {
+            if self.fs.exists(path)? {
+                self.fs.delete(path)?;
+            }
+            lock(&self.pending).insert(path.to_string(), lifetime);
+            Ok(())
+        })();
+        // After the change: a read racing with it may have kept the old bytes.
         self.cache.forget(path);
-        if self.fs.exists(path)? {
-            self.fs.delete(path)?;
-        }
-        lock(&self.pending).insert(path.to_string(), lifetime);
+        replaced?;
         self.touch(path);
         Ok(())
     }
@@ -258,6 +274,18 @@ impl SharedFs {
         wb
     }
 
+    /// Cuts an open writer off `path` (the file is deleted, renamed or created again): what it
+    /// gathered is dropped and its later appends, syncs and closes fail, so they never land
+    /// in a file that takes the path afterwards.
+    fn detach_writer(&self, path: &str, why: &str) {
+        let wb = lock(&self.writers).remove(path);
+        if let Some(wb) = wb {
+            let mut b = lock(&wb.data);
+            b.bytes.clear();
+            b.lost = Some(format!("the file was {why} while open for writing"));
+        }
+    }
+
     /// Drops `path`'s writer entry if it is `wb` (after [`push`](Self::push_buf)).
     pub fn forget_writer(&self, path: &str, wb: &Arc<WriteBuf>) {
         let mut w = lock(&self.writers);
@@ -274,31 +302,45 @@ impl SharedFs {
         data: &[u8],
     ) -> Result<(), PluginError> {
         let mut b = lock(&wb.data);
-        if b.len() + data.len() <= WRITE_BUF_BYTES {
-            b.extend_from_slice(data);
+        Self::check_lost(path, &b)?;
+        if b.bytes.len() + data.len() <= WRITE_BUF_BYTES {
+            b.bytes.extend_from_slice(data);
             return Ok(());
         }
         self.hand_over(path, &mut b)?;
         if data.len() >= WRITE_BUF_BYTES {
             self.append(path, data)
         } else {
-            b.extend_from_slice(data);
+            b.bytes.extend_from_slice(data);
             Ok(())
         }
     }
 
+    fn check_lost(path: &str, b: &Gathered) -> Result<(), PluginError> {
+        match &b.lost {
+            Some(why) => Err(PluginError::Io(format!(
+                "earlier appends to /{path} were lost: {why}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Appends what `b` gathered to `path` and empties it (also on error: the file then
-    /// holds an unknown part of it, and the error goes to RocksDB).
-    fn hand_over(&self, path: &str, b: &mut Vec<u8>) -> Result<(), PluginError> {
-        if b.is_empty() {
+    /// holds an unknown part of it; the error goes to the caller and stays in `b.lost`).
+    fn hand_over(&self, path: &str, b: &mut Gathered) -> Result<(), PluginError> {
+        Self::check_lost(path, b)?;
+        if b.bytes.is_empty() {
             return Ok(());
         }
-        let r = self.append(path, b);
-        b.clear();
+        let r = self.append(path, &b.bytes);
+        b.bytes.clear();
+        if let Err(e) = &r {
+            b.lost = Some(e.to_string());
+        }
         r
     }
 
-    /// Hands over what `wb` gathered for `path`.
+    /// Hands over what `wb` gathered for `path` (an error if gathered bytes were lost).
     pub fn push_buf(&self, path: &str, wb: &WriteBuf) -> Result<(), PluginError> {
         self.hand_over(path, &mut lock(&wb.data))
     }
@@ -408,9 +450,10 @@ impl SharedFs {
             return self.read_direct(path, offset, len);
         }
         let from = (offset - first * P) as usize;
+        let generation = self.cache.generation(path);
         let mut pages = Vec::new();
         for i in first..=last {
-            match self.cache.get(path, i) {
+            match self.cache.get(generation, i) {
                 Some(p) => pages.push(p),
                 None => break,
             }
@@ -425,10 +468,9 @@ impl SharedFs {
             }
             return Ok(out.freeze().slice(from..from + len));
         }
-        let epoch = self.cache.epoch();
         let data = self.read_direct(path, first * P, span as usize)?;
         for (k, page) in data.chunks(P as usize).enumerate() {
-            self.cache.insert(epoch, path, first + k as u64, page);
+            self.cache.insert(generation, first + k as u64, page);
         }
         let to = (from + len).min(data.len());
         Ok(if from >= to {
@@ -450,28 +492,32 @@ impl SharedFs {
     /// Deletes a file.
     pub fn delete(&self, path: &str) -> Result<(), PluginError> {
         lock(&self.mtimes).remove(path);
+        self.detach_writer(path, "deleted");
+        let deleted = if lock(&self.pending).remove(path).is_some() {
+            Ok(())
+        } else {
+            self.fs.delete(path).map_err(PluginError::from)
+        };
+        // After the change: a read racing with it may have kept the old bytes.
         self.cache.forget(path);
-        if let Some(wb) = lock(&self.writers).remove(path) {
-            lock(&wb.data).clear();
-        }
-        if lock(&self.pending).remove(path).is_some() {
-            return Ok(());
-        }
-        self.fs.delete(path)?;
-        Ok(())
+        deleted
     }
 
     /// Renames a file, replacing the target.
     pub fn rename(&self, from: &str, to: &str) -> Result<(), PluginError> {
         self.push(from)?;
+        self.detach_writer(from, "renamed");
+        self.detach_writer(to, "renamed over");
+        let renamed: Result<(), PluginError> = (|| {
+            self.materialize(from)?;
+            lock(&self.pending).remove(to);
+            self.fs.rename(from, to)?;
+            Ok(())
+        })();
+        // After the change: a read racing with it may have kept the old bytes of `to`.
         self.cache.forget(from);
         self.cache.forget(to);
-        if let Some(wb) = lock(&self.writers).remove(to) {
-            lock(&wb.data).clear();
-        }
-        self.materialize(from)?;
-        lock(&self.pending).remove(to);
-        self.fs.rename(from, to)?;
+        renamed?;
         let mut m = lock(&self.mtimes);
         let t = m.remove(from).unwrap_or_else(now_secs);
         m.insert(to.to_string(), t);

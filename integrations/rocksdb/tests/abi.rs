@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::ptr;
 
 use ziob::{Client, Runtime, ZiobConfig};
-use ziob_rocksdb::error::{ZIOB_CORRUPTION, ZIOB_INVALID_ARGUMENT, ZIOB_NOT_FOUND, ZIOB_OK};
+use ziob_rocksdb::error::{
+    ZIOB_CORRUPTION, ZIOB_INVALID_ARGUMENT, ZIOB_NOT_FOUND, ZIOB_NO_SPACE, ZIOB_OK,
+};
 use ziob_rocksdb::ffi::*;
 
 struct Dev(PathBuf);
@@ -82,7 +84,13 @@ fn children(fs: *const ZiobFs, dir: &str) -> Vec<String> {
     let d = c(dir);
     // SAFETY: valid handle, string, callback and context.
     let (rc, msg) = check(|e| unsafe {
-        ziob_fs_children(fs, d.as_ptr(), collect, &mut v as *mut _ as *mut c_void, e)
+        ziob_fs_children(
+            fs,
+            d.as_ptr(),
+            Some(collect),
+            &mut v as *mut _ as *mut c_void,
+            e,
+        )
     });
     assert_eq!(rc, ZIOB_OK, "{msg}");
     v
@@ -97,17 +105,9 @@ fn stat(fs: *const ZiobFs, path: &str) -> i32 {
     kind
 }
 
+/// The first 64 KiB of `path`.
 fn read_all(fs: *const ZiobFs, path: &str) -> Vec<u8> {
-    let p = c(path);
-    let mut buf = vec![0u8; 1 << 16];
-    let mut got = 0usize;
-    // SAFETY: valid handle and string; `buf` writable for its length.
-    let (rc, msg) = check(|e| unsafe {
-        ziob_fs_read_at(fs, p.as_ptr(), 0, buf.as_mut_ptr(), buf.len(), &mut got, e)
-    });
-    assert_eq!(rc, ZIOB_OK, "{msg}");
-    buf.truncate(got);
-    buf
+    read_range(fs, &c(path), 0, 1 << 16)
 }
 
 #[test]
@@ -217,6 +217,12 @@ fn files_dirs_locks_and_errors_through_the_c_abi() {
     // Null arguments are errors, not crashes.
     let (rc, _) = check(|e| unsafe { ziob_fs_stat(fs, ptr::null(), &mut 0, e) });
     assert_eq!(rc, ZIOB_INVALID_ARGUMENT);
+    let (rc, msg) =
+        check(|e| unsafe { ziob_fs_read_at(fs, to.as_ptr(), 0, ptr::null_mut(), 16, &mut 0, e) });
+    assert_eq!(rc, ZIOB_INVALID_ARGUMENT, "{msg}");
+    let (rc, msg) =
+        check(|e| unsafe { ziob_fs_children(fs, d.as_ptr(), None, ptr::null_mut(), e) });
+    assert_eq!(rc, ZIOB_INVALID_ARGUMENT, "{msg}");
 }
 
 /// Reads `len` bytes at `offset` of `path`.
@@ -454,4 +460,163 @@ fn lifetime_hints_set_after_open_pick_the_zones() {
     open_slots.sort_unstable();
     // One open zone per class: NotSet (0), Extreme (5), WAL (6); none for Short (2).
     assert_eq!(open_slots, vec![0, 5, 6], "{zones:?}");
+}
+
+/// A raw fs handle that crosses threads (the `SharedFs` behind it is `Sync` and lives for the
+/// process).
+#[derive(Clone, Copy)]
+struct Handle(*const ZiobFs);
+// SAFETY: the handle points to a leaked `SharedFs`, which is `Sync`.
+unsafe impl Send for Handle {}
+
+#[test]
+fn reads_racing_a_rename_or_recreate_never_leave_stale_pages() {
+    let dev = Dev::new("race");
+    let fs = Handle(open(&dev.uri()).unwrap());
+    // Whole cache pages (32 KiB), so that the first page of each file is kept.
+    let body = |ch: u8| vec![ch; 64 << 10];
+    for round in 0..400u32 {
+        let to = c(&format!("/race/T{round}"));
+        let from = c(&format!("/race/F{round}"));
+        write_file(fs.0, &to, &body(b'o'));
+        write_file(fs.0, &from, &body(b'n'));
+        assert_eq!(read_range(fs.0, &to, 0, 4), b"oooo");
+        // A reader of `to` all the time while it is replaced: by a rename in even rounds,
+        // by creating it again (NewWritableFile over it) in odd ones.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let (stop, to) = (stop.clone(), to.clone());
+                std::thread::spawn(move || {
+                    let fs = fs;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let mut buf = [0u8; 4];
+                        let mut got = 0usize;
+                        // SAFETY: valid handle and string; `buf` writable for its length.
+                        let (rc, msg) = check(|e| unsafe {
+                            ziob_fs_read_at(fs.0, to.as_ptr(), 0, buf.as_mut_ptr(), 4, &mut got, e)
+                        });
+                        // Recreating shows an empty or short file for a moment.
+                        assert!(rc == ZIOB_OK || rc == ZIOB_NOT_FOUND, "{rc}: {msg}");
+                        let seen = &buf[..got];
+                        assert!(
+                            seen.iter().all(|&b| b == b'o') || seen.iter().all(|&b| b == b'n'),
+                            "{seen:?}"
+                        );
+                    }
+                })
+            })
+            .collect();
+        if round % 2 == 0 {
+            // SAFETY: valid handle and strings.
+            let (rc, msg) =
+                check(|e| unsafe { ziob_fs_rename(fs.0, from.as_ptr(), to.as_ptr(), e) });
+            assert_eq!(rc, ZIOB_OK, "{msg}");
+        } else {
+            write_file(fs.0, &to, &body(b'n'));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for r in readers {
+            r.join().unwrap();
+        }
+        assert_eq!(
+            read_range(fs.0, &to, 0, 4),
+            b"nnnn",
+            "round {round}: a page read while the file was replaced was kept"
+        );
+        // Room for the next rounds (the device holds 32 MiB).
+        for p in [&to, &from] {
+            // SAFETY: valid handle and string.
+            let (rc, msg) = check(|e| unsafe { ziob_fs_delete(fs.0, p.as_ptr(), e) });
+            assert!(rc == ZIOB_OK || rc == ZIOB_NOT_FOUND, "{rc}: {msg}");
+        }
+    }
+}
+
+#[test]
+fn a_sync_after_gathered_appends_were_lost_fails() {
+    let dev = Dev::new("lost");
+    let fs = open(&dev.uri()).unwrap();
+    // Fill the device with one file, in appends larger than the gathering buffer.
+    let filler = c("/db/filler");
+    let mut w: *mut ZiobWFile = ptr::null_mut();
+    // SAFETY (this test): valid handle, strings, buffers and out pointers.
+    let (rc, msg) = check(|e| unsafe { ziob_wfile_open(fs, filler.as_ptr(), 0, 0, &mut w, e) });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    let chunk = vec![1u8; 1 << 20];
+    let mut full = false;
+    for _ in 0..64 {
+        let (rc, _) = check(|e| unsafe { ziob_wfile_append(w, chunk.as_ptr(), chunk.len(), e) });
+        if rc == ZIOB_NO_SPACE {
+            full = true;
+            break;
+        }
+        assert_eq!(rc, ZIOB_OK);
+    }
+    assert!(full, "a 32 MiB device took 64 MiB");
+    // A small append is gathered (accepted); another thread's read of the file hands it
+    // over, which fails: the device is full.
+    let wal = c("/db/000009.log");
+    let mut l: *mut ZiobWFile = ptr::null_mut();
+    let (rc, msg) = check(|e| unsafe { ziob_wfile_open(fs, wal.as_ptr(), 6, 0, &mut l, e) });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    let record = [7u8; 3000];
+    let (rc, msg) = check(|e| unsafe { ziob_wfile_append(l, record.as_ptr(), record.len(), e) });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    let mut buf = [0u8; 16];
+    let (rc, _) =
+        check(|e| unsafe { ziob_fs_read_at(fs, wal.as_ptr(), 0, buf.as_mut_ptr(), 16, &mut 0, e) });
+    assert_ne!(rc, ZIOB_OK, "the hand-over of the gathered record fails");
+    // The writer's sync must not report the lost record durable.
+    let (rc, msg) = check(|e| unsafe { ziob_wfile_sync(l, e) });
+    assert_ne!(rc, ZIOB_OK, "sync succeeded after its data was lost: {msg}");
+    unsafe { ziob_wfile_free(l) };
+    unsafe { ziob_wfile_free(w) };
+}
+
+#[test]
+fn a_writer_of_a_deleted_or_replaced_file_never_writes_into_its_successor() {
+    let dev = Dev::new("stale-writer");
+    let fs = open(&dev.uri()).unwrap();
+    let p = c("/db/000005.log");
+    // SAFETY (this test): valid handle, strings, buffers and out pointers.
+    let open_w = || {
+        let mut w: *mut ZiobWFile = ptr::null_mut();
+        let (rc, msg) = check(|e| unsafe { ziob_wfile_open(fs, p.as_ptr(), 6, 0, &mut w, e) });
+        assert_eq!(rc, ZIOB_OK, "{msg}");
+        w
+    };
+    let append = |w: *mut ZiobWFile, data: &[u8]| {
+        check(|e| unsafe { ziob_wfile_append(w, data.as_ptr(), data.len(), e) }).0
+    };
+    // The old file is deleted, renamed over, or created again while its writer is open.
+    for how in ["delete", "rename over", "create again"] {
+        let old = open_w();
+        assert_eq!(append(old, b"old-1"), ZIOB_OK);
+        match how {
+            "delete" => {
+                let (rc, msg) = check(|e| unsafe { ziob_fs_delete(fs, p.as_ptr(), e) });
+                assert_eq!(rc, ZIOB_OK, "{msg}");
+            }
+            "rename over" => {
+                let other = c("/db/other");
+                write_file(fs, &other, b"");
+                let (rc, msg) =
+                    check(|e| unsafe { ziob_fs_rename(fs, other.as_ptr(), p.as_ptr(), e) });
+                assert_eq!(rc, ZIOB_OK, "{msg}");
+            }
+            _ => {}
+        }
+        let new = open_w();
+        assert_eq!(append(new, b"new"), ZIOB_OK);
+        assert_eq!(check(|e| unsafe { ziob_wfile_sync(new, e) }).0, ZIOB_OK);
+        // The stale writer goes on: its bytes must not land in the new file.
+        let _ = append(old, b"old-2");
+        let _ = check(|e| unsafe { ziob_wfile_sync(old, e) });
+        let _ = check(|e| unsafe { ziob_wfile_close(old, e) });
+        unsafe { ziob_wfile_free(old) };
+        assert_eq!(read_all(fs, "/db/000005.log"), b"new", "{how}");
+        assert_eq!(check(|e| unsafe { ziob_wfile_close(new, e) }).0, ZIOB_OK);
+        unsafe { ziob_wfile_free(new) };
+    }
 }
