@@ -1,0 +1,23 @@
+//! `ziob-rocksdb`: RocksDB on zones. Builds `libziob_rocksdb.so`, a RocksDB `FileSystem`
+//! plugin registered for the URI scheme `ziob://<device spec>[?options]`, loaded into an
+//! unmodified RocksDB application with `LD_PRELOAD` (e.g. `db_bench --fs_uri=ziob://emu:/var/tmp/db.zns`).
+//!
+//! Two halves:
+//! - Rust ([`ffi`]): a C ABI (`include/ziob_rocksdb.h`) over the zone file layer
+//!   [`ziob_zonefs`], through its blocking form (RocksDB calls come from its own threads). One
+//!   ZIOB runtime, client and mounted file system per device per process ([`shared::SharedFs`]),
+//!   created on first use. No panic crosses the ABI.
+//! - C++ (`cpp/ziob_fs.cc`, compiled by `build.rs` against the system `librocksdb-dev`): a thin
+//!   `rocksdb::FileSystem` that calls the C ABI, and the static initializer that registers the
+//!   scheme in `ObjectLibrary::Default()`. Without `librocksdb-dev` the shim is skipped (a cargo
+//!   warning) and the library holds only the C ABI.
+//!
+//! User guide: `docs/ROCKSDB.md`.
+
+pub mod error;
+pub mod ffi;
+pub mod shared;
+pub mod uri;
+
+/// Why the C++ shim was not built (no `librocksdb-dev` headers found), or `None` if it was.
+pub const SHIM_SKIPPED: Option<&str> = option_env!("ZIOB_ROCKSDB_SHIM_SKIPPED");

@@ -1,0 +1,192 @@
+//! The `ziob://` URI: a ZIOB device spec, then options after `?`.
+//!
+//! `ziob://<device spec>[?key=value[&key=value…]]`, e.g. `ziob://emu:/var/tmp/r.zns`,
+//! `ziob://emu:/var/tmp/r.zns,discard=1?cores=2`, `ziob://nvme:/dev/ng0n1?buffer=off`.
+//! The device spec is everything before the first `?` (ZIOB's own syntax, commas included).
+
+use std::fmt;
+
+/// The URI scheme prefix RocksDB hands to the factory.
+pub const SCHEME: &str = "ziob://";
+
+/// Default geometry of an `emu:` file the plugin creates: zones.
+pub const EMU_ZONES_DEFAULT: u32 = 128;
+/// Default geometry of an `emu:` file the plugin creates: zone size (64 MiB; 8 GiB in all,
+/// a sparse file).
+pub const EMU_ZONE_BYTES_DEFAULT: u64 = 64 << 20;
+/// Most ZIOB cores (`cores=N`) accepted.
+pub const CORES_MAX: usize = 64;
+
+/// What a `ziob://` URI asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsUri {
+    /// The ZIOB device spec (`emu:/path`, `nvme:/dev/ng0n1`, `zbd:/dev/…`, `mem:…`).
+    pub spec: String,
+    /// `buffer=on|off`: the ZIOB zone write buffer (default on); off = pass-through.
+    pub buffered: bool,
+    /// `cores=N`: ZIOB runtime cores (threads), default 1.
+    pub cores: usize,
+    /// `zones=N`: zones of an `emu:` file created because it did not exist.
+    pub emu_zones: u32,
+    /// `zone_size=S` (K/M/G suffixes): zone size of such a file.
+    pub emu_zone_bytes: u64,
+}
+
+/// A URI that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad ziob URI {uri:?}: {reason}")]
+pub struct UriError {
+    /// The URI as given.
+    pub uri: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for FsUri {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{SCHEME}{}?buffer={}&cores={}",
+            self.spec,
+            if self.buffered { "on" } else { "off" },
+            self.cores
+        )
+    }
+}
+
+fn parse_size(v: &str) -> Option<u64> {
+    let (num, mult) = match v.as_bytes().last()? {
+        b'K' | b'k' => (&v[..v.len() - 1], 1u64 << 10),
+        b'M' | b'm' => (&v[..v.len() - 1], 1 << 20),
+        b'G' | b'g' => (&v[..v.len() - 1], 1 << 30),
+        _ => (v, 1),
+    };
+    num.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+impl FsUri {
+    /// Parses `uri`, with or without the `ziob://` prefix.
+    pub fn parse(uri: &str) -> Result<FsUri, UriError> {
+        let bad = |reason: String| UriError {
+            uri: uri.to_string(),
+            reason,
+        };
+        let rest = uri.strip_prefix(SCHEME).unwrap_or(uri);
+        let (spec, query) = match rest.split_once('?') {
+            Some((s, q)) => (s, Some(q)),
+            None => (rest, None),
+        };
+        if spec.is_empty() {
+            return Err(bad(
+                "no device spec (e.g. ziob://emu:/var/tmp/db.zns)".into()
+            ));
+        }
+        let mut out = FsUri {
+            spec: spec.to_string(),
+            buffered: true,
+            cores: 1,
+            emu_zones: EMU_ZONES_DEFAULT,
+            emu_zone_bytes: EMU_ZONE_BYTES_DEFAULT,
+        };
+        for kv in query.into_iter().flat_map(|q| q.split('&')) {
+            if kv.is_empty() {
+                continue;
+            }
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| bad(format!("option {kv:?} is not key=value")))?;
+            match k {
+                "buffer" => {
+                    out.buffered = match v {
+                        "on" | "1" | "true" => true,
+                        "off" | "0" | "false" => false,
+                        _ => return Err(bad(format!("buffer={v}: expected on or off"))),
+                    }
+                }
+                "cores" => {
+                    out.cores = v
+                        .parse()
+                        .ok()
+                        .filter(|c| (1..=CORES_MAX).contains(c))
+                        .ok_or_else(|| bad(format!("cores={v}: expected 1..={CORES_MAX}")))?
+                }
+                "zones" => {
+                    out.emu_zones = v
+                        .parse()
+                        .ok()
+                        .filter(|z| *z >= 4)
+                        .ok_or_else(|| bad(format!("zones={v}: expected a number >= 4")))?
+                }
+                "zone_size" => {
+                    out.emu_zone_bytes = parse_size(v)
+                        .filter(|s| *s >= 1 << 20 && s % 4096 == 0)
+                        .ok_or_else(|| {
+                            bad(format!(
+                                "zone_size={v}: expected a size >= 1M, a multiple of 4K (K/M/G suffixes)"
+                            ))
+                        })?
+                }
+                _ => {
+                    return Err(bad(format!(
+                        "unknown option {k:?} (known: buffer, cores, zones, zone_size)"
+                    )))
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The path of an `emu:` spec's file (the spec without its `,key=value` options).
+    pub fn emu_path(&self) -> Option<&str> {
+        let rest = self.spec.strip_prefix("emu:")?;
+        let mut path = rest;
+        // Trailing `,key=value` segments are emu options (ZIOB's spec syntax).
+        while let Some((head, tail)) = path.rsplit_once(',') {
+            let is_opt = tail.split_once('=').is_some_and(|(k, _)| {
+                !k.is_empty()
+                    && k.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            });
+            if !is_opt {
+                break;
+            }
+            path = head;
+        }
+        Some(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_spec_and_options() {
+        let u = FsUri::parse("ziob://emu:/var/tmp/a,b.zns,discard=1?buffer=off&cores=2").unwrap();
+        assert_eq!(u.spec, "emu:/var/tmp/a,b.zns,discard=1");
+        assert!(!u.buffered);
+        assert_eq!(u.cores, 2);
+        assert_eq!(u.emu_path(), Some("/var/tmp/a,b.zns"));
+        let d = FsUri::parse("nvme:/dev/ng0n1").unwrap();
+        assert!(d.buffered);
+        assert_eq!(d.cores, 1);
+        assert_eq!(d.emu_path(), None);
+        let g = FsUri::parse("ziob://emu:/x?zones=16&zone_size=8M").unwrap();
+        assert_eq!((g.emu_zones, g.emu_zone_bytes), (16, 8 << 20));
+    }
+
+    #[test]
+    fn rejects_bad_options() {
+        for bad in [
+            "ziob://",
+            "ziob://?cores=1",
+            "ziob://emu:/x?cores=0",
+            "ziob://emu:/x?buffer=maybe",
+            "ziob://emu:/x?color=red",
+            "ziob://emu:/x?zone_size=3",
+            "ziob://emu:/x?cores",
+        ] {
+            assert!(FsUri::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
