@@ -75,19 +75,27 @@ fn main() {
     }
     let mut md = String::new();
     for r in &all {
-        if r.samples.is_empty() && r.environment == "host" && o.guest && !in_guest {
-            // Only skips: the guest section says what ran.
-            md.push_str(&format!(
-                "## host: nothing ran ({})\n\n",
-                r.skipped
-                    .iter()
-                    .filter(|s| !TargetId::ALL
+        let host_targets_asked = o.targets.iter().any(|t| !t.guest_only());
+        if r.environment == "host"
+            && r.samples.is_empty()
+            && r.failures.is_empty()
+            && o.guest
+            && !in_guest
+        {
+            // The guest section says what ran; here only why the host targets did not.
+            if host_targets_asked {
+                md.push_str(&format!(
+                    "## host: nothing ran ({})\n\n",
+                    r.skipped
                         .iter()
-                        .any(|t| t.name() == s.target && t.guest_only()))
-                    .map(|s| format!("{}: {}", s.target, s.reason))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ));
+                        .filter(|s| TargetId::ALL
+                            .iter()
+                            .any(|t| t.name() == s.target && !t.guest_only()))
+                        .map(|s| format!("{}: {}", s.target, s.reason))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ));
+            }
             continue;
         }
         md.push_str(&report::markdown(r));

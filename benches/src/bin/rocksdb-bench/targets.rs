@@ -116,7 +116,14 @@ pub enum SpaceProbe {
         /// Device name (`nvme0n1`).
         dev: String,
     },
-    /// No tool for this target yet.
+    /// `ziob fs df <spec> --json` (the ZIOB CLI's zone file system `df`, like `zenfs df`).
+    ZiobDf {
+        /// The `ziob` CLI.
+        cli: PathBuf,
+        /// Device spec (`emu:/var/tmp/x.zns`).
+        spec: String,
+    },
+    /// No tool for this target.
     Unavailable(&'static str),
 }
 
@@ -226,7 +233,10 @@ pub fn resolve(id: TargetId, m: &Machine) -> Result<Ready, String> {
                     ]),
                 ],
                 cleanup: vec![cmd(&["rm", "-f", &file])],
-                space: SpaceProbe::Unavailable("no `ziob fs df` yet"),
+                space: SpaceProbe::ZiobDf {
+                    cli: cli.clone().into(),
+                    spec: spec.clone(),
+                },
                 durability: if id == TargetId::ZiobEmu {
                     "ZIOB buffer: a write is in ZIOB's memory when it returns; Sync/Fsync return \
                      after the flush to the device file"
@@ -314,7 +324,13 @@ pub fn resolve(id: TargetId, m: &Machine) -> Result<Ready, String> {
                 preload: Some(plugin),
                 prepare: vec![cmd(&["blkzone", "reset", &block])],
                 cleanup: vec![],
-                space: SpaceProbe::Unavailable("no `ziob fs df` yet"),
+                space: match &m.ziob_cli {
+                    Some(cli) => SpaceProbe::ZiobDf {
+                        cli: cli.clone(),
+                        spec: spec.clone(),
+                    },
+                    None => SpaceProbe::Unavailable("no `ziob` CLI for `ziob fs df`"),
+                },
                 durability: "ZIOB buffer: a write is in ZIOB's memory when it returns; Sync/Fsync \
                              return after the flush to the zones",
             })
@@ -357,6 +373,15 @@ pub fn parse_zenfs_df(text: &str) -> Option<u64> {
     Some((get("Used:")? + get("Reclaimable:")?) << 20)
 }
 
+/// `used_bytes + reclaimable_bytes` and `space_amplification` of `ziob fs df --json`.
+pub fn parse_ziob_df(json: &str) -> Option<(u64, f64)> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    Some((
+        v["used_bytes"].as_u64()? + v["reclaimable_bytes"].as_u64()?,
+        v["space_amplification"].as_f64()?,
+    ))
+}
+
 /// Reads the space use of a target.
 pub fn measure_space(probe: &SpaceProbe) -> Space {
     match probe {
@@ -388,6 +413,35 @@ pub fn measure_space(probe: &SpaceProbe) -> Space {
                 detail: format!("{}: {e}", bin.display()),
             },
         },
+        SpaceProbe::ZiobDf { cli, spec } => {
+            match Command::new(cli)
+                .args(["fs", "df", spec, "--json"])
+                .output()
+            {
+                Ok(o) => {
+                    let text = String::from_utf8_lossy(&o.stdout).to_string();
+                    match parse_ziob_df(&text) {
+                        Some((used, amp)) => Space {
+                            used_bytes: Some(used),
+                            detail: format!("ziob fs df: used+reclaimable {used} B, space amplification {amp:.2}"),
+                        },
+                        None => Space {
+                            used_bytes: None,
+                            detail: format!(
+                                "`{} fs df {spec} --json` gave no figures ({}): {}",
+                                cli.display(),
+                                o.status,
+                                String::from_utf8_lossy(&o.stderr).trim()
+                            ),
+                        },
+                    }
+                }
+                Err(e) => Space {
+                    used_bytes: None,
+                    detail: format!("{}: {e}", cli.display()),
+                },
+            }
+        }
         SpaceProbe::Unavailable(why) => Space {
             used_bytes: None,
             detail: why.to_string(),
@@ -472,6 +526,13 @@ mod tests {
         let t = "Free: 1469 MB\nUsed: 18 MB\nReclaimable: 3 MB\nSpace amplification: 16%\n";
         assert_eq!(parse_zenfs_df(t), Some(21 << 20));
         assert_eq!(parse_zenfs_df("Free: 1 MB"), None);
+    }
+
+    #[test]
+    fn ziob_df_json_used_plus_reclaimable() {
+        let j = r#"{"total_bytes": 100, "free_bytes": 50, "used_bytes": 40, "reclaimable_bytes": 10, "space_amplification": 1.25, "data_zones": 8, "free_zones": 4}"#;
+        assert_eq!(parse_ziob_df(j), Some((50, 1.25)));
+        assert_eq!(parse_ziob_df("error: no fs subcommand"), None);
     }
 
     #[test]
