@@ -63,7 +63,10 @@ fn local_target_runs_every_benchmark_and_reports() {
     assert!(read["live_sst_bytes"].as_u64().is_some(), "{read}");
     let space = r["space"].as_array().unwrap();
     assert_eq!(space.len(), 2);
-    assert!(space[0]["space"]["used_bytes"].as_u64().unwrap() > 0, "{space:?}");
+    assert!(
+        space[0]["space"]["used_bytes"].as_u64().unwrap() > 0,
+        "{space:?}"
+    );
     // zenfs is a guest target: skipped with the reason.
     let skipped = r["skipped"].as_array().unwrap();
     assert!(

@@ -19,7 +19,7 @@ pub enum Bench {
     Fillrandom,
     /// Random keys over fillrandom's database.
     Overwrite,
-    /// Random point reads (after a `stats` benchmark that reports the live SST size).
+    /// Random point reads.
     Readrandom,
     /// One scan in key order.
     Readseq,
@@ -63,9 +63,17 @@ impl Bench {
         )
     }
 
-    /// The `--benchmarks` value of its process.
+    /// The `--benchmarks` value of its process. After a fill or overwrite, `flush` (and
+    /// `waitforcompaction`, which also sleeps 5 s, after the random writes) run untimed in the
+    /// same process, so that its `--statistics` count all the flush and compaction work the
+    /// writes caused on every target alike (otherwise a faster target has more of it still
+    /// running when db_bench prints them). readrandom runs after `stats`, whose level table
+    /// gives the live SST bytes.
     pub fn benchmarks_flag(self) -> &'static str {
         match self {
+            Bench::Fillseq => "fillseq,flush",
+            Bench::Fillrandom => "fillrandom,flush,waitforcompaction",
+            Bench::Overwrite => "overwrite,flush,waitforcompaction",
             Bench::Readrandom => "stats,readrandom",
             b => b.name(),
         }

@@ -206,7 +206,7 @@ pub fn markdown(r: &Results) -> String {
                 .iter()
                 .rev()
                 .find(|x| x.target == *t && x.value_size == vs)
-                .map(|x| x.space.detail.clone())
+                .map(|x| x.space.detail.replace(['\n', '|'], " "))
                 .unwrap_or_default();
             let _ = writeln!(
                 s,

@@ -431,7 +431,11 @@ pub fn measure_space(probe: &SpaceProbe) -> Space {
                                 "`{} fs df {spec} --json` gave no figures ({}): {}",
                                 cli.display(),
                                 o.status,
-                                String::from_utf8_lossy(&o.stderr).trim()
+                                String::from_utf8_lossy(&o.stderr)
+                                    .lines()
+                                    .next()
+                                    .unwrap_or_default()
+                                    .trim()
                             ),
                         },
                     }
