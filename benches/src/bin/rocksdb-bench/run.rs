@@ -242,8 +242,8 @@ fn run_sequence(
             let last_write = o
                 .sequence()
                 .into_iter()
-                .filter(|s| matches!(s, Bench::Fillseq | Bench::Fillrandom | Bench::Overwrite))
-                .last();
+                .rev()
+                .find(|s| matches!(s, Bench::Fillseq | Bench::Fillrandom | Bench::Overwrite));
             if Some(b) == last_write {
                 res.space.push(SpaceSample {
                     target: t.id.name().into(),
