@@ -7,6 +7,7 @@ mod cpio;
 mod setup;
 mod spdk;
 mod vm;
+mod zenfs;
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
@@ -86,6 +87,8 @@ enum Cmd {
     SpdkTest(spdk::TestArgs),
     /// Run the benchmark suites and write docs/benchmarks.md with plots (docs/benchmarks/)
     BenchReport(bench_report::Args),
+    /// Build a user-supplied ZenFS tree against the system librocksdb (docs/ROCKSDB-BENCH.md)
+    ZenfsBuild(zenfs::BuildArgs),
 }
 
 fn setup_opts(a: &SetupArgs) -> setup::SetupOpts {
@@ -127,6 +130,7 @@ fn real_main() -> Result<i32> {
         Cmd::SpdkBuild(a) => spdk::run_build(&a),
         Cmd::SpdkTest(a) => spdk::run_test(&a),
         Cmd::BenchReport(args) => bench_report::run(args),
+        Cmd::ZenfsBuild(a) => zenfs::run_build(&a),
         Cmd::VmSetup { setup } => {
             let t = std::time::Instant::now();
             let a = setup::ensure(&setup_opts(&setup))?;
