@@ -198,7 +198,7 @@ pub fn resolve(id: TargetId, m: &Machine) -> Result<Ready, String> {
         TargetId::ZiobEmu | TargetId::ZiobEmuNobuf => {
             let plugin = plugin()?;
             let cli = m.ziob_cli.clone().ok_or_else(|| {
-                "no `ziob` CLI to create the emu file (cargo build -p ziob --bin ziob, or --ziob-cli)"
+                "no `ziob` CLI to create the emu file (cargo build -p ziob-cli, or --ziob-cli)"
                     .to_string()
             })?;
             let file = format!("{work}/rocksdb-bench-{pid}-{}.zns", id.name());
