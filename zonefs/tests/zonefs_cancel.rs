@@ -1,0 +1,70 @@
+//! Futures dropped at an await (a caller's `create`, `append` or `delete` cancelled): the
+//! file system must neither hang, nor lose or replay journal deltas, nor leave a zone that is
+//! never reset. Each scenario polls an operation by hand until it waits on the device, then
+//! drops it; the device I/O was sent to a ZIOB core, so the first poll finds it pending.
+
+mod support;
+
+use std::pin::pin;
+
+use futures::poll;
+use support::{b, bounded, runtime};
+use ziob::{Client, Runtime, ZiobConfig};
+use ziob_zonefs::{MkfsOptions, WriteLifetime, ZoneFs};
+
+const SPEC: &str = "mem:zones=16,zone_size=64K";
+
+fn fresh(rt: &Runtime) -> (Client, ZoneFs) {
+    let client = b(Client::open(rt.handle(), SPEC, ZiobConfig::default())).unwrap();
+    b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
+    let fs = b(ZoneFs::mount(client.clone())).unwrap();
+    (client, fs)
+}
+
+/// A commit leading a journal batch is dropped inside its journal write while another commit
+/// waits for the same batch: the waiter must finish (before the fix it spun forever: the
+/// batch was off the queue but never durable), and a remount finds all three files.
+#[test]
+fn a_commit_dropped_in_its_journal_write_neither_hangs_nor_loses_deltas() {
+    bounded(60, || {
+        let rt = runtime(1);
+        let mut ran = 0;
+        for _ in 0..4 {
+            let (client, fs) = fresh(&rt);
+            let happened = b(async {
+                // `lead` holds the journal lock in its write while the other two queue.
+                let mut lead = pin!(fs.create("lead", WriteLifetime::Short));
+                if poll!(lead.as_mut()).is_ready() {
+                    return false;
+                }
+                let mut dropped = Box::pin(fs.create("dropped", WriteLifetime::Short));
+                let mut waiter = pin!(fs.create("waiter", WriteLifetime::Short));
+                assert!(poll!(dropped.as_mut()).is_pending());
+                assert!(poll!(waiter.as_mut()).is_pending());
+                lead.await.unwrap();
+                // `dropped` now leads the batch of both deltas; it is dropped in its write.
+                if poll!(dropped.as_mut()).is_ready() {
+                    waiter.await.unwrap();
+                    return false;
+                }
+                drop(dropped);
+                waiter.await.unwrap();
+                // The file system goes on.
+                fs.create("after", WriteLifetime::Short).await.unwrap();
+                true
+            });
+            if happened {
+                ran += 1;
+            }
+            drop(fs);
+            let fs = b(ZoneFs::mount(client.clone())).unwrap();
+            for name in ["lead", "dropped", "waiter"] {
+                assert!(b(fs.exists(name)).unwrap(), "{name} lost after remount");
+            }
+            assert_eq!(b(fs.exists("after")).unwrap(), happened);
+            let report = b(fs.fsck()).unwrap();
+            assert!(report.is_clean(), "{report:?}");
+        }
+        assert!(ran > 0, "the dropped write never happened");
+    });
+}
