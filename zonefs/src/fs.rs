@@ -234,7 +234,7 @@ impl ZoneFs {
         let _slot = self.slot_locks[slot].lock().await;
         let mut rest = data;
         while !rest.is_empty() {
-            let (zone, written, piece, bytes) = {
+            let (zone, written, piece, bytes, in_flight) = {
                 let mut st = self.state.lock().await;
                 self.group.check()?;
                 if st.tree.node(id).is_none() {
@@ -253,14 +253,14 @@ impl ZoneFs {
                 }
                 let mut bytes = BytesMut::from(&rest[..piece]);
                 bytes.resize(self.layout.footprint(piece as u64) as usize, 0);
-                st.zones.begin_append(zone);
-                (zone, written, piece, bytes.freeze())
+                let in_flight = st.zones.begin_append(zone);
+                (zone, written, piece, bytes.freeze(), in_flight)
             };
             let footprint = bytes.len() as u64;
             // The device append runs without the state lock.
             let res = self.client.append(zone, bytes).await;
             let mut st = self.state.lock().await;
-            st.zones.end_append(zone);
+            drop(in_flight);
             match res {
                 Ok(offset) => {
                     let end = offset + footprint;

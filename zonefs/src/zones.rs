@@ -2,6 +2,8 @@
 //! is written and how many of its bytes are live (in some file's extents).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 /// What a data zone is used for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,8 +37,9 @@ pub struct ZoneTable {
     /// Bytes of each zone known durable (flushed) from its start.
     flushed: Vec<u64>,
     /// Appends in flight to each zone (issued without the state lock): such a zone is
-    /// neither reset nor garbage collected.
-    appending: Vec<u32>,
+    /// neither reset nor garbage collected. Counted by [`AppendGuard`]s, which a dropped
+    /// append future also ends.
+    appending: Arc<[AtomicU32]>,
     open: Vec<Option<u32>>,
     free: BTreeSet<u32>,
 }
@@ -55,7 +58,7 @@ impl ZoneTable {
             first,
             // What mount found on the device is durable.
             flushed: zones.iter().map(|z| z.written).collect(),
-            appending: vec![0; zones.len()],
+            appending: zones.iter().map(|_| AtomicU32::new(0)).collect(),
             zones,
             open: vec![None; slots],
             free,
@@ -114,19 +117,21 @@ impl ZoneTable {
         *f = (*f).max(upto);
     }
 
-    /// An append to `zone` is issued.
-    pub fn begin_append(&mut self, zone: u32) {
-        self.appending[(zone - self.first) as usize] += 1;
-    }
-
-    /// An append to `zone` has ended.
-    pub fn end_append(&mut self, zone: u32) {
-        self.appending[(zone - self.first) as usize] -= 1;
+    /// An append to `zone` is issued: in flight until the guard is dropped (under the state
+    /// lock once its result is recorded; anywhere when the append's future is dropped, whose
+    /// bytes then are dead).
+    pub fn begin_append(&mut self, zone: u32) -> AppendGuard {
+        let index = (zone - self.first) as usize;
+        self.appending[index].fetch_add(1, Ordering::SeqCst);
+        AppendGuard {
+            counts: self.appending.clone(),
+            index,
+        }
     }
 
     /// Whether appends to `zone` are in flight.
     pub fn is_appending(&self, zone: u32) -> bool {
-        self.appending[(zone - self.first) as usize] > 0
+        self.appending[(zone - self.first) as usize].load(Ordering::SeqCst) > 0
     }
 
     /// Zones free (empty).
@@ -194,6 +199,19 @@ impl ZoneTable {
         };
         self.flushed[(zone - self.first) as usize] = 0;
         self.free.insert(zone);
+    }
+}
+
+/// One append in flight to a zone ([`ZoneTable::begin_append`]); ends when dropped.
+#[derive(Debug)]
+pub struct AppendGuard {
+    counts: Arc<[AtomicU32]>,
+    index: usize,
+}
+
+impl Drop for AppendGuard {
+    fn drop(&mut self) {
+        self.counts[self.index].fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -10,7 +10,7 @@ use std::pin::pin;
 use futures::poll;
 use support::{b, bounded, runtime};
 use ziob::{Client, Runtime, ZiobConfig};
-use ziob_zonefs::{MkfsOptions, WriteLifetime, ZoneFs};
+use ziob_zonefs::{MkfsOptions, WriteLifetime, ZoneFs, ZoneUse};
 
 const SPEC: &str = "mem:zones=16,zone_size=64K";
 
@@ -19,6 +19,14 @@ fn fresh(rt: &Runtime) -> (Client, ZoneFs) {
     b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
     let fs = b(ZoneFs::mount(client.clone())).unwrap();
     (client, fs)
+}
+
+/// The data zones that are not free.
+fn used_zones(fs: &ZoneFs) -> Vec<(u32, ZoneUse, u64, u64)> {
+    b(fs.zones())
+        .into_iter()
+        .filter(|z| !matches!(z.1, ZoneUse::Free | ZoneUse::Unusable))
+        .collect()
 }
 
 /// A commit leading a journal batch is dropped inside its journal write while another commit
@@ -66,5 +74,28 @@ fn a_commit_dropped_in_its_journal_write_neither_hangs_nor_loses_deltas() {
             assert!(report.is_clean(), "{report:?}");
         }
         assert!(ran > 0, "the dropped write never happened");
+    });
+}
+
+/// An append dropped while its device append is in flight: the zone it was writing to must
+/// still be reset once no file holds data in it (before the fix its in-flight count stayed
+/// up and the zone was never reset nor garbage collected).
+#[test]
+fn an_append_dropped_in_flight_leaves_no_zone_behind() {
+    bounded(60, || {
+        let rt = runtime(1);
+        let (_client, fs) = fresh(&rt);
+        b(async {
+            fs.create("f", WriteLifetime::Short).await.unwrap();
+            let mut append = Box::pin(fs.append("f", &[7u8; 3000]));
+            assert!(poll!(append.as_mut()).is_pending());
+            drop(append);
+            fs.append("f", b"abc").await.unwrap();
+            fs.sync("f").await.unwrap();
+            fs.delete("f").await.unwrap();
+        });
+        assert_eq!(used_zones(&fs), vec![], "a zone without live data was kept");
+        let report = b(fs.fsck()).unwrap();
+        assert!(report.is_clean(), "{report:?}");
     });
 }
