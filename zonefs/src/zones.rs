@@ -149,9 +149,12 @@ impl ZoneTable {
 
     /// The closed zone with the most garbage (`capacity` - live bytes), if it has at least
     /// `min_garbage`: the next victim of garbage collection. Ties go to the lowest index.
+    /// A closed zone without live data is normally reset by the operation that emptied it,
+    /// but not when that operation's future was dropped (or failed) before: then it is a
+    /// victim like any other, with nothing to move.
     pub fn gc_victim(&self, capacity: u64, min_garbage: u64) -> Option<u32> {
         self.iter()
-            .filter(|(i, z)| z.usage == ZoneUse::Closed && z.live > 0 && !self.is_appending(*i))
+            .filter(|(i, z)| z.usage == ZoneUse::Closed && !self.is_appending(*i))
             .map(|(i, z)| (capacity.saturating_sub(z.live), i))
             .filter(|(g, _)| *g >= min_garbage)
             .max_by_key(|(g, i)| (*g, std::cmp::Reverse(*i)))
