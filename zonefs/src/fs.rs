@@ -419,7 +419,9 @@ impl ZoneFs {
                 let footprint = bytes.len() as u64;
                 match self.client.append(zone, bytes.freeze()).await {
                     Ok(offset) => {
-                        st.zones.note_append(zone, offset + footprint, n);
+                        // Live only once the move is applied (below): a relocation dropped
+                        // or failed before leaves dead copies, not live bytes of no file.
+                        st.zones.note_append(zone, offset + footprint, 0);
                         st.stats.gc_bytes += n;
                         st.stats.data_bytes += (offset + footprint).saturating_sub(written);
                         touched.insert(zone);
@@ -452,6 +454,11 @@ impl ZoneFs {
             self.client.flush(z).await?;
             st.zones.note_flushed(z, upto);
         }
+        let copies: Vec<Extent> = synced
+            .iter()
+            .chain(&unsynced)
+            .flat_map(|m: &Move| m.to.iter().copied())
+            .collect();
         if !unsynced.is_empty() {
             let freed = st
                 .tree
@@ -463,8 +470,15 @@ impl ZoneFs {
                 st.zones.free_bytes(e.zone, e.len);
             }
         }
-        if !synced.is_empty() {
-            let staged = self.stage(st, &Delta::Relocate { moves: synced })?;
+        let staged = if synced.is_empty() {
+            None
+        } else {
+            Some(self.stage(st, &Delta::Relocate { moves: synced })?)
+        };
+        for e in copies {
+            st.zones.add_live(e.zone, e.len);
+        }
+        if let Some(staged) = staged {
             self.finish_locked(st, staged).await?;
         } else if let Some(seq) = self.group.last_pending() {
             // Nothing journaled moved, but a queued delta (a delete of a file with bytes in

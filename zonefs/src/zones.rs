@@ -168,7 +168,8 @@ impl ZoneTable {
         z.live += live;
     }
 
-    /// Adds `len` live bytes to `zone` (building the table at mount).
+    /// Adds `len` live bytes to `zone` (building the table at mount; a relocation's copies
+    /// once its moves are applied).
     pub fn add_live(&mut self, zone: u32, len: u64) {
         self.get_mut(zone).live += len;
     }
