@@ -276,9 +276,7 @@ impl ZoneFs {
                                     .wait_locked(&self.client, &self.layout, &st.tree, seq)
                                     .await?;
                             }
-                            self.resets.note(zone);
-                            self.client.reset(zone).await?;
-                            st.zones.reset_done(zone);
+                            self.reset_zone(&mut st, zone).await?;
                         } else if end >= self.layout.capacity() {
                             st.zones.close(zone);
                         }
@@ -488,12 +486,23 @@ impl ZoneFs {
                 .await?;
         }
         if st.zones.get(victim).live == 0 && st.zones.get(victim).usage != ZoneUse::Free {
-            self.resets.note(victim);
-            self.client.reset(victim).await?;
-            st.zones.reset_done(victim);
+            self.reset_zone(st, victim).await?;
         }
         st.stats.gc_zones += 1;
         tracing::debug!(victim, "zone garbage collected");
+        Ok(())
+    }
+
+    /// Resets data zone `zone` (call under the state lock, once no journaled extent is in
+    /// it). The table marks it free *before* the reset is issued: a caller dropping this
+    /// future leaves the zone's contents unknown (the reset may run anyway), and a free zone
+    /// is reopened from a fresh write pointer and flushed offset, whereas one left open with
+    /// its old flushed offset would let a later sync skip the flush of new bytes appended
+    /// at its start. Readers see the reset count move before the reset.
+    async fn reset_zone(&self, st: &mut State, zone: u32) -> Result<()> {
+        self.resets.note(zone);
+        st.zones.reset_done(zone);
+        self.client.reset(zone).await?;
         Ok(())
     }
 
@@ -807,9 +816,7 @@ impl ZoneFs {
                 && matches!(dz.usage, ZoneUse::Open(_) | ZoneUse::Closed)
                 && !st.zones.is_appending(z)
             {
-                self.resets.note(z);
-                self.client.reset(z).await?;
-                st.zones.reset_done(z);
+                self.reset_zone(st, z).await?;
             }
         }
         Ok(())

@@ -8,7 +8,7 @@ mod support;
 use std::pin::pin;
 
 use futures::poll;
-use support::{b, bounded, runtime};
+use support::{b, bounded, end, open, runtime, EmuFile};
 use ziob::{Client, Runtime, ZiobConfig};
 use ziob_zonefs::{FsckProblem, MkfsOptions, WriteLifetime, ZoneFs, ZoneUse};
 
@@ -194,6 +194,57 @@ fn garbage_collection_dropped_anywhere_keeps_the_accounting_true() {
                 &b(fs.read_at("keep", 0, keep.len())).unwrap()[..],
                 &keep[..]
             );
+        }
+    });
+}
+
+/// A delete dropped after k polls, for k over the whole call (so somewhere in the reset of
+/// the open zone it emptied), then a small file in the same class synced and the instance
+/// abandoned (a crash): the synced file must be there after the remount. Before the fix, a
+/// reset done on the device but not yet in the zone table left the zone open with its old
+/// flushed offset, so the next sync thought the new bytes (appended from offset 0) already
+/// flushed and journaled them unflushed.
+#[test]
+fn a_delete_dropped_in_its_reset_keeps_later_syncs_durable() {
+    bounded(300, || {
+        let rt = runtime(1);
+        let small: Vec<u8> = (0..1000).map(|i| (i % 241 + 1) as u8).collect();
+        // Each step of the delete takes about one device round trip: polls 1 ms, 2 ms and
+        // 4 ms apart reach its reset on a fast or a loaded machine.
+        for (k, gap) in (1..=8).flat_map(|k| [1, 2, 4].map(|ms| (k, ms))) {
+            let dev = EmuFile::create("cancel-reset", 16, 256 << 10, None);
+            let client = open(&rt, &dev.spec(), true);
+            b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
+            let fs = b(ZoneFs::mount(client.clone())).unwrap();
+            b(async {
+                fs.create("a", WriteLifetime::Short).await.unwrap();
+                fs.append("a", &vec![5u8; 64 << 10]).await.unwrap();
+                fs.sync("a").await.unwrap();
+                let mut delete = Box::pin(fs.delete("a"));
+                for _ in 0..k {
+                    if poll!(delete.as_mut()).is_ready() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(gap));
+                }
+                drop(delete);
+                fs.create("b", WriteLifetime::Short).await.unwrap();
+                fs.append("b", &small).await.unwrap();
+                fs.sync("b").await.unwrap();
+            });
+            drop(fs);
+            end(client, true);
+            let client = open(&rt, &dev.spec(), true);
+            let fs = b(ZoneFs::mount(client.clone())).unwrap_or_else(|e| {
+                panic!("delete dropped after {k} polls {gap} ms apart: mount: {e}")
+            });
+            assert_eq!(
+                &b(fs.read_at("b", 0, small.len())).unwrap()[..],
+                &small[..],
+                "delete dropped after {k} polls {gap} ms apart"
+            );
+            drop(fs);
+            end(client, false);
         }
     });
 }
