@@ -804,8 +804,15 @@ impl ZoneFs {
 
     /// [`finish`](ZoneFs::finish) under the state lock.
     async fn finish_locked(&self, st: &mut State, staged: Staged) -> Result<()> {
+        // Before a zone goes, every delta applied so far must be durable, not only this
+        // one: a later one may have emptied the zone again after others filled it (an
+        // append, a journaled Sync, then a delete still queued).
+        let upto = match self.group.last_pending() {
+            Some(last) if !staged.dead.is_empty() => last.max(staged.seq),
+            _ => staged.seq,
+        };
         self.group
-            .wait_locked(&self.client, &self.layout, &st.tree, staged.seq)
+            .wait_locked(&self.client, &self.layout, &st.tree, upto)
             .await?;
         for z in staged.dead {
             // Deltas since may have put live data in it, or reset it already.
