@@ -788,8 +788,9 @@ impl ZoneFs {
     }
 
     /// Waits until `staged` is durable (journal writes shared with concurrent callers: group
-    /// commit), then resets the zones it left without live data — only then, so a crash never
-    /// finds a journaled extent in a reset zone. Call without the state lock.
+    /// commit), then resets the zones it left without live data — only then, and once every
+    /// delta queued by then is durable too, so a crash never finds a journaled extent in a
+    /// reset zone. Call without the state lock.
     async fn finish(&self, staged: Staged) -> Result<()> {
         let waited = self
             .group
