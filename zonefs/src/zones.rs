@@ -30,7 +30,7 @@ pub struct DataZone {
 }
 
 /// Every data zone (`first..zone_count`) and the open zone of each class slot.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ZoneTable {
     first: u32,
     zones: Vec<DataZone>,
