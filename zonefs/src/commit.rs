@@ -69,6 +69,15 @@ impl GroupCommit {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Marks a journal write (batch or roll) as begun: if its future is dropped before
+    /// [`disarm`](RollOnDrop::disarm), the journal must roll. The deltas it took off the queue
+    /// may be on the device whole, in part or not at all, and they are not durable: the roll's
+    /// snapshot (of the state, where they are applied) makes them durable, and writing them
+    /// again instead would replay them twice after a crash.
+    fn roll_on_drop(&self) -> RollOnDrop<'_> {
+        RollOnDrop(Some(self))
+    }
+
     /// Queues an encoded delta (call under the state lock, right after applying it);
     /// returns its sequence number.
     pub fn enqueue(&self, payload: Vec<u8>) -> u64 {
@@ -141,7 +150,10 @@ impl GroupCommit {
                     q.pending.clear();
                     q.next
                 };
-                match j.roll(client, layout, tree).await {
+                let guard = self.roll_on_drop();
+                let rolled = j.roll(client, layout, tree).await;
+                guard.disarm();
+                match rolled {
                     Ok(()) => {
                         let mut q = self.queue();
                         q.durable = upto;
@@ -182,7 +194,10 @@ impl GroupCommit {
             q.pending.clear();
             (bytes, q.next)
         };
-        match j.append_batch(client, layout, bytes).await {
+        let guard = self.roll_on_drop();
+        let written = j.append_batch(client, layout, bytes).await;
+        guard.disarm();
+        match written {
             Ok(()) => {
                 self.queue().durable = upto;
                 Ok(true)
@@ -196,6 +211,25 @@ impl GroupCommit {
                 self.queue().failed = Some(e.to_string());
                 Err(e)
             }
+        }
+    }
+}
+
+/// Sets the queue's `must_roll` when dropped armed (a journal write's future dropped at an
+/// await): see [`GroupCommit::roll_on_drop`].
+struct RollOnDrop<'a>(Option<&'a GroupCommit>);
+
+impl RollOnDrop<'_> {
+    /// The write ran to its end (whatever its result): the caller records it.
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for RollOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(g) = self.0 {
+            g.queue().must_roll = true;
         }
     }
 }

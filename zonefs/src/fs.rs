@@ -234,7 +234,7 @@ impl ZoneFs {
         let _slot = self.slot_locks[slot].lock().await;
         let mut rest = data;
         while !rest.is_empty() {
-            let (zone, written, piece, bytes) = {
+            let (zone, written, piece, bytes, in_flight) = {
                 let mut st = self.state.lock().await;
                 self.group.check()?;
                 if st.tree.node(id).is_none() {
@@ -253,14 +253,14 @@ impl ZoneFs {
                 }
                 let mut bytes = BytesMut::from(&rest[..piece]);
                 bytes.resize(self.layout.footprint(piece as u64) as usize, 0);
-                st.zones.begin_append(zone);
-                (zone, written, piece, bytes.freeze())
+                let in_flight = st.zones.begin_append(zone);
+                (zone, written, piece, bytes.freeze(), in_flight)
             };
             let footprint = bytes.len() as u64;
             // The device append runs without the state lock.
             let res = self.client.append(zone, bytes).await;
             let mut st = self.state.lock().await;
-            st.zones.end_append(zone);
+            drop(in_flight);
             match res {
                 Ok(offset) => {
                     let end = offset + footprint;
@@ -276,9 +276,7 @@ impl ZoneFs {
                                     .wait_locked(&self.client, &self.layout, &st.tree, seq)
                                     .await?;
                             }
-                            self.resets.note(zone);
-                            self.client.reset(zone).await?;
-                            st.zones.reset_done(zone);
+                            self.reset_zone(&mut st, zone).await?;
                         } else if end >= self.layout.capacity() {
                             st.zones.close(zone);
                         }
@@ -419,7 +417,9 @@ impl ZoneFs {
                 let footprint = bytes.len() as u64;
                 match self.client.append(zone, bytes.freeze()).await {
                     Ok(offset) => {
-                        st.zones.note_append(zone, offset + footprint, n);
+                        // Live only once the move is applied (below): a relocation dropped
+                        // or failed before leaves dead copies, not live bytes of no file.
+                        st.zones.note_append(zone, offset + footprint, 0);
                         st.stats.gc_bytes += n;
                         st.stats.data_bytes += (offset + footprint).saturating_sub(written);
                         touched.insert(zone);
@@ -452,6 +452,11 @@ impl ZoneFs {
             self.client.flush(z).await?;
             st.zones.note_flushed(z, upto);
         }
+        let copies: Vec<Extent> = synced
+            .iter()
+            .chain(&unsynced)
+            .flat_map(|m: &Move| m.to.iter().copied())
+            .collect();
         if !unsynced.is_empty() {
             let freed = st
                 .tree
@@ -463,8 +468,15 @@ impl ZoneFs {
                 st.zones.free_bytes(e.zone, e.len);
             }
         }
-        if !synced.is_empty() {
-            let staged = self.stage(st, &Delta::Relocate { moves: synced })?;
+        let staged = if synced.is_empty() {
+            None
+        } else {
+            Some(self.stage(st, &Delta::Relocate { moves: synced })?)
+        };
+        for e in copies {
+            st.zones.add_live(e.zone, e.len);
+        }
+        if let Some(staged) = staged {
             self.finish_locked(st, staged).await?;
         } else if let Some(seq) = self.group.last_pending() {
             // Nothing journaled moved, but a queued delta (a delete of a file with bytes in
@@ -474,12 +486,23 @@ impl ZoneFs {
                 .await?;
         }
         if st.zones.get(victim).live == 0 && st.zones.get(victim).usage != ZoneUse::Free {
-            self.resets.note(victim);
-            self.client.reset(victim).await?;
-            st.zones.reset_done(victim);
+            self.reset_zone(st, victim).await?;
         }
         st.stats.gc_zones += 1;
         tracing::debug!(victim, "zone garbage collected");
+        Ok(())
+    }
+
+    /// Resets data zone `zone` (call under the state lock, once no journaled extent is in
+    /// it). The table marks it free *before* the reset is issued: a caller dropping this
+    /// future leaves the zone's contents unknown (the reset may run anyway), and a free zone
+    /// is reopened from a fresh write pointer and flushed offset, whereas one left open with
+    /// its old flushed offset would let a later sync skip the flush of new bytes appended
+    /// at its start. Readers see the reset count move before the reset.
+    async fn reset_zone(&self, st: &mut State, zone: u32) -> Result<()> {
+        self.resets.note(zone);
+        st.zones.reset_done(zone);
+        self.client.reset(zone).await?;
         Ok(())
     }
 
@@ -765,8 +788,9 @@ impl ZoneFs {
     }
 
     /// Waits until `staged` is durable (journal writes shared with concurrent callers: group
-    /// commit), then resets the zones it left without live data — only then, so a crash never
-    /// finds a journaled extent in a reset zone. Call without the state lock.
+    /// commit), then resets the zones it left without live data — only then, and once every
+    /// delta queued by then is durable too, so a crash never finds a journaled extent in a
+    /// reset zone. Call without the state lock.
     async fn finish(&self, staged: Staged) -> Result<()> {
         let waited = self
             .group
@@ -781,8 +805,15 @@ impl ZoneFs {
 
     /// [`finish`](ZoneFs::finish) under the state lock.
     async fn finish_locked(&self, st: &mut State, staged: Staged) -> Result<()> {
+        // Before a zone goes, every delta applied so far must be durable, not only this
+        // one: a later one may have emptied the zone again after others filled it (an
+        // append, a journaled Sync, then a delete still queued).
+        let upto = match self.group.last_pending() {
+            Some(last) if !staged.dead.is_empty() => last.max(staged.seq),
+            _ => staged.seq,
+        };
         self.group
-            .wait_locked(&self.client, &self.layout, &st.tree, staged.seq)
+            .wait_locked(&self.client, &self.layout, &st.tree, upto)
             .await?;
         for z in staged.dead {
             // Deltas since may have put live data in it, or reset it already.
@@ -793,9 +824,7 @@ impl ZoneFs {
                 && matches!(dz.usage, ZoneUse::Open(_) | ZoneUse::Closed)
                 && !st.zones.is_appending(z)
             {
-                self.resets.note(z);
-                self.client.reset(z).await?;
-                st.zones.reset_done(z);
+                self.reset_zone(st, z).await?;
             }
         }
         Ok(())

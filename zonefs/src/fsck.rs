@@ -77,7 +77,8 @@ pub enum FsckProblem {
     /// A written data zone that no file uses (reported on read-write mounts only: a
     /// read-write mount resets such zones, a read-only one finds them after a crash, holding
     /// data that was never synced). On a mount with deletes in flight, a zone whose reset is
-    /// about to happen shows here too.
+    /// about to happen shows here too, and so does one whose emptying call was dropped before
+    /// its reset (until the next garbage collection takes it).
     UnreferencedZone {
         /// The zone.
         zone: u32,

@@ -31,6 +31,13 @@
 //!   I/O without holding the file system's state lock; a read racing a delete or a GC
 //!   relocation of its file returns the file's bytes or [`FsError::NotFound`], never bytes of
 //!   a reset zone.
+//! - **Dropped futures**: any call may be dropped at any await (a cancelled caller). Its
+//!   operation then may or may not have happened (a create, delete or rename dropped before
+//!   it returned may still become durable), but nothing is left stuck: a journal write cut
+//!   off makes the next commit roll the journal (its deltas are applied in memory, so the
+//!   roll's snapshot carries them), an append cut off keeps the pieces it finished (the
+//!   rest is dead bytes) and leaves no in-flight mark, a zone whose reset was cut off is free in the table, and a zone left without
+//!   live data is taken back by the next garbage collection.
 //! - **Crash semantics**: `create`, `delete` and `rename` are durable when they return.
 //!   `append` is not; `sync(file)` makes the file durable up to its size at that point. After a
 //!   crash each file has at least its last synced size and content; unsynced tails are lost.

@@ -2,6 +2,8 @@
 //! is written and how many of its bytes are live (in some file's extents).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 /// What a data zone is used for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,15 +30,16 @@ pub struct DataZone {
 }
 
 /// Every data zone (`first..zone_count`) and the open zone of each class slot.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ZoneTable {
     first: u32,
     zones: Vec<DataZone>,
     /// Bytes of each zone known durable (flushed) from its start.
     flushed: Vec<u64>,
     /// Appends in flight to each zone (issued without the state lock): such a zone is
-    /// neither reset nor garbage collected.
-    appending: Vec<u32>,
+    /// neither reset nor garbage collected. Counted by [`AppendGuard`]s, which a dropped
+    /// append future also ends.
+    appending: Arc<[AtomicU32]>,
     open: Vec<Option<u32>>,
     free: BTreeSet<u32>,
 }
@@ -55,7 +58,7 @@ impl ZoneTable {
             first,
             // What mount found on the device is durable.
             flushed: zones.iter().map(|z| z.written).collect(),
-            appending: vec![0; zones.len()],
+            appending: zones.iter().map(|_| AtomicU32::new(0)).collect(),
             zones,
             open: vec![None; slots],
             free,
@@ -114,19 +117,21 @@ impl ZoneTable {
         *f = (*f).max(upto);
     }
 
-    /// An append to `zone` is issued.
-    pub fn begin_append(&mut self, zone: u32) {
-        self.appending[(zone - self.first) as usize] += 1;
-    }
-
-    /// An append to `zone` has ended.
-    pub fn end_append(&mut self, zone: u32) {
-        self.appending[(zone - self.first) as usize] -= 1;
+    /// An append to `zone` is issued: in flight until the guard is dropped (under the state
+    /// lock once its result is recorded; anywhere when the append's future is dropped, whose
+    /// bytes then are dead).
+    pub fn begin_append(&mut self, zone: u32) -> AppendGuard {
+        let index = (zone - self.first) as usize;
+        self.appending[index].fetch_add(1, Ordering::SeqCst);
+        AppendGuard {
+            counts: self.appending.clone(),
+            index,
+        }
     }
 
     /// Whether appends to `zone` are in flight.
     pub fn is_appending(&self, zone: u32) -> bool {
-        self.appending[(zone - self.first) as usize] > 0
+        self.appending[(zone - self.first) as usize].load(Ordering::SeqCst) > 0
     }
 
     /// Zones free (empty).
@@ -144,9 +149,12 @@ impl ZoneTable {
 
     /// The closed zone with the most garbage (`capacity` - live bytes), if it has at least
     /// `min_garbage`: the next victim of garbage collection. Ties go to the lowest index.
+    /// A closed zone without live data is normally reset by the operation that emptied it,
+    /// but not when that operation's future was dropped (or failed) before: then it is a
+    /// victim like any other, with nothing to move.
     pub fn gc_victim(&self, capacity: u64, min_garbage: u64) -> Option<u32> {
         self.iter()
-            .filter(|(i, z)| z.usage == ZoneUse::Closed && z.live > 0 && !self.is_appending(*i))
+            .filter(|(i, z)| z.usage == ZoneUse::Closed && !self.is_appending(*i))
             .map(|(i, z)| (capacity.saturating_sub(z.live), i))
             .filter(|(g, _)| *g >= min_garbage)
             .max_by_key(|(g, i)| (*g, std::cmp::Reverse(*i)))
@@ -160,7 +168,8 @@ impl ZoneTable {
         z.live += live;
     }
 
-    /// Adds `len` live bytes to `zone` (building the table at mount).
+    /// Adds `len` live bytes to `zone` (building the table at mount; a relocation's copies
+    /// once its moves are applied).
     pub fn add_live(&mut self, zone: u32, len: u64) {
         self.get_mut(zone).live += len;
     }
@@ -194,6 +203,19 @@ impl ZoneTable {
         };
         self.flushed[(zone - self.first) as usize] = 0;
         self.free.insert(zone);
+    }
+}
+
+/// One append in flight to a zone ([`ZoneTable::begin_append`]); ends when dropped.
+#[derive(Debug)]
+pub struct AppendGuard {
+    counts: Arc<[AtomicU32]>,
+    index: usize,
+}
+
+impl Drop for AppendGuard {
+    fn drop(&mut self) {
+        self.counts[self.index].fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -9,19 +9,9 @@ mod support;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use support::{b, bounded, runtime};
+use support::{b, bounded, runtime, Rng};
 use ziob::{Client, ZiobConfig};
 use ziob_zonefs::{FsError, MkfsOptions, WriteLifetime, ZoneFs};
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 fn byte(t: u64, f: u64, o: u64) -> u8 {
     (t * 31 + f * 7 + o % 241) as u8

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use support::{b, bounded, end, open, runtime, EmuFile};
+use support::{b, bounded, end, open, runtime, EmuFile, Rng};
 use ziob_zonefs::{MkfsOptions, WriteLifetime, ZoneFs};
 
 /// Writer threads per round (each on files of its own, so concurrent creates, syncs and
@@ -49,17 +49,6 @@ fn byte_at(name: &str, offset: u64) -> u8 {
 
 fn content(name: &str, from: u64, len: u64) -> Vec<u8> {
     (from..from + len).map(|o| byte_at(name, o)).collect()
-}
-
-/// A small deterministic generator.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 /// The writer: ops until one fails (the crash). Stores the zones GC collected this mount in

@@ -8,7 +8,7 @@ mod support;
 
 use std::collections::VecDeque;
 
-use support::{b, bounded, end, open, runtime, EmuFile};
+use support::{b, bounded, end, open, runtime, EmuFile, Rng};
 use ziob::{Client, ZiobConfig};
 use ziob_zonefs::{FsError, MkfsOptions, WriteLifetime, ZoneFs};
 
@@ -17,16 +17,6 @@ fn content(n: u64, from: u64, len: usize) -> Vec<u8> {
     (from..from + len as u64)
         .map(|o| (n.wrapping_mul(131) ^ (o % 253)) as u8)
         .collect()
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 /// Creates, fills and syncs files in a loop, deleting the oldest when `live_files` are kept,

@@ -10,7 +10,7 @@ mod support;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use support::{b, bounded, runtime};
+use support::{b, bounded, runtime, Rng};
 use ziob::{Client, ZiobConfig};
 use ziob_zonefs::{FsError, MkfsOptions, WriteLifetime, ZoneFs};
 
@@ -19,16 +19,6 @@ fn content(n: u64, from: u64, len: usize) -> Vec<u8> {
     (from..from + len as u64)
         .map(|o| (n.wrapping_mul(37).wrapping_add(o / 7) % 251 + 1) as u8)
         .collect()
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 fn name(n: u64) -> String {

@@ -135,3 +135,16 @@ pub fn end(client: Client, crash: bool) {
 pub fn b<F: std::future::Future>(f: F) -> F::Output {
     futures::executor::block_on(f)
 }
+
+/// A small deterministic generator (xorshift64) for seeded test runs.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next value.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
