@@ -4,6 +4,7 @@ mod bench_report;
 mod cargo;
 mod ci;
 mod cpio;
+mod dpkg;
 mod setup;
 mod spdk;
 mod vm;

@@ -145,24 +145,8 @@ pub fn cxx_flags(rocksdb_src: &Path, extra_include: &Path, pic: bool) -> Vec<Str
 
 /// Packages of [`PACKAGES`] that `dpkg-query` does not report as installed (`None`: no dpkg).
 fn missing_packages() -> Option<Vec<&'static str>> {
-    let out = Command::new("dpkg-query")
-        .args(["-W", "-f=${Package} ${Status}\\n"])
-        .args(PACKAGES.iter().map(|(p, _)| *p))
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    Some(
-        PACKAGES
-            .iter()
-            .map(|(p, _)| *p)
-            .filter(|p| {
-                !text
-                    .lines()
-                    .any(|l| l.starts_with(&format!("{p} ")) && l.ends_with(" installed"))
-            })
-            .collect(),
-    )
+    let names: Vec<&'static str> = PACKAGES.iter().map(|(p, _)| *p).collect();
+    crate::dpkg::not_installed(&names)
 }
 
 /// Checks the trees: sources present, RocksDB tree at the system library's version.

@@ -1,7 +1,7 @@
 //! What an SPDK build for the `spdk:` backend needs on the machine, checked before configure
 //! runs so that a missing piece is named with the command that installs it.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// Debian/Ubuntu packages of the build, and why each is needed.
 pub const PACKAGES: &[(&str, &str)] = &[
@@ -21,24 +21,8 @@ pub const PACKAGES: &[(&str, &str)] = &[
 /// The packages of [`PACKAGES`] that `dpkg-query` reports as not installed; `None` when the
 /// machine has no dpkg (then [`missing_tools`] is the only check).
 pub fn missing_packages() -> Option<Vec<&'static str>> {
-    let out = Command::new("dpkg-query")
-        .args(["-W", "-f=${Package} ${Status}\\n"])
-        .args(PACKAGES.iter().map(|(p, _)| *p))
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    Some(
-        PACKAGES
-            .iter()
-            .map(|(p, _)| *p)
-            .filter(|p| {
-                !text
-                    .lines()
-                    .any(|l| l.starts_with(&format!("{p} ")) && l.ends_with(" installed"))
-            })
-            .collect(),
-    )
+    let names: Vec<&'static str> = PACKAGES.iter().map(|(p, _)| *p).collect();
+    crate::dpkg::not_installed(&names)
 }
 
 /// Tools and pkg-config modules the build runs or needs, checked on any distribution.
