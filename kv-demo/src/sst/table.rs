@@ -294,7 +294,11 @@ impl<S: TableSource> Table<S> {
         };
         let body = file_bytes - FOOTER_BYTES as u64;
         for (what, h) in [("filter", filter), ("index", index)] {
-            if h.offset + h.len + 4 > body {
+            if h.offset
+                .checked_add(h.len)
+                .and_then(|e| e.checked_add(4))
+                .is_none_or(|e| e > body)
+            {
                 return Err(CorruptionError::new(format!(
                     "table footer: {what} block {h:?} past the table's {body} bytes"
                 ))
@@ -374,7 +378,10 @@ async fn read_block<S: TableSource>(
     source: &S,
     h: BlockHandle,
 ) -> std::result::Result<Bytes, TableError> {
-    let len = usize::try_from(h.len).map_err(|_| CorruptionError::new("block length"))?;
+    let len = usize::try_from(h.len)
+        .ok()
+        .filter(|l| l.checked_add(4).is_some())
+        .ok_or_else(|| CorruptionError::new(format!("block length {}", h.len)))?;
     let mut bytes = source.read_at(h.offset, len + 4).await?;
     let crc = bytes.split_off(len);
     if crc32c::crc32c(&bytes) != u32::from_le_bytes(crc[..].try_into().unwrap()) {
