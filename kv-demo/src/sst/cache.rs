@@ -1,12 +1,12 @@
-//! The block cache: decoded-from-disk data blocks of every open table, shared by a store's
+//! The block cache: decoded (checksummed and checked) data blocks of every open table, shared by a store's
 //! shards, bounded in bytes (RocksDB's `--cache_size`). Keys are `(table id, block offset)`;
 //! table ids are never reused, so a deleted table's blocks are never served again and simply
 //! age out.
 
-use bytes::Bytes;
+use super::block::Block;
 
 /// The cache proper: `(table id, block offset)` → block.
-type Blocks = quick_cache::sync::Cache<(u64, u64), Bytes, BlockWeight>;
+type Blocks = quick_cache::sync::Cache<(u64, u64), Block, BlockWeight>;
 
 /// A shared block cache of at most `capacity` bytes of block data (0 = off).
 #[derive(Clone)]
@@ -18,9 +18,9 @@ pub struct BlockCache {
 #[derive(Clone, Copy)]
 pub struct BlockWeight;
 
-impl quick_cache::Weighter<(u64, u64), Bytes> for BlockWeight {
-    fn weight(&self, _: &(u64, u64), block: &Bytes) -> u64 {
-        block.len().max(1) as u64
+impl quick_cache::Weighter<(u64, u64), Block> for BlockWeight {
+    fn weight(&self, _: &(u64, u64), block: &Block) -> u64 {
+        block.size().max(1) as u64
     }
 }
 
@@ -49,12 +49,12 @@ impl BlockCache {
     }
 
     /// The block of table `table` at `offset`, if cached.
-    pub fn get(&self, table: u64, offset: u64) -> Option<Bytes> {
+    pub fn get(&self, table: u64, offset: u64) -> Option<Block> {
         self.inner.as_ref()?.get(&(table, offset))
     }
 
     /// Keeps a block.
-    pub fn insert(&self, table: u64, offset: u64, block: Bytes) {
+    pub fn insert(&self, table: u64, offset: u64, block: Block) {
         if let Some(c) = &self.inner {
             c.insert((table, offset), block);
         }
@@ -73,20 +73,37 @@ impl BlockCache {
 
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
+
+    use super::super::block::{bytewise, BlockBuilder};
     use super::*;
+
+    /// A block of about 4 KiB whose one entry's value is `fill`.
+    fn block(fill: u8) -> Block {
+        let mut b = BlockBuilder::new(16, bytewise);
+        b.add(b"k", &[fill; 4080]);
+        Block::decode(Bytes::from(b.finish())).unwrap()
+    }
+
+    fn value(b: &Block) -> Vec<u8> {
+        b.iter().next().unwrap().unwrap().1.to_vec()
+    }
 
     #[test]
     fn bounded_by_bytes_and_off_at_zero() {
         let c = BlockCache::new(64 << 10);
         for i in 0..100u64 {
-            c.insert(1, i * 4096, Bytes::from(vec![i as u8; 4096]));
+            c.insert(1, i * 4096, block(i as u8));
         }
         assert!(c.bytes() <= 64 << 10, "{} bytes held", c.bytes());
-        assert_eq!(c.get(1, 99 * 4096).as_deref(), Some(&[99u8; 4096][..]));
-        assert_eq!(c.get(2, 99 * 4096), None);
+        assert_eq!(
+            c.get(1, 99 * 4096).map(|b| value(&b)),
+            Some(vec![99u8; 4080])
+        );
+        assert!(c.get(2, 99 * 4096).is_none());
         let off = BlockCache::new(0);
-        off.insert(1, 0, Bytes::from_static(b"x"));
-        assert_eq!(off.get(1, 0), None);
+        off.insert(1, 0, block(1));
+        assert!(off.get(1, 0).is_none());
         assert_eq!(off.capacity(), 0);
     }
 }

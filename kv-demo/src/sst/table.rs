@@ -410,15 +410,14 @@ impl<S: TableSource> TableIter<'_, S> {
                 let (_, handle) = entry?;
                 let handle = BlockHandle::decode(&handle)?;
                 let t = self.table;
-                let bytes = match t.cache.get(t.id, handle.offset) {
-                    Some(b) => b,
-                    None => {
-                        let b = read_block(&t.source, handle).await?;
-                        t.cache.insert(t.id, handle.offset, b.clone());
-                        b
-                    }
-                };
-                Ok(Some(Block::decode(bytes)?))
+                // The cache keeps decoded (checked) blocks: a hit costs no checksum and no
+                // restart-array check.
+                if let Some(block) = t.cache.get(t.id, handle.offset) {
+                    return Ok(Some(block));
+                }
+                let block = Block::decode(read_block(&t.source, handle).await?)?;
+                t.cache.insert(t.id, handle.offset, block.clone());
+                Ok(Some(block))
             }
         }
     }
