@@ -13,6 +13,9 @@ pub const APPEND_BYTES: usize = 256 << 10;
 
 /// Writes the table `builder` makes from `entries` to a new file `path` of lifetime class
 /// `lifetime`, syncs it (durable when this returns), and says what it holds.
+///
+/// A write that fails or whose future is dropped leaves a partial file at `path` (not a valid
+/// table: the footer comes last); the caller deletes it.
 pub async fn write_table<'a>(
     fs: &ZoneFs,
     path: &str,
@@ -21,18 +24,14 @@ pub async fn write_table<'a>(
     entries: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
 ) -> Result<TableSummary, FsError> {
     fs.create(path, lifetime).await?;
-    let mut pending = Vec::new();
     for (k, v) in entries {
         builder.add(k, v);
-        pending.extend(builder.take_ready()); // empty unless a block was just closed
-        if pending.len() >= APPEND_BYTES {
-            fs.append(path, &pending).await?;
-            pending.clear();
+        if builder.ready_bytes() >= APPEND_BYTES {
+            fs.append(path, &builder.take_ready()).await?;
         }
     }
     let (rest, summary) = builder.finish();
-    pending.extend(rest);
-    fs.append(path, &pending).await?;
+    fs.append(path, &rest).await?;
     fs.sync(path).await?;
     Ok(summary)
 }

@@ -144,6 +144,11 @@ impl TableBuilder {
         self.entries
     }
 
+    /// Bytes of closed blocks not taken yet.
+    pub fn ready_bytes(&self) -> usize {
+        self.out.len()
+    }
+
     /// The bytes of closed blocks not taken yet (they are the file's next bytes).
     pub fn take_ready(&mut self) -> Vec<u8> {
         let taken = std::mem::take(&mut self.out);
