@@ -91,6 +91,14 @@ mod tests {
         unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
     }
 
+    /// Whether descriptor `fd` is open on `path`. Once this test closes a number, another
+    /// test on a parallel thread may open a file and get it: only the number still naming
+    /// `path` shows a leak.
+    fn fd_names(fd: i32, path: &std::path::Path) -> bool {
+        let path = std::fs::canonicalize(path).unwrap();
+        std::fs::read_link(format!("/proc/self/fd/{fd}")).is_ok_and(|p| p == path)
+    }
+
     /// A command queued when the last `File` handle is dropped still has its descriptor:
     /// the number stays open (and is not reused by a new open) until the completion.
     #[test]
@@ -102,6 +110,10 @@ mod tests {
                 let path = dir.path().join(format!("f{round}"));
                 let file = File::from_std(std::fs::File::create(&path).unwrap());
                 let raw = file.as_raw_fd();
+                assert!(
+                    fd_names(raw, &path),
+                    "the leak check cannot see an open descriptor"
+                );
                 if round % 2 == 1 {
                     assert!(file.register().unwrap());
                 }
@@ -121,7 +133,7 @@ mod tests {
                 let (res, _) = cmd.await;
                 assert!(res.is_err(), "a regular file accepted a uring_cmd");
                 assert!(
-                    !fd_is_open(raw),
+                    !fd_names(raw, &path),
                     "the descriptor leaked after the completion"
                 );
             }
