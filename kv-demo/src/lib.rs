@@ -24,5 +24,6 @@ pub mod sst;
 pub mod table_file;
 mod varint;
 pub mod version_edit;
+pub mod wal;
 
 pub use error::{CorruptionError, Result};
