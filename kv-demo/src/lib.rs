@@ -19,8 +19,10 @@
 pub mod batch;
 pub mod error;
 pub mod ikey;
+pub mod manifest;
 pub mod memtable;
 pub mod sst;
+pub mod store;
 pub mod table_file;
 mod varint;
 pub mod version_edit;
