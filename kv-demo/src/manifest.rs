@@ -1,6 +1,6 @@
 //! A shard's manifest: which tables the shard has (per level), where its WAL replay starts,
 //! its next file number and its highest sequence number in tables — kept in the zone log
-//! `manifest-<shard>` of the store's [`LogSpace`](ziob::LogSpace).
+//! `manifest-<shard>` of the store's [`LogSpace`].
 //!
 //! The log holds a **snapshot** record (the whole state as one [`VersionEdit`] with every live
 //! table in `added`), then one **edit** record per [`Manifest::apply`]. When the records

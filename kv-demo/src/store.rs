@@ -569,3 +569,44 @@ async fn open_existing(
         opened: Opened::Existing,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example of docs/format.md.
+    #[test]
+    fn store_file_bytes() {
+        let b = StoreMeta { shards: 2 }.encode();
+        assert_eq!(&b[..8], b"KVDEMO01");
+        assert_eq!(&b[8..20], &[1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&b[20..], &crc32c::crc32c(&b[..20]).to_le_bytes());
+        assert_eq!(&b[20..], &[0x78, 0x31, 0x0a, 0x3c]);
+        assert_eq!(StoreMeta::decode(&b), Ok(StoreMeta { shards: 2 }));
+        for i in 0..b.len() {
+            let mut bad = b;
+            bad[i] ^= 0x40;
+            assert!(StoreMeta::decode(&bad).is_err(), "byte {i}");
+        }
+    }
+
+    #[test]
+    fn log_zones_follow_the_rule() {
+        let g = Geometry::new(64, 64 << 20);
+        assert_eq!(log_zones(&g, 2, 64 << 20).unwrap(), 10);
+        assert_eq!(log_zones(&g, 1, 1).unwrap(), 5);
+        assert!(matches!(
+            log_zones(&g, 7, 64 << 20),
+            Err(StoreError::Config(_))
+        ));
+        assert!(matches!(
+            log_zones(&Geometry::new(8, 1 << 20), 1, 1),
+            Err(StoreError::Config(_))
+        ));
+    }
+
+    #[test]
+    fn table_paths() {
+        assert_eq!(table_path(3, 17), "kv/3/17.sst");
+    }
+}
