@@ -1,5 +1,5 @@
 //! One shard: an LSM tree of its own (memtable, immutable memtables, a [`Version`] of
-//! tables), its WAL and manifest ([`ShardLog`](crate::durable::ShardLog)), and its background work — one flush task and
+//! tables), its WAL and manifest ([`ShardLog`]), and its background work — one flush task and
 //! one compaction task, both on the shard's core. Callers on any thread reach it through
 //! short locks; writers wait (asynchronously) when flushes or compactions fall behind.
 
