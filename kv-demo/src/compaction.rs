@@ -154,7 +154,13 @@ pub async fn run(shard: &Shard, c: Compaction) -> Result<(u64, u64), DbError> {
     let mut writer: Option<(u64, TableWriter)> = None;
     let mut current_key: Option<Vec<u8>> = None;
     let mut newer_seq = u64::MAX;
+    let mut n = 0u64;
     while let Some((k, v)) = merge.next().await? {
+        n += 1;
+        if n % 16 == 0 {
+            // Cooperative: the core also serves foreground I/O and reads.
+            ziob::runtime::consume_budget().await;
+        }
         let (uk, seq, kind) = ikey::decode(&k).ok_or_else(|| {
             crate::error::CorruptionError::new("internal key during a compaction")
         })?;

@@ -499,8 +499,14 @@ impl Shard {
         )
         .await?;
         let mut src = MemSource::new(imm.mem.clone(), &first_ikey());
+        let mut n = 0u64;
         while let Some((k, v)) = src.next_entry() {
             w.add(&k, &v).await?;
+            n += 1;
+            if n % 16 == 0 {
+                // Cooperative: the core also serves foreground I/O and reads.
+                ziob::runtime::consume_budget().await;
+            }
         }
         let summary = w.finish().await?;
         let meta = FileMeta {
