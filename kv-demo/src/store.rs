@@ -251,6 +251,9 @@ impl Store {
         opts: &StoreOptions,
     ) -> Result<Store, StoreError> {
         create_emu_if_absent(spec, opts.emu_zones, opts.emu_zone_bytes).await?;
+        // A device that is not a store is refused before it is opened read-write (closing
+        // a read-write instance may rewrite device metadata, e.g. the emu's zone table).
+        refuse_read_only(&handle, spec).await?;
         let client = Client::open(handle, spec, config).await?;
         match Store::open(client.clone(), opts).await {
             Ok(s) => Ok(s),
@@ -334,10 +337,16 @@ impl Store {
         if let Err(e) = self.fs.sync_all().await {
             result = result.and(Err(e.into()));
         }
+        // Every part holds the client: drop them so that closing releases the device.
         let Store {
-            client, fs, logs, ..
+            client,
+            fs,
+            logs,
+            wals,
+            manifests,
+            ..
         } = self;
-        drop((fs, logs));
+        drop((fs, logs, wals, manifests));
         let closed = client.close().await;
         result?;
         closed?;
@@ -368,6 +377,36 @@ pub async fn create_emu_if_absent(
         .map_err(|e| StoreError::Ziob(e.into()))?;
     drop(dev);
     Ok(true)
+}
+
+/// Looks at `spec` through a read-only, pass-through instance and returns the refusal
+/// ([`StoreError::NotAStore`], [`StoreError::Foreign`], [`StoreError::Corrupt`]) if the device
+/// is not a store; anything else (including a device that does not open read-only, and the
+/// per-process `mem:` and `nil:` devices) is left to the read-write open.
+async fn refuse_read_only(handle: &ziob::runtime::Handle, spec: &str) -> Result<(), StoreError> {
+    if spec.starts_with("mem:") || spec.starts_with("nil:") {
+        return Ok(());
+    }
+    let spec = spec.to_string();
+    let looked = handle
+        .call(0, move || async move {
+            let device = ziob::backends::open_device_read_only(&spec)
+                .await
+                .map_err(|e| StoreError::Ziob(e.into()))?;
+            let ziob = ziob::Ziob::with_device(device, ZiobConfig::pass_through()).await?;
+            let found = inspect(&ziob.client()).await.map(|_| ());
+            let _ = ziob.abandon().await;
+            found
+        })
+        .await;
+    match looked {
+        Ok(Err(
+            e @ (StoreError::NotAStore { .. }
+            | StoreError::Foreign { .. }
+            | StoreError::Corrupt { .. }),
+        )) => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// Decides what the device holds, writing nothing.
@@ -529,4 +568,45 @@ async fn open_existing(
         manifests,
         opened: Opened::Existing,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example of docs/format.md.
+    #[test]
+    fn store_file_bytes() {
+        let b = StoreMeta { shards: 2 }.encode();
+        assert_eq!(&b[..8], b"KVDEMO01");
+        assert_eq!(&b[8..20], &[1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&b[20..], &crc32c::crc32c(&b[..20]).to_le_bytes());
+        assert_eq!(&b[20..], &[0x78, 0x31, 0x0a, 0x3c]);
+        assert_eq!(StoreMeta::decode(&b), Ok(StoreMeta { shards: 2 }));
+        for i in 0..b.len() {
+            let mut bad = b;
+            bad[i] ^= 0x40;
+            assert!(StoreMeta::decode(&bad).is_err(), "byte {i}");
+        }
+    }
+
+    #[test]
+    fn log_zones_follow_the_rule() {
+        let g = Geometry::new(64, 64 << 20);
+        assert_eq!(log_zones(&g, 2, 64 << 20).unwrap(), 10);
+        assert_eq!(log_zones(&g, 1, 1).unwrap(), 5);
+        assert!(matches!(
+            log_zones(&g, 7, 64 << 20),
+            Err(StoreError::Config(_))
+        ));
+        assert!(matches!(
+            log_zones(&Geometry::new(8, 1 << 20), 1, 1),
+            Err(StoreError::Config(_))
+        ));
+    }
+
+    #[test]
+    fn table_paths() {
+        assert_eq!(table_path(3, 17), "kv/3/17.sst");
+    }
 }

@@ -1,5 +1,5 @@
 //! A shard's write-ahead log: the zone log `wal-<shard>` of the store's
-//! [`LogSpace`](ziob::LogSpace), with group commit.
+//! [`LogSpace`], with group commit.
 //!
 //! One WAL record = one group commit: the payloads (each one or more
 //! [`WriteBatch::encode`](crate::batch::WriteBatch::encode)s) of every writer that queued
