@@ -77,6 +77,7 @@ async fn recover(
         opts,
         seq: Sequencer::new(0),
         snapshots: Arc::new(SnapshotRegistry::default()),
+        wals: (0..n).map(|i| store.wal(i).clone()).collect(),
     });
     let mut shards = Vec::with_capacity(n);
     let mut states = Vec::with_capacity(n);

@@ -41,6 +41,8 @@ pub struct StoreCtx {
     pub seq: Sequencer,
     /// The live snapshots.
     pub snapshots: Arc<SnapshotRegistry>,
+    /// Every shard's WAL (a flush syncs them all, see [`Shard`]'s flush).
+    pub wals: Vec<crate::wal::Wal>,
 }
 
 impl StoreCtx {
@@ -526,6 +528,13 @@ impl Shard {
             meta.clone(),
         )
         .await?;
+        // A batch spanning shards is in this memtable only after it was appended to every
+        // involved shard's WAL. Once this table is in the manifest the batch's operations
+        // here are durable, so the rest of it must be too: sync every WAL first (else a
+        // crash could keep this shard's part and lose another's unsynced tail).
+        if self.ctx.wals.len() > 1 {
+            futures::future::try_join_all(self.ctx.wals.iter().map(|w| w.sync())).await?;
+        }
         let edit = VersionEdit {
             added: vec![meta],
             deleted: vec![],
