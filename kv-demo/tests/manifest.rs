@@ -204,7 +204,11 @@ fn run(ops: Vec<Op>, buffered: bool) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    // PROPTEST_CASES=n runs more (or fewer) cases.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn manifest_model(ops in proptest::collection::vec(op(), 1..60), buffered: bool) {
