@@ -183,7 +183,7 @@ impl Db {
         let seq = &self.inner.ctx.seq;
         let start = seq.allocate(batch.len() as u64);
         record[..8].copy_from_slice(&start.to_le_bytes());
-        let _publish = Publish {
+        let publish = Publish {
             seq,
             start,
             n: batch.len() as u64,
@@ -214,6 +214,8 @@ impl Db {
             }))
             .await?;
         }
+        drop(publish);
+        seq.wait_visible(start + batch.len() as u64 - 1).await;
         self.inner
             .user_bytes
             .fetch_add(batch.payload_bytes() as u64, Ordering::Relaxed);
