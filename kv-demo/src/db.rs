@@ -173,6 +173,7 @@ impl Db {
         }
         for s in &shards {
             s.make_room().await?;
+            s.log.wait_room().await?;
         }
         // In shard order: a memtable switch takes one gate exclusively, so no cycle.
         let mut gates = Vec::with_capacity(shards.len());
@@ -182,14 +183,14 @@ impl Db {
         let seq = &self.inner.ctx.seq;
         let start = seq.allocate(batch.len() as u64);
         record[..8].copy_from_slice(&start.to_le_bytes());
-        let _publish = Publish {
+        let publish = Publish {
             seq,
             start,
             n: batch.len() as u64,
         };
         // From here the batch may reach a WAL, so it goes into the memtables however this
-        // ends (success, error, or this future dropped): a batch in one involved shard's WAL
-        // is replayed into all of them after a crash, so it must be in all of them now too.
+        // ends (an error, this future dropped): a batch in one involved shard's WAL is
+        // replayed into all of them after a crash, so it must be in all of them now too.
         let apply = Apply {
             shards: &shards,
             involved: &involved,
@@ -198,13 +199,23 @@ impl Db {
             start,
             gates,
         };
-        // Every involved shard's WAL gets the whole batch (concurrently), before any
-        // memtable sees it: replay of any one of them restores all of it.
-        let logged =
-            futures::future::try_join_all(shards.iter().map(|s| s.log.append(&record, w.sync)))
-                .await;
+        // Every involved shard's WAL gets the whole batch, queued before any memtable
+        // sees it: replay of any one of them restores all of it.
+        let mut tickets = Vec::with_capacity(shards.len());
+        for s in &shards {
+            tickets.push(s.log.enqueue(record.clone()));
+        }
         drop(apply);
-        logged?;
+        let tickets = tickets.into_iter().collect::<Result<Vec<u64>, DbError>>()?;
+        if w.sync {
+            futures::future::try_join_all(shards.iter().zip(tickets).map(|(s, t)| async move {
+                s.log.wait_appended(t).await?;
+                s.log.wal.sync().await.map_err(DbError::from)
+            }))
+            .await?;
+        }
+        drop(publish);
+        seq.wait_visible(start + batch.len() as u64 - 1).await;
         self.inner
             .user_bytes
             .fetch_add(batch.payload_bytes() as u64, Ordering::Relaxed);

@@ -77,7 +77,9 @@ async fn recover(
         opts,
         seq: Sequencer::new(0),
         snapshots: Arc::new(SnapshotRegistry::default()),
-        wals: (0..n).map(|i| store.wal(i).clone()).collect(),
+        logs: (0..n)
+            .map(|i| ShardLog::new(store.wal(i).clone(), store.manifest(i).clone()))
+            .collect(),
     });
     let mut shards = Vec::with_capacity(n);
     let mut states = Vec::with_capacity(n);
@@ -97,10 +99,7 @@ async fn recover(
             ..VersionEdit::default()
         };
         let version = Version::empty().apply(&edit, tables)?;
-        let log = ShardLog {
-            wal: store.wal(id).clone(),
-            manifest: store.manifest(id).clone(),
-        };
+        let log = ctx.logs[id].clone();
         shards.push(Arc::new(Shard::new(
             id,
             core,

@@ -41,8 +41,8 @@ pub struct StoreCtx {
     pub seq: Sequencer,
     /// The live snapshots.
     pub snapshots: Arc<SnapshotRegistry>,
-    /// Every shard's WAL (a flush syncs them all, see [`Shard`]'s flush).
-    pub wals: Vec<crate::wal::Wal>,
+    /// Every shard's log (a flush syncs all their WALs, see [`Shard`]'s flush).
+    pub logs: Vec<ShardLog>,
 }
 
 impl StoreCtx {
@@ -173,7 +173,7 @@ impl Shard {
 
     /// Starts the flush and compaction tasks on the shard's core.
     pub fn start(self: &Arc<Self>) -> Result<(), DbError> {
-        for job in [Job::Flush, Job::Compact] {
+        for job in [Job::Pump, Job::Flush, Job::Compact] {
             let me = self.clone();
             self.running.fetch_add(1, Ordering::AcqRel);
             let spawned = self
@@ -240,7 +240,7 @@ impl Shard {
                 continue;
             }
             if full {
-                self.switch_memtable().await;
+                self.switch_memtable().await?;
             }
             return Ok(());
         }
@@ -248,12 +248,21 @@ impl Shard {
 
     /// Makes the memtable immutable (if it holds anything) and starts a new one; wakes the
     /// flush task.
-    pub async fn switch_memtable(&self) {
+    pub async fn switch_memtable(&self) -> Result<(), DbError> {
         let _g = self.gate.write().await;
-        let mut st = self.state();
-        if st.mem.read().unwrap_or_else(|e| e.into_inner()).is_empty() {
-            return;
+        if self
+            .state()
+            .mem
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+        {
+            return Ok(());
         }
+        // Every batch in the memtable is queued for this WAL: wait until it is appended,
+        // so the WAL position below is past all of them.
+        self.log.barrier().await?;
+        let mut st = self.state();
         let mem = std::mem::take(&mut st.mem);
         st.imms.push_back(Immutable {
             mem,
@@ -262,6 +271,7 @@ impl Shard {
         });
         drop(st);
         self.flush_work.notify_one();
+        Ok(())
     }
 
     /// Inserts `ops` (with their sequence numbers) into the memtable. The caller holds
@@ -332,7 +342,7 @@ impl Shard {
 
     /// Switches the memtable and waits until every immutable memtable is flushed.
     pub async fn flush(&self) -> Result<(), DbError> {
-        self.switch_memtable().await;
+        self.switch_memtable().await?;
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
@@ -358,6 +368,7 @@ impl Shard {
             }
             self.flush_work.notify_one();
             self.compact_work.notify_one();
+            self.log.wake_pump();
             self.changed.notify_waiters();
             stopped.await;
         }
@@ -456,16 +467,25 @@ impl Shard {
 
     async fn background(self: Arc<Self>, job: Job) {
         loop {
-            if self.closing.load(Ordering::Acquire) || self.error_set() {
+            let closing = self.closing.load(Ordering::Acquire);
+            let stop = match job {
+                // The pump empties the WAL queue before it stops.
+                Job::Pump => closing && self.log.is_drained(),
+                _ => closing || self.error_set(),
+            };
+            if stop {
                 break;
             }
             let done = match job {
+                Job::Pump => self.log.pump_once().await,
                 Job::Flush => self.flush_one().await,
                 Job::Compact => self.compact_one().await,
             };
             match done {
                 Ok(true) => {}
                 Ok(false) => match job {
+                    Job::Pump if closing => break,
+                    Job::Pump => self.log.pump_idle().await,
                     Job::Flush => self.flush_work.notified().await,
                     Job::Compact => self.compact_work.notified().await,
                 },
@@ -532,8 +552,8 @@ impl Shard {
         // involved shard's WAL. Once this table is in the manifest the batch's operations
         // here are durable, so the rest of it must be too: sync every WAL first (else a
         // crash could keep this shard's part and lose another's unsynced tail).
-        if self.ctx.wals.len() > 1 {
-            futures::future::try_join_all(self.ctx.wals.iter().map(|w| w.sync())).await?;
+        if self.ctx.logs.len() > 1 {
+            futures::future::try_join_all(self.ctx.logs.iter().map(|l| l.sync())).await?;
         }
         let edit = VersionEdit {
             added: vec![meta],
@@ -580,6 +600,8 @@ impl ShardStateAccess<'_> {
 
 #[derive(Debug, Clone, Copy)]
 enum Job {
+    /// Appends the queued WAL payloads.
+    Pump,
     Flush,
     Compact,
 }
