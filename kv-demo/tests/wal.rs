@@ -256,6 +256,7 @@ fn group_commit_shares_records_and_syncs() {
         });
         let positions = b(join_all(writers));
         let st = wal.stats();
+        eprintln!("200 concurrent sync writers: {st:?}");
         assert_eq!(st.payloads, 200);
         assert!(st.records < 200, "{st:?}");
         assert!(st.syncs <= st.records, "{st:?}");
