@@ -144,8 +144,10 @@ impl ManifestState {
     }
 
     /// Applies `edit` (checked with [`check`](ManifestState::check)): deletions, then
-    /// additions (so a table may move levels); `wal_start`, `next_file_number` and
-    /// `last_seq` only grow (each becomes the larger of its value and the edit's).
+    /// additions (so a table may move levels); `wal_start` is set when present (it may go
+    /// back: [`Store`](crate::store::Store) moves it down to the WAL's end when a crash cut
+    /// the WAL before it); `next_file_number` and `last_seq` only grow (each becomes the
+    /// larger of its value and the edit's).
     pub fn apply(&mut self, edit: &VersionEdit) {
         for key in &edit.deleted {
             self.files.remove(key);
@@ -154,7 +156,7 @@ impl ManifestState {
             self.files.insert((f.level, f.number), f.clone());
         }
         if let Some(w) = edit.wal_start {
-            self.wal_start = self.wal_start.max(Position::from_raw(w));
+            self.wal_start = Position::from_raw(w);
         }
         if let Some(n) = edit.next_file_number {
             self.next_file_number = self.next_file_number.max(n);

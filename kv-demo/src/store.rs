@@ -19,7 +19,8 @@ use ziob::zonelog::LogSpaceOptions;
 use ziob::{Client, Geometry, LogSpace, ZiobConfig, ZiobError, ZoneState};
 use ziob_zonefs::{FsError, MkfsOptions, WriteLifetime, ZoneFs};
 
-use crate::manifest::{manifest_log_name, Manifest, ManifestError, ManifestOptions};
+use crate::manifest::{Manifest, ManifestError, ManifestOptions};
+use crate::version_edit::VersionEdit;
 use crate::wal::{wal_log_name, Wal, WalError};
 
 /// Zones of an `emu:` device [`Store::open_spec`] creates when its file does not exist.
@@ -495,7 +496,10 @@ async fn format(client: Client, opts: &StoreOptions, force: bool) -> Result<Stor
     let mut wals = Vec::with_capacity(shards);
     for shard in 0..shards {
         manifests.push(Manifest::create(&space, shard, opts.manifest).await?);
-        wals.push(Wal::open(&space, shard).await?);
+        let wal = Wal::open(&space, shard).await?;
+        // The WAL's first zone header durable: the format is complete only with every log.
+        wal.sync().await?;
+        wals.push(wal);
     }
     let meta = StoreMeta { shards: shards32 };
     let tmp = format!("{STORE_FILE}.tmp");
@@ -547,17 +551,36 @@ async fn open_existing(
     let mut manifests = Vec::with_capacity(shards);
     let mut wals = Vec::with_capacity(shards);
     for shard in 0..shards {
-        let wal = wal_log_name(shard);
-        if !present.contains(&wal) {
-            return Err(StoreError::Corrupt {
-                detail: format!(
-                    "the log space has no {wal} (nor, perhaps, {})",
-                    manifest_log_name(shard)
-                ),
-            });
+        let manifest = Manifest::open(&space, shard, opts.manifest).await?;
+        let name = wal_log_name(shard);
+        let wal = Wal::open(&space, shard).await?;
+        if !present.contains(&name) {
+            // A WAL's zones all gone: its newest zone's header was never durable (nothing
+            // synced in it) and the older ones were truncated. Empty, made again.
+            tracing::warn!(log = %name, "WAL missing after a crash; created empty");
+            wal.sync().await?;
         }
-        manifests.push(Manifest::open(&space, shard, opts.manifest).await?);
-        wals.push(Wal::open(&space, shard).await?);
+        // A crash cut the WAL before the position the manifest replays from (records that
+        // were in tables but not yet durable in the WAL): new records would land below it
+        // and be skipped by the next replay. Replay from the WAL's end instead (everything
+        // the WAL holds is before the old start, so in tables).
+        let state = manifest.state().await;
+        if state.wal_start > wal.end() {
+            tracing::warn!(
+                log = %name,
+                wal_start = %state.wal_start,
+                end = %wal.end(),
+                "WAL cut before the manifest's replay start; moved the start back to the end"
+            );
+            manifest
+                .apply(&VersionEdit {
+                    wal_start: Some(wal.end().into_raw()),
+                    ..VersionEdit::default()
+                })
+                .await?;
+        }
+        manifests.push(manifest);
+        wals.push(wal);
     }
     Ok(Store {
         client,

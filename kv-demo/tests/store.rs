@@ -277,7 +277,7 @@ fn a_zonefs_without_store_or_with_a_bad_store_is_refused_untouched() {
 }
 
 #[test]
-fn a_missing_log_is_corrupt() {
+fn missing_logs() {
     bounded(120, || {
         let rt = runtime(1);
         let path = EmuPath::new("store-nolog");
@@ -297,6 +297,8 @@ fn a_missing_log_is_corrupt() {
             ),
             "{r:?}"
         );
+        // A WAL whose zones are all gone (its newest zone's header never durable, the older
+        // ones truncated: a crash can do that) is made again, empty.
         let store_path = EmuPath::new("store-nowal");
         let store = open_spec(&rt, &store_path.spec(), &opts(Some(2))).unwrap();
         b(store.logs().remove_log("wal-0")).unwrap();
@@ -304,8 +306,57 @@ fn a_missing_log_is_corrupt() {
         drop(store);
         b(client.close()).unwrap();
         drop(client);
-        let r = open_spec(&rt, &store_path.spec(), &opts(None));
-        assert!(matches!(r, Err(StoreError::Corrupt { .. })), "{r:?}");
+        let store = open_spec(&rt, &store_path.spec(), &opts(None)).unwrap();
+        assert_eq!(store.opened(), Opened::Existing);
+        assert!(b(store.wal(0).replay_all(Position::ZERO))
+            .unwrap()
+            .is_empty());
+        b(store.close()).unwrap();
+        let store = open_spec(&rt, &store_path.spec(), &opts(None)).unwrap();
+        assert!(store.logs().logs().contains(&"wal-0".to_string()));
+        b(store.close()).unwrap();
+    });
+}
+
+/// A crash cut the WAL before the manifest's replay start (its records were in tables but
+/// not durable in the WAL): the store moves the start back to the WAL's end, so records
+/// appended after the reopen are replayed by the next one.
+#[test]
+fn a_wal_cut_before_the_replay_start_moves_the_start_back() {
+    bounded(120, || {
+        let rt = runtime(1);
+        let path = EmuPath::new("store-walcut");
+        let store = open_spec(&rt, &path.spec(), &opts(Some(1))).unwrap();
+        let wal = store.wal(0).clone();
+        b(wal.append(b"durable", true)).unwrap();
+        b(wal.append(b"lost in the crash", false)).unwrap();
+        // The manifest says everything before the end is in tables.
+        let past = wal.end();
+        b(store.manifest(0).apply(&VersionEdit {
+            wal_start: Some(past.into_raw()),
+            ..VersionEdit::default()
+        }))
+        .unwrap();
+        let client = store.client().clone();
+        drop((wal, store));
+        end(client, true);
+        let store = open_spec(&rt, &path.spec(), &opts(None)).unwrap();
+        let start = b(store.manifest(0).state()).wal_start;
+        assert!(
+            start <= store.wal(0).end(),
+            "{start} > {}",
+            store.wal(0).end()
+        );
+        assert!(b(store.wal(0).replay_all(start)).unwrap().is_empty());
+        let pos = b(store.wal(0).append(b"after the crash", true)).unwrap();
+        assert!(pos >= start);
+        b(store.close()).unwrap();
+        let store = open_spec(&rt, &path.spec(), &opts(None)).unwrap();
+        let start = b(store.manifest(0).state()).wal_start;
+        let recs = b(store.wal(0).replay_all(start)).unwrap();
+        assert_eq!(recs.len(), 1);
+        assert_eq!(&recs[0].1[..], b"after the crash");
+        b(store.close()).unwrap();
     });
 }
 
