@@ -203,6 +203,7 @@ impl Db {
         // sees it: replay of any one of them restores all of it.
         let mut tickets = Vec::with_capacity(shards.len());
         for s in &shards {
+            s.count_wal_bytes(record.len());
             tickets.push(s.log.enqueue(record.clone()));
         }
         drop(apply);

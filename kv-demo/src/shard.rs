@@ -122,6 +122,8 @@ pub struct Shard {
     compaction_read_bytes: AtomicU64,
     compaction_write_bytes: AtomicU64,
     write_stalls: AtomicU64,
+    /// WAL bytes queued since the last memtable switch.
+    wal_bytes: AtomicU64,
 }
 
 impl Shard {
@@ -159,6 +161,7 @@ impl Shard {
             compaction_read_bytes: AtomicU64::new(0),
             compaction_write_bytes: AtomicU64::new(0),
             write_stalls: AtomicU64::new(0),
+            wal_bytes: AtomicU64::new(0),
         }
     }
 
@@ -224,12 +227,14 @@ impl Shard {
             self.check()?;
             let (l0, full, imms) = {
                 let st = self.state();
-                let full = st
-                    .mem
-                    .read()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .approximate_bytes()
-                    >= self.ctx.opts.write_buffer_bytes;
+                // Full by memory, or by WAL bytes: a batch spanning shards is logged whole to
+                // each of them, so a shard's WAL can grow faster than its memtable, and the
+                // WAL's room is sized by the write buffer.
+                let limit = self.ctx.opts.write_buffer_bytes;
+                let mem = st.mem.read().unwrap_or_else(|e| e.into_inner());
+                let full = mem.approximate_bytes() >= limit
+                    || (!mem.is_empty() && self.wal_bytes.load(Ordering::Relaxed) >= limit as u64);
+                drop(mem);
                 (st.version.l0_count(), full, st.imms.len())
             };
             if l0 >= L0_STOP_WRITES || (full && imms >= MAX_IMMUTABLE_MEMTABLES) {
@@ -264,6 +269,7 @@ impl Shard {
         self.log.barrier().await?;
         let mut st = self.state();
         let mem = std::mem::take(&mut st.mem);
+        self.wal_bytes.store(0, Ordering::Relaxed);
         st.imms.push_back(Immutable {
             mem,
             wal_end: self.log.wal_end(),
@@ -272,6 +278,12 @@ impl Shard {
         drop(st);
         self.flush_work.notify_one();
         Ok(())
+    }
+
+    /// Counts `n` bytes queued for the shard's WAL (a memtable switch comes at
+    /// `write_buffer_bytes` of them too).
+    pub fn count_wal_bytes(&self, n: usize) {
+        self.wal_bytes.fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// Inserts `ops` (with their sequence numbers) into the memtable. The caller holds
