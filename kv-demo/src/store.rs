@@ -234,8 +234,16 @@ pub struct Store {
 /// What [`inspect`] found on a device, before anything is written.
 enum Found {
     Blank,
-    InterruptedFormat,
+    /// A format a crash cut short: its zone file system's range.
+    InterruptedFormat(FsRange),
     Store(StoreMeta),
+}
+
+/// A zone file system's zones `0..zone_count` and the active zones it leaves to the logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FsRange {
+    zone_count: u32,
+    reserved_active_zones: u32,
 }
 
 impl Store {
@@ -274,8 +282,8 @@ impl Store {
     /// the shards; the file system's, log space's, WAL's and manifest's errors.
     pub async fn open(client: Client, opts: &StoreOptions) -> Result<Store, StoreError> {
         match inspect(&client).await? {
-            Found::Blank => format(client, opts, false).await,
-            Found::InterruptedFormat => format(client, opts, true).await,
+            Found::Blank => format(client, opts, None).await,
+            Found::InterruptedFormat(range) => format(client, opts, Some(range)).await,
             Found::Store(meta) => {
                 let shards = meta.shards as usize;
                 if let Some(requested) = opts.shards.filter(|&r| r != shards) {
@@ -441,7 +449,10 @@ async fn inspect(client: &Client) -> Result<Found, StoreError> {
             .iter()
             .all(|z| z.state == ZoneState::Empty);
         if f < g.zone_count && (fs.exists(FORMAT_MARKER).await? || (files == 0 && rest_empty)) {
-            return Ok(Found::InterruptedFormat);
+            return Ok(Found::InterruptedFormat(FsRange {
+                zone_count: f,
+                reserved_active_zones: fs.reserved_active_zones(),
+            }));
         }
         return Err(StoreError::NotAStore {
             found: format!(
@@ -466,27 +477,48 @@ async fn inspect(client: &Client) -> Result<Found, StoreError> {
     Ok(Found::Store(meta))
 }
 
-/// Formats the device (`force`: over an interrupted format).
-async fn format(client: Client, opts: &StoreOptions, force: bool) -> Result<Store, StoreError> {
+/// Formats the device; `interrupted`: over a format a crash cut short, whose zone file
+/// system spans that range.
+///
+/// Every crash point leaves a device [`inspect`] takes for an interrupted format: a blank
+/// device until mkfs wrote its superblock, then an empty file system over part of the
+/// device with the zones past it empty, then the [`FORMAT_MARKER`] until the STORE file is
+/// in place. So an interrupted format whose file system has the range wanted is not made
+/// again (a new mkfs resets the journal zones one by one: a crash there would leave the
+/// old logs past `F` and no superblock, i.e. foreign data); its leftovers are cleared
+/// instead. Only when the options ask for another range is mkfs forced.
+async fn format(
+    client: Client,
+    opts: &StoreOptions,
+    interrupted: Option<FsRange>,
+) -> Result<Store, StoreError> {
     let g = client.geometry();
     let shards = opts.shards.unwrap_or_else(|| client.cores()).max(1);
     let shards32 = u32::try_from(shards)
         .map_err(|_| StoreError::Config(format!("{shards} shards is too many")))?;
     let logs = log_zones(&g, shards, opts.wal_bytes_per_shard)?;
-    let f = g.zone_count - logs;
     // With the buffer off each log keeps one zone active: leave them to the logs.
-    let mkfs = MkfsOptions {
-        force,
-        zone_count: Some(f),
+    let range = FsRange {
+        zone_count: g.zone_count - logs,
         reserved_active_zones: 2 * shards32,
-        ..MkfsOptions::default()
     };
-    ZoneFs::mkfs(&client, mkfs).await.map_err(|e| match e {
-        FsError::Config(why) => StoreError::Config(why),
-        e => e.into(),
-    })?;
+    let f = range.zone_count;
+    if interrupted != Some(range) {
+        let mkfs = MkfsOptions {
+            force: interrupted.is_some(),
+            zone_count: Some(f),
+            reserved_active_zones: range.reserved_active_zones,
+            ..MkfsOptions::default()
+        };
+        ZoneFs::mkfs(&client, mkfs).await.map_err(|e| match e {
+            FsError::Config(why) => StoreError::Config(why),
+            e => e.into(),
+        })?;
+    }
     let fs = ZoneFs::mount(client.clone()).await?;
-    fs.create(FORMAT_MARKER, WriteLifetime::Extreme).await?;
+    if !fs.exists(FORMAT_MARKER).await? {
+        fs.create(FORMAT_MARKER, WriteLifetime::Extreme).await?;
+    }
     let space = open_space(&client, f).await?;
     for log in space.logs() {
         // Left by the interrupted format.
@@ -518,7 +550,7 @@ async fn format(client: Client, opts: &StoreOptions, force: bool) -> Result<Stor
         meta,
         wals,
         manifests,
-        opened: if force {
+        opened: if interrupted.is_some() {
             Opened::Reformatted
         } else {
             Opened::Formatted

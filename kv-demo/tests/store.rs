@@ -522,33 +522,130 @@ fn a_format_cut_at_any_device_op_is_done_again() {
                 drop(client);
                 dev.crash();
                 dev.clear_faults();
-                let client = client_on(&rt, &dev, buffered);
-                let store = b(Store::open(client.clone(), &o)).unwrap_or_else(|e| {
-                    panic!("buffered {buffered}, format cut at op {k}: reopen: {e}")
-                });
-                let pos = b(store.wal(1).append(b"after", true)).unwrap();
-                b(store.manifest(1).apply(&VersionEdit {
-                    last_seq: Some(9),
-                    ..VersionEdit::default()
-                }))
-                .unwrap();
-                b(store.close()).unwrap();
-                drop(client);
-                let client = client_on(&rt, &dev, buffered);
-                let store = b(Store::open(client.clone(), &o)).unwrap();
-                assert_eq!(store.opened(), Opened::Existing);
-                assert_eq!(
-                    b(store.wal(1).replay_all(Position::ZERO)).unwrap(),
-                    vec![(pos, bytes::Bytes::from_static(b"after"))]
-                );
-                assert_eq!(b(store.manifest(1).state()).last_seq, 9);
-                b(store.close()).unwrap();
+                reopens_usable(&rt, &dev, buffered, &o, &format!("format cut at op {k}"));
                 if !fired {
                     break; // the whole format ran before op k
                 }
                 cuts += 1;
             }
             eprintln!("buffered {buffered}: format cut at each of {cuts} device ops");
+            assert!(cuts > 10);
+        }
+    });
+}
+
+/// After a cut: `dev` opens as a store (formatted again or complete) that takes a WAL
+/// record and a manifest edit, and a clean reopen finds it `Existing` with both.
+fn reopens_usable(
+    rt: &ziob::Runtime,
+    dev: &MemDevice,
+    buffered: bool,
+    o: &StoreOptions,
+    what: &str,
+) {
+    let client = client_on(rt, dev, buffered);
+    let store = b(Store::open(client.clone(), o))
+        .unwrap_or_else(|e| panic!("buffered {buffered}, {what}: reopen: {e}"));
+    let pos = b(store.wal(1).append(b"after", true)).unwrap();
+    b(store.manifest(1).apply(&VersionEdit {
+        last_seq: Some(9),
+        ..VersionEdit::default()
+    }))
+    .unwrap();
+    b(store.close()).unwrap();
+    drop(client);
+    let client = client_on(rt, dev, buffered);
+    let store = b(Store::open(client.clone(), o)).unwrap();
+    assert_eq!(store.opened(), Opened::Existing);
+    assert_eq!(
+        b(store.wal(1).replay_all(Position::ZERO)).unwrap(),
+        vec![(pos, bytes::Bytes::from_static(b"after"))]
+    );
+    assert_eq!(b(store.manifest(1).state()).last_seq, 9);
+    b(store.close()).unwrap();
+}
+
+/// A format a crash interrupted late (the marker, logs with synced records and a table
+/// file written) is done again on open; that second format is cut at every device
+/// operation in turn (fails, then power is lost): the next open still finds a format to do
+/// again (or the store complete), never `Foreign` or `NotAStore` (the zones past the file
+/// system hold the first attempt's logs, and the file system's journal zones are reset
+/// one by one by a new mkfs).
+#[test]
+fn a_second_format_cut_at_any_device_op_is_done_again() {
+    bounded(300, || {
+        let rt = runtime(1);
+        let g = Geometry::new(24, 256 << 10);
+        let o = StoreOptions {
+            wal_bytes_per_shard: 256 << 10,
+            ..opts(Some(2))
+        };
+        let f = g.zone_count - log_zones(&g, 2, 256 << 10).unwrap();
+        for buffered in [false, true] {
+            let mut cuts = 0;
+            for k in 0.. {
+                let dev = MemDevice::new("mem:reformat-cut", &g).unwrap();
+                // The first format, cut after it made logs and wrote a file.
+                let client = client_on(&rt, &dev, buffered);
+                b(ZoneFs::mkfs(
+                    &client,
+                    MkfsOptions {
+                        zone_count: Some(f),
+                        reserved_active_zones: 4,
+                        ..MkfsOptions::default()
+                    },
+                ))
+                .unwrap();
+                let fs = b(ZoneFs::mount(client.clone())).unwrap();
+                b(fs.create(FORMAT_MARKER, WriteLifetime::Extreme)).unwrap();
+                let space = b(ziob::LogSpace::open(
+                    client.clone(),
+                    ziob::LogSpaceOptions {
+                        zones: f..g.zone_count,
+                        ..Default::default()
+                    },
+                ))
+                .unwrap();
+                for name in ["manifest-0", "wal-0", "manifest-1"] {
+                    let log = b(space.open_log(name)).unwrap();
+                    b(log.append(b"half a format")).unwrap();
+                    b(log.sync()).unwrap();
+                }
+                let tmp = format!("{STORE_FILE}.tmp");
+                b(fs.create(&tmp, WriteLifetime::Extreme)).unwrap();
+                b(fs.append(&tmp, b"half")).unwrap();
+                b(fs.sync(&tmp)).unwrap();
+                drop((fs, space));
+                b(client.with_ziob(|z| async move { z.abandon().await })).unwrap();
+                drop(client);
+                dev.crash();
+                // The second format, cut at its op k.
+                let k_abs = dev.op_count() + k;
+                dev.inject(Fault::FailOp { op_index: k_abs });
+                let client = client_on(&rt, &dev, buffered);
+                let second = b(Store::open(client.clone(), &o));
+                let fired = dev.op_count() > k_abs;
+                if !fired {
+                    assert_eq!(second.as_ref().unwrap().opened(), Opened::Reformatted);
+                }
+                drop(second);
+                b(client.with_ziob(|z| async move { z.abandon().await })).unwrap();
+                drop(client);
+                dev.crash();
+                dev.clear_faults();
+                reopens_usable(
+                    &rt,
+                    &dev,
+                    buffered,
+                    &o,
+                    &format!("second format cut at op {k}"),
+                );
+                if !fired {
+                    break;
+                }
+                cuts += 1;
+            }
+            eprintln!("buffered {buffered}: second format cut at each of {cuts} device ops");
             assert!(cuts > 10);
         }
     });

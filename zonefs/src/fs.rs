@@ -203,6 +203,12 @@ impl ZoneFs {
         self.layout.geometry.zone_count
     }
 
+    /// Active zones the file system leaves to others on the device
+    /// ([`MkfsOptions::reserved_active_zones`], recorded by mkfs).
+    pub fn reserved_active_zones(&self) -> u32 {
+        self.layout.reserved_active
+    }
+
     /// The most zones this mount keeps active at once (the journal's, one per class slot and
     /// garbage collection's): at most the instance's active-zone limit minus
     /// [`MkfsOptions::reserved_active_zones`].
