@@ -9,12 +9,11 @@ mod durable_support;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use durable_support::{b, bounded, end, open, runtime, EmuPath, Rng};
+use durable_support::{b, bounded, client_on, end, open, runtime, EmuPath, Rng};
 use kv_demo::manifest::{Manifest, ManifestError, ManifestOptions};
 use kv_demo::version_edit::{FileMeta, VersionEdit};
 use proptest::prelude::*;
 use ziob::backends::mem::{Fault, MemDevice};
-use ziob::backends::AnyDevice;
 use ziob::zonelog::RECORD_HEADER_BYTES;
 use ziob::{Client, LogSpace, LogSpaceOptions, Position};
 
@@ -418,24 +417,6 @@ fn a_torn_last_record_is_dropped() {
         let again = reopen(&dev).unwrap();
         assert_eq!(again.files, got.files);
     });
-}
-
-/// A ZIOB instance over `dev` (the test keeps the device: fault injection, power loss).
-fn client_on(rt: &ziob::Runtime, dev: &MemDevice, buffered: bool) -> Client {
-    let (dev, config) = (
-        dev.clone(),
-        ziob::ZiobConfig {
-            buffered,
-            ..ziob::ZiobConfig::default()
-        },
-    );
-    b(rt.handle().call(0, move || async move {
-        ziob::Ziob::with_device(AnyDevice::Mem(dev), config)
-            .await
-            .map(|z| z.client())
-    }))
-    .unwrap()
-    .unwrap()
 }
 
 /// Edits with frequent rolls (small zones, small roll threshold), cut at every device

@@ -7,7 +7,7 @@
 
 mod durable_support;
 
-use durable_support::{b, bounded, end, open, runtime, EmuPath, Rng};
+use durable_support::{b, bounded, client_on, end, open, runtime, EmuPath, Rng};
 use kv_demo::manifest::ManifestOptions;
 use kv_demo::store::{
     log_zones, table_path, Opened, Store, StoreError, StoreMeta, StoreOptions, DEFAULT_EMU_ZONES,
@@ -15,7 +15,6 @@ use kv_demo::store::{
 };
 use kv_demo::version_edit::{FileMeta, VersionEdit};
 use ziob::backends::mem::{Fault, MemDevice};
-use ziob::backends::AnyDevice;
 use ziob::{Client, Geometry, Position, ZiobConfig};
 use ziob_zonefs::{MkfsOptions, WriteLifetime, ZoneFs};
 
@@ -477,24 +476,6 @@ fn the_active_zone_budget_fits_with_the_buffer_off() {
         drop((fs, store));
         b(client.close()).unwrap();
     });
-}
-
-/// A ZIOB instance over `dev` (so the test keeps the device: fault injection, power loss).
-fn client_on(rt: &ziob::Runtime, dev: &MemDevice, buffered: bool) -> Client {
-    let (dev, config) = (
-        dev.clone(),
-        ZiobConfig {
-            buffered,
-            ..ZiobConfig::default()
-        },
-    );
-    b(rt.handle().call(0, move || async move {
-        ziob::Ziob::with_device(AnyDevice::Mem(dev), config)
-            .await
-            .map(|z| z.client())
-    }))
-    .unwrap()
-    .unwrap()
 }
 
 /// A format cut short at every device operation in turn (the operation fails, then power

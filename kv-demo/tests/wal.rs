@@ -9,11 +9,10 @@ mod durable_support;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use durable_support::{b, bounded, end, open, runtime, EmuPath, Rng};
+use durable_support::{b, bounded, client_on, end, open, runtime, EmuPath, Rng};
 use futures::future::{join_all, maybe_done};
 use kv_demo::wal::{Wal, WalError};
 use ziob::backends::mem::{Fault, MemDevice};
-use ziob::backends::AnyDevice;
 use ziob::zonelog::RECORD_HEADER_BYTES;
 use ziob::{Client, LogSpace, LogSpaceOptions, Position};
 
@@ -433,24 +432,6 @@ fn an_oversized_payload_is_a_typed_error() {
     b(wal.append(&big[1..], true)).unwrap();
     drop((wal, s));
     b(client.close()).unwrap();
-}
-
-/// A ZIOB instance over `dev` (the test keeps the device: fault injection, power loss).
-fn client_on(rt: &ziob::Runtime, dev: &MemDevice, buffered: bool) -> Client {
-    let (dev, config) = (
-        dev.clone(),
-        ziob::ZiobConfig {
-            buffered,
-            ..ziob::ZiobConfig::default()
-        },
-    );
-    b(rt.handle().call(0, move || async move {
-        ziob::Ziob::with_device(AnyDevice::Mem(dev), config)
-            .await
-            .map(|z| z.client())
-    }))
-    .unwrap()
-    .unwrap()
 }
 
 /// Appends (every third synced) across small zones, with truncations, cut at every device

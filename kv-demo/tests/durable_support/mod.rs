@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use ziob::backends::mem::MemDevice;
+use ziob::backends::AnyDevice;
 use ziob::{Client, Geometry, Runtime, ZiobConfig};
 
 /// Runs `f` on a thread of its own and panics if it does not finish within `secs` (a hang
@@ -127,6 +129,25 @@ pub fn open(rt: &Runtime, spec: &str, buffered: bool) -> Client {
             Err(e) => panic!("open {spec}: {e}"),
         }
     }
+}
+
+/// A ZIOB instance over the mem device `dev` (the test keeps the device: fault injection,
+/// power loss).
+pub fn client_on(rt: &Runtime, dev: &MemDevice, buffered: bool) -> Client {
+    let (dev, config) = (
+        dev.clone(),
+        ZiobConfig {
+            buffered,
+            ..ZiobConfig::default()
+        },
+    );
+    b(rt.handle().call(0, move || async move {
+        ziob::Ziob::with_device(AnyDevice::Mem(dev), config)
+            .await
+            .map(|z| z.client())
+    }))
+    .unwrap()
+    .unwrap()
 }
 
 /// Ends the instance: a clean close, or an abandon (a crash: buffered data is lost).
