@@ -210,7 +210,8 @@ impl Wal {
     ///
     /// # Cancel safety
     /// If dropped, the payload may or may not be in the WAL; the other writers of its
-    /// record are not affected.
+    /// record are not affected. A record whose writers were all dropped is driven to its
+    /// end by the next `append`, [`sync`](Wal::sync) or [`truncate_before`](Wal::truncate_before).
     pub async fn append(&self, payload: &[u8], sync: bool) -> Result<Position, WalError> {
         let max = self.max_payload_bytes();
         if payload.len() as u64 > max {
@@ -313,12 +314,29 @@ impl Wal {
         }
     }
 
+    /// Drives the record in flight, if any, to its end. Its writers may all have been
+    /// dropped: then nothing else polls it, and it may hold the zone log's roll lock (a
+    /// record moving the log to a fresh zone), which [`truncate_before`](Wal::truncate_before)
+    /// needs. Its result is its writers' (a failure shows in the zone log's next call).
+    async fn settle(&self) {
+        let in_flight = self
+            .queue()
+            .in_flight
+            .as_ref()
+            .map(|g| (g.work.clone(), g.first));
+        if let Some((work, first)) = in_flight {
+            let _ = work.await;
+            self.retire(first);
+        }
+    }
+
     /// Makes every payload whose [`append`](Wal::append) returned durable (a sync of the
-    /// zone log, group-committed with other syncs).
+    /// zone log, group-committed with other syncs), and the record in flight, if any.
     ///
     /// # Errors
     /// The zone log's.
     pub async fn sync(&self) -> Result<(), WalError> {
+        self.settle().await;
         let log = &self.inner.log;
         log.sync().await.map_err(|e| WalError::log(log.name(), e))?;
         self.inner.syncs.fetch_add(1, Ordering::Relaxed);
@@ -374,6 +392,7 @@ impl Wal {
     /// # Errors
     /// The zone log's (a position past [`end`](Wal::end), a failed reset).
     pub async fn truncate_before(&self, pos: Position) -> Result<(), WalError> {
+        self.settle().await;
         let log = &self.inner.log;
         log.truncate_before(pos)
             .await

@@ -380,6 +380,47 @@ fn dropped_writers_neither_stall_nor_lose_the_others() {
     });
 }
 
+/// A record whose every writer was dropped mid-append (polled a few times, the log often
+/// moving to a fresh zone, which holds the log's roll lock) must not block the WAL's other
+/// calls: truncation and sync finish and later appends go on (hang watchdog).
+#[test]
+fn a_record_whose_writers_all_dropped_blocks_nothing() {
+    bounded(120, || {
+        let rt = runtime(2);
+        let client = b(Client::open(
+            rt.handle(),
+            "mem:zones=16,zone_size=64K",
+            ziob::ZiobConfig::default(),
+        ))
+        .unwrap();
+        let s = space(&client);
+        let wal = b(Wal::open(&s, 0)).unwrap();
+        let mut rng = Rng(5);
+        for i in 0..300u64 {
+            let polls = 1 + rng.below(4);
+            let p = payload(i, 9000 + rng.below(12_000) as usize);
+            let mut f = Box::pin(wal.append(&p, rng.below(2) == 0));
+            b(async {
+                for _ in 0..polls {
+                    if futures::poll!(f.as_mut()).is_ready() {
+                        break;
+                    }
+                }
+            });
+            drop(f);
+            match rng.below(3) {
+                0 => b(wal.truncate_before(wal.end())).unwrap(),
+                1 => b(wal.sync()).unwrap(),
+                _ => {
+                    b(wal.append(&payload(i + 1000, 100), false)).unwrap();
+                }
+            }
+        }
+        drop((wal, s));
+        b(client.close()).unwrap();
+    });
+}
+
 #[test]
 fn truncation_drops_old_zones_only() {
     bounded(120, || {
