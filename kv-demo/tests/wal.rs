@@ -337,6 +337,7 @@ fn dropped_writers_neither_stall_nor_lose_the_others() {
         let wal = b(Wal::open(&s, 0)).unwrap();
         let mut lens = BTreeMap::new();
         let mut rng = Rng(9);
+        let mut returned = Vec::new();
         for round in 0..20u64 {
             // Start 30 writers (polled once each), drop some of them, finish the rest.
             let mut futs: Vec<_> = (0..30u64)
@@ -369,12 +370,20 @@ fn dropped_writers_neither_stall_nor_lose_the_others() {
             for mut f in kept {
                 let (id, r) = f.as_mut().take_output().unwrap();
                 r.unwrap_or_else(|e: WalError| panic!("payload {id}: {e}"));
+                returned.push(id);
             }
         }
         b(wal.sync()).unwrap();
         // Every kept payload is there once (dropped ones may be too).
         let ids = payload_ids(&replay(&wal), &lens);
         assert!(ids.len() >= 20 * 30 * 2 / 3 - 60, "{}", ids.len());
+        let found: std::collections::BTreeSet<u64> = ids.iter().copied().collect();
+        for id in returned {
+            assert!(
+                found.contains(&id),
+                "payload {id} returned Ok but is not in the WAL"
+            );
+        }
         drop((wal, s));
         b(client.close()).unwrap();
     });
