@@ -631,3 +631,51 @@ fn a_second_format_cut_at_any_device_op_is_done_again() {
         }
     });
 }
+
+/// KNOWN FAILING (ignored; a reproduction for the lead): the buffer on, on a device with an
+/// active-zone limit shared by 2 cores (the QEMU guest's ZNS namespace has max_active 6,
+/// max_open 4 and 2 CPUs). The buffered instance presents no limit, so zonefs takes a slot
+/// per lifetime class and ignores `reserved_active_zones`, but ZIOB gives each core only its
+/// share of the device's active zones (here 3) and a sync of a zone that needs one more is
+/// `TooManyActive`: the format already fails (`TooManyActive { zone: 3, max_active: 3 }`).
+/// Fixing it needs ZIOB (the buffer lifting the limit for synced zones too, or presenting
+/// its per-core share) or zonefs and the store budgeting against the shares; see the review
+/// report.
+#[test]
+#[ignore = "known: buffered active-zone budget (TooManyActive at format); see the doc comment"]
+fn the_active_zone_budget_fits_with_the_buffer_on_and_two_cores() {
+    bounded(120, || {
+        let rt = runtime(2);
+        let spec = "mem:zones=40,zone_size=256K,max_active=6,max_open=4";
+        let client = open(&rt, spec, true);
+        let o = StoreOptions {
+            wal_bytes_per_shard: 256 << 10,
+            ..opts(Some(2))
+        };
+        let store = b(Store::open(client.clone(), &o)).unwrap();
+        let fs = store.fs().clone();
+        for round in 0..6u64 {
+            for (i, class) in [
+                WriteLifetime::Short,
+                WriteLifetime::Medium,
+                WriteLifetime::Long,
+                WriteLifetime::Extreme,
+            ]
+            .iter()
+            .enumerate()
+            {
+                let path = table_path(i % 2, round * 10 + i as u64);
+                b(fs.create(&path, *class)).unwrap();
+                b(fs.append(&path, &vec![round as u8; 100_000])).unwrap();
+                b(fs.sync(&path)).unwrap();
+            }
+            for shard in 0..2 {
+                for k in 0..10u8 {
+                    b(store.wal(shard).append(&[k; 3000], k % 3 == 0)).unwrap();
+                }
+            }
+        }
+        drop((fs, store));
+        b(client.close()).unwrap();
+    });
+}
