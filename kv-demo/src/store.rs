@@ -442,7 +442,7 @@ async fn inspect(client: &Client) -> Result<Found, StoreError> {
     };
     if !fs.exists(STORE_FILE).await? {
         let f = fs.zone_count();
-        let files = fs.list("").await.map(|l| l.len()).unwrap_or(0);
+        let files = fs.list("").await?.len();
         // A format cut short: after the marker was made, or right after mkfs (an empty file
         // system over part of the device, the rest untouched).
         let rest_empty = report[f as usize..]
