@@ -283,7 +283,17 @@ impl Store {
     pub async fn open(client: Client, opts: &StoreOptions) -> Result<Store, StoreError> {
         match inspect(&client).await? {
             Found::Blank => format(client, opts, None).await,
-            Found::InterruptedFormat(range) => format(client, opts, Some(range)).await,
+            Found::InterruptedFormat(range) => {
+                // Unless told otherwise, finish it with its own shard count (its file system
+                // reserves 2 active zones per shard): then its range fits and no second mkfs
+                // runs (see `format`), whatever the core count is now.
+                let shards = range.reserved_active_zones as usize / 2;
+                let opts = StoreOptions {
+                    shards: opts.shards.or((shards > 0).then_some(shards)),
+                    ..opts.clone()
+                };
+                format(client, &opts, Some(range)).await
+            }
             Found::Store(meta) => {
                 let shards = meta.shards as usize;
                 if let Some(requested) = opts.shards.filter(|&r| r != shards) {

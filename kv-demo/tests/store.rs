@@ -551,18 +551,20 @@ fn reopens_usable(
 /// operation in turn (fails, then power is lost): the next open still finds a format to do
 /// again (or the store complete), never `Foreign` or `NotAStore` (the zones past the file
 /// system hold the first attempt's logs, and the file system's journal zones are reset
-/// one by one by a new mkfs).
+/// one by one by a new mkfs). Also when the shard count is left to the store and the
+/// runtime's core count (1) differs from the first attempt's shards (2): the format is
+/// finished with 2.
 #[test]
 fn a_second_format_cut_at_any_device_op_is_done_again() {
     bounded(300, || {
         let rt = runtime(1);
         let g = Geometry::new(24, 256 << 10);
-        let o = StoreOptions {
-            wal_bytes_per_shard: 256 << 10,
-            ..opts(Some(2))
-        };
         let f = g.zone_count - log_zones(&g, 2, 256 << 10).unwrap();
-        for buffered in [false, true] {
+        for (buffered, shards) in [(false, Some(2)), (true, Some(2)), (false, None)] {
+            let o = StoreOptions {
+                wal_bytes_per_shard: 256 << 10,
+                ..opts(shards)
+            };
             let mut cuts = 0;
             for k in 0.. {
                 let dev = MemDevice::new("mem:reformat-cut", &g).unwrap();
@@ -607,7 +609,9 @@ fn a_second_format_cut_at_any_device_op_is_done_again() {
                 let second = b(Store::open(client.clone(), &o));
                 let fired = dev.op_count() > k_abs;
                 if !fired {
-                    assert_eq!(second.as_ref().unwrap().opened(), Opened::Reformatted);
+                    let store = second.as_ref().unwrap();
+                    assert_eq!(store.opened(), Opened::Reformatted);
+                    assert_eq!(store.shards(), 2);
                 }
                 drop(second);
                 b(client.with_ziob(|z| async move { z.abandon().await })).unwrap();
@@ -626,7 +630,9 @@ fn a_second_format_cut_at_any_device_op_is_done_again() {
                 }
                 cuts += 1;
             }
-            eprintln!("buffered {buffered}: second format cut at each of {cuts} device ops");
+            eprintln!(
+                "buffered {buffered}, shards {shards:?}: second format cut at each of {cuts} device ops"
+            );
             assert!(cuts > 10);
         }
     });
