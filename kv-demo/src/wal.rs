@@ -385,16 +385,22 @@ impl Wal {
         Ok(out)
     }
 
-    /// Drops the WAL's zones holding only records before `pos` (records at or after it are
-    /// kept; records before it in a kept zone stay readable). Call it once everything before
-    /// `pos` is in tables that the manifest records.
+    /// Drops the WAL's zones before the one `pos` lies in (records at or after `pos` are
+    /// kept; records before it in a kept zone stay readable), so that `pos` stays a valid
+    /// [`replay`](Wal::replay) start. Call it once everything before `pos` is in tables that
+    /// the manifest records (with `pos` as its replay start).
+    ///
+    /// `pos`'s own zone is kept even when all its records lie before `pos`: `pos` may be
+    /// that zone's end (the WAL's end when the next record did not fit and went to a fresh
+    /// zone), and dropping the zone would make replaying from `pos` a
+    /// [`Truncated`](ziob::ZiobError::Truncated) error for good.
     ///
     /// # Errors
     /// The zone log's (a position past [`end`](Wal::end), a failed reset).
     pub async fn truncate_before(&self, pos: Position) -> Result<(), WalError> {
         self.settle().await;
         let log = &self.inner.log;
-        log.truncate_before(pos)
+        log.truncate_before(Position::new(pos.seq(), 0))
             .await
             .map_err(|e| WalError::log(log.name(), e))
     }

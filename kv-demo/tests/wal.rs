@@ -430,6 +430,58 @@ fn a_record_whose_writers_all_dropped_blocks_nothing() {
     });
 }
 
+/// The WAL's end taken as a replay start (a flush records it at its memtable switch) and
+/// then truncated before, when the next record did not fit the zone (the log moved on and
+/// sealed that zone exactly there): replaying from it, now and after a reopen, gives the
+/// records after it. (It was "truncated": the zone ending at it was dropped, and a store
+/// whose manifest held that start could never open again.)
+#[test]
+fn the_end_of_a_sealed_zone_stays_a_replay_start_after_truncation() {
+    bounded(120, || {
+        let rt = runtime(1);
+        for buffered in [false, true] {
+            let path = EmuPath::create("wal-sealed-end", ZONES, 64 << 10);
+            let client = open(&rt, &path.spec(), buffered);
+            let s = space(&client);
+            let wal = b(Wal::open(&s, 0)).unwrap();
+            let first = wal.log().zones().len();
+            for i in 0..3u64 {
+                b(wal.append(&payload(i, 18_000), false)).unwrap();
+            }
+            let start = wal.end();
+            let after: Vec<Position> = (3..6u64)
+                .map(|i| b(wal.append(&payload(i, 18_000), false)).unwrap())
+                .collect();
+            assert!(
+                wal.log().zones().len() > first,
+                "the log moved to a fresh zone"
+            );
+            assert!(after[0].seq() > start.seq(), "the next record did not fit");
+            b(wal.truncate_before(start)).unwrap();
+            b(wal.sync()).unwrap();
+            let got: Vec<Position> = b(wal.replay_all(start))
+                .unwrap()
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect();
+            assert_eq!(got, after);
+            drop((wal, s));
+            end(client, false);
+            let client = open(&rt, &path.spec(), buffered);
+            let s = space(&client);
+            let wal = b(Wal::open(&s, 0)).unwrap();
+            let got: Vec<Position> = b(wal.replay_all(start))
+                .unwrap()
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect();
+            assert_eq!(got, after);
+            drop((wal, s));
+            end(client, false);
+        }
+    });
+}
+
 #[test]
 fn truncation_drops_old_zones_only() {
     bounded(120, || {
