@@ -211,7 +211,7 @@ impl Wal {
     /// # Cancel safety
     /// If dropped, the payload may or may not be in the WAL; the other writers of its
     /// record are not affected. A record whose writers were all dropped is driven to its
-    /// end by the next `append`, [`sync`](Wal::sync) or [`truncate_before`](Wal::truncate_before).
+    /// end by the next `append` or [`truncate_before`](Wal::truncate_before).
     pub async fn append(&self, payload: &[u8], sync: bool) -> Result<Position, WalError> {
         let max = self.max_payload_bytes();
         if payload.len() as u64 > max {
@@ -331,12 +331,13 @@ impl Wal {
     }
 
     /// Makes every payload whose [`append`](Wal::append) returned durable (a sync of the
-    /// zone log, group-committed with other syncs), and the record in flight, if any.
+    /// zone log, group-committed with other syncs). It does not wait for a record in flight
+    /// (a sync write's own record is appended already; waiting for the next group's would
+    /// add an append to its latency).
     ///
     /// # Errors
     /// The zone log's.
     pub async fn sync(&self) -> Result<(), WalError> {
-        self.settle().await;
         let log = &self.inner.log;
         log.sync().await.map_err(|e| WalError::log(log.name(), e))?;
         self.inner.syncs.fetch_add(1, Ordering::Relaxed);
