@@ -496,7 +496,8 @@ async fn inspect(client: &Client) -> Result<Found, StoreError> {
 /// in place. So an interrupted format whose file system has the range wanted is not made
 /// again (a new mkfs resets the journal zones one by one: a crash there would leave the
 /// old logs past `F` and no superblock, i.e. foreign data); its leftovers are cleared
-/// instead. Only when the options ask for another range is mkfs forced.
+/// instead. Only when the options ask for another range is mkfs forced, after every zone
+/// but the journal's was emptied.
 async fn format(
     client: Client,
     opts: &StoreOptions,
@@ -514,6 +515,16 @@ async fn format(
     };
     let f = range.zone_count;
     if interrupted != Some(range) {
+        if interrupted.is_some() {
+            // Another range: a new mkfs. Empty every zone but the interrupted file
+            // system's journal zones first (its tables and logs are not needed), so that a
+            // crash inside mkfs, which resets those journal zones one by one, leaves either
+            // that file system (with the marker) or a blank device, never a device with
+            // data and no superblock.
+            for z in MkfsOptions::default().journal_zones..g.zone_count {
+                client.reset(z).await?;
+            }
+        }
         let mkfs = MkfsOptions {
             force: interrupted.is_some(),
             zone_count: Some(f),
