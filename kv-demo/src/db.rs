@@ -1,0 +1,379 @@
+//! The store: [`Db`] routes each key to its shard (`xxh3(key) % shards`), numbers writes
+//! with one sequence for all shards and publishes them in order, logs a batch that spans
+//! shards to every involved shard's WAL before any of them applies it, and merges the
+//! shards for scans.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ziob_zonefs::{FsStats, SpaceUsage, ZoneFs};
+
+use crate::batch::WriteBatch;
+use crate::db_error::DbError;
+use crate::ikey;
+use crate::iter::{Scan, ShardIter};
+use crate::options::{Options, WriteOptions};
+use crate::shard::Shard;
+use crate::snapshot::{Publish, Snapshot};
+use crate::store::Store;
+
+/// What the store has done, for write and space amplification.
+#[derive(Debug, Clone)]
+pub struct DbStats {
+    /// Shards.
+    pub shards: usize,
+    /// Bytes of keys and values written by callers.
+    pub user_bytes: u64,
+    /// Bytes of tables written by flushes.
+    pub flush_bytes: u64,
+    /// Bytes of tables read by compactions.
+    pub compaction_read_bytes: u64,
+    /// Bytes of tables written by compactions.
+    pub compaction_write_bytes: u64,
+    /// Times a writer waited for background work.
+    pub write_stalls: u64,
+    /// Tables and bytes per level, summed over the shards.
+    pub levels: Vec<(usize, u64)>,
+    /// Memtable bytes (active and immutable), all shards.
+    pub memtable_bytes: u64,
+    /// Bytes written to the device through ZIOB (WAL, manifest, tables, zonefs journal, GC
+    /// copies): the ZIOB metrics' `bytes_written`, or `writeback_bytes` when larger (padding).
+    pub device_bytes: u64,
+    /// The zone file system's byte counts (tables, journal, GC).
+    pub fs: FsStats,
+    /// The zone file system's space use (`df`).
+    pub df: SpaceUsage,
+}
+
+impl DbStats {
+    /// Device bytes written per user byte (0 when nothing was written).
+    pub fn write_amplification(&self) -> f64 {
+        if self.user_bytes == 0 {
+            return 0.0;
+        }
+        self.device_bytes as f64 / self.user_bytes as f64
+    }
+
+    /// Bytes the table zones occupy (live files plus reclaimable garbage) per byte of live
+    /// files (zonefs `df`).
+    pub fn space_amplification(&self) -> f64 {
+        self.df.space_amplification()
+    }
+}
+
+#[derive(Debug)]
+struct DbInner {
+    shards: Vec<Arc<Shard>>,
+    ctx: Arc<crate::shard::StoreCtx>,
+    store: Store,
+    closed: AtomicBool,
+    user_bytes: AtomicU64,
+}
+
+/// An open store. Cheap to clone; every clone is the same store; usable from any thread
+/// (its futures are `Send`).
+#[derive(Debug, Clone)]
+pub struct Db {
+    inner: Arc<DbInner>,
+}
+
+impl Db {
+    /// Opens the store on the device `spec` (a ZIOB device spec) with the runtime `handle`.
+    pub async fn open(
+        handle: ziob::runtime::Handle,
+        spec: &str,
+        opts: Options,
+    ) -> Result<Db, DbError> {
+        crate::open::open(handle, spec, opts).await
+    }
+
+    /// The store made of `shards` (started here) on `store`.
+    pub(crate) fn assemble(
+        shards: Vec<Arc<Shard>>,
+        ctx: Arc<crate::shard::StoreCtx>,
+        store: Store,
+    ) -> Result<Db, DbError> {
+        for s in &shards {
+            s.start()?;
+        }
+        Ok(Db {
+            inner: Arc::new(DbInner {
+                shards,
+                ctx,
+                store,
+                closed: AtomicBool::new(false),
+                user_bytes: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    fn check_open(&self) -> Result<(), DbError> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(DbError::Closed);
+        }
+        Ok(())
+    }
+
+    /// The shard of `key`.
+    pub fn shard_of(&self, key: &[u8]) -> usize {
+        shard_of(key, self.inner.shards.len())
+    }
+
+    /// Shards of the store.
+    pub fn shards(&self) -> usize {
+        self.inner.shards.len()
+    }
+
+    /// The zone file system holding the tables.
+    pub fn fs(&self) -> &ZoneFs {
+        &self.inner.ctx.fs
+    }
+
+    /// Writes `key` → `value`.
+    pub async fn put(
+        &self,
+        key: impl Into<Bytes>,
+        value: impl Into<Bytes>,
+        w: &WriteOptions,
+    ) -> Result<(), DbError> {
+        let mut b = WriteBatch::new();
+        b.put(key, value)?;
+        self.write(b, w).await
+    }
+
+    /// Deletes `key`.
+    pub async fn delete(&self, key: impl Into<Bytes>, w: &WriteOptions) -> Result<(), DbError> {
+        let mut b = WriteBatch::new();
+        b.delete(key)?;
+        self.write(b, w).await
+    }
+
+    /// Applies `batch` atomically: after a crash, all of it or none (across shards too).
+    pub async fn write(&self, batch: WriteBatch, w: &WriteOptions) -> Result<(), DbError> {
+        self.check_open()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let n = self.inner.shards.len();
+        let routes: Vec<usize> = batch.ops().iter().map(|op| shard_of(&op.key, n)).collect();
+        let mut involved = routes.clone();
+        involved.sort_unstable();
+        involved.dedup();
+        let shards: Vec<&Arc<Shard>> = involved.iter().map(|&s| &self.inner.shards[s]).collect();
+        // Encoded once, at sequence 0 until the numbers are allocated.
+        let mut record = Vec::with_capacity(batch.payload_bytes() + 16 + 4 * batch.len());
+        batch.encode(0, &mut record);
+        let max = shards[0].log.wal.max_payload_bytes();
+        if record.len() as u64 > max {
+            return Err(DbError::InvalidArgument(format!(
+                "a batch of {} encoded bytes is over the WAL's {max}-byte record limit",
+                record.len()
+            )));
+        }
+        for s in &shards {
+            s.make_room().await?;
+            s.log.wait_room().await?;
+        }
+        // In shard order: a memtable switch takes one gate exclusively, so no cycle.
+        let mut gates = Vec::with_capacity(shards.len());
+        for s in &shards {
+            gates.push(s.gate.read().await);
+        }
+        let seq = &self.inner.ctx.seq;
+        let start = seq.allocate(batch.len() as u64);
+        record[..8].copy_from_slice(&start.to_le_bytes());
+        let publish = Publish {
+            seq,
+            start,
+            n: batch.len() as u64,
+        };
+        // From here the batch may reach a WAL, so it goes into the memtables however this
+        // ends (an error, this future dropped): a batch in one involved shard's WAL is
+        // replayed into all of them after a crash, so it must be in all of them now too.
+        let apply = Apply {
+            shards: &shards,
+            involved: &involved,
+            routes: &routes,
+            batch: &batch,
+            start,
+            gates,
+        };
+        // Every involved shard's WAL gets the whole batch, queued before any memtable
+        // sees it: replay of any one of them restores all of it.
+        let mut tickets = Vec::with_capacity(shards.len());
+        for s in &shards {
+            s.count_wal_bytes(record.len());
+            tickets.push(s.log.enqueue(record.clone()));
+        }
+        drop(apply);
+        let tickets = tickets.into_iter().collect::<Result<Vec<u64>, DbError>>()?;
+        if w.sync {
+            futures::future::try_join_all(shards.iter().zip(tickets).map(|(s, t)| async move {
+                s.log.wait_appended(t).await?;
+                s.log.wal.sync().await.map_err(DbError::from)
+            }))
+            .await?;
+        }
+        drop(publish);
+        seq.wait_visible(start + batch.len() as u64 - 1).await;
+        self.inner
+            .user_bytes
+            .fetch_add(batch.payload_bytes() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The value of `key`, if any.
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Bytes>, DbError> {
+        self.check_open()?;
+        self.inner.shards[self.shard_of(key)].get(key, None).await
+    }
+
+    /// The value of `key` as `snap` sees it.
+    pub async fn get_at(&self, key: &[u8], snap: &Snapshot) -> Result<Option<Bytes>, DbError> {
+        self.check_open()?;
+        self.inner.shards[self.shard_of(key)]
+            .get(key, Some(snap.seq()))
+            .await
+    }
+
+    /// A consistent view of the store as of now.
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner.ctx.snapshots.acquire(&self.inner.ctx.seq)
+    }
+
+    /// Keys in `[start, end)` (`None` = unbounded) in key order, merged across shards, as
+    /// `snap` sees them (`None`: a snapshot taken now).
+    pub async fn scan(
+        &self,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+        snap: Option<&Snapshot>,
+    ) -> Result<Scan, DbError> {
+        self.check_open()?;
+        let snap = match snap {
+            Some(s) => s.clone(),
+            None => self.snapshot(),
+        };
+        let from = ikey::seek_key(start.unwrap_or_default(), ikey::MAX_SEQ);
+        let mut iters = Vec::with_capacity(self.inner.shards.len());
+        for s in &self.inner.shards {
+            let merge = s.merge_iter(&from).await?;
+            iters.push(ShardIter::new(merge, snap.seq(), end.map(|e| e.to_vec())));
+        }
+        Ok(Scan::new(iters, Some(snap)))
+    }
+
+    /// Writes every memtable to tables and waits for it.
+    pub async fn flush(&self) -> Result<(), DbError> {
+        self.check_open()?;
+        futures::future::try_join_all(self.inner.shards.iter().map(|s| s.flush())).await?;
+        Ok(())
+    }
+
+    /// Closes the store: waits for writes in progress, stops the background work (after
+    /// the flush or compaction under way), syncs the WALs and the table files, closes the
+    /// device. Other clones of this `Db` get [`DbError::Closed`] from then on. Memtables are
+    /// not flushed: the next open replays them from the WAL.
+    pub async fn close(self) -> Result<(), DbError> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Err(DbError::Closed);
+        }
+        for s in &self.inner.shards {
+            // Writers in progress finish first.
+            drop(s.gate.write().await);
+        }
+        for s in &self.inner.shards {
+            s.stop().await;
+        }
+        self.inner.store.clone().close().await?;
+        Ok(())
+    }
+
+    /// Stops the store as a power loss would, for crash tests: ZIOB's buffered (unsynced)
+    /// data is dropped, nothing is synced, the background work stops (what it was writing
+    /// is cut off). Reopening the device recovers the store as after a crash.
+    #[doc(hidden)]
+    pub async fn abandon(self) -> Result<(), DbError> {
+        self.inner.closed.store(true, Ordering::Release);
+        self.inner
+            .store
+            .client()
+            .with_ziob(|z| async move { z.abandon().await })
+            .await?;
+        for s in &self.inner.shards {
+            s.stop().await;
+        }
+        Ok(())
+    }
+
+    /// What the store has done so far.
+    pub async fn stats(&self) -> DbStats {
+        let mut levels = vec![(0usize, 0u64); crate::options::LEVELS];
+        let (mut flush, mut cr, mut cw, mut stalls, mut mem) = (0, 0, 0, 0, 0);
+        for s in &self.inner.shards {
+            let st = s.stats();
+            for (l, (n, b)) in st.levels.iter().enumerate() {
+                levels[l].0 += n;
+                levels[l].1 += b;
+            }
+            flush += st.flush_bytes;
+            cr += st.compaction_read_bytes;
+            cw += st.compaction_write_bytes;
+            stalls += st.write_stalls;
+            mem += st.memtable_bytes;
+        }
+        let device_bytes = match self.inner.store.client().metrics().await {
+            Ok(m) => {
+                let t = &m.total().stats;
+                t.bytes_written.max(t.writeback_bytes)
+            }
+            Err(_) => 0,
+        };
+        DbStats {
+            shards: self.inner.shards.len(),
+            user_bytes: self.inner.user_bytes.load(Ordering::Relaxed),
+            flush_bytes: flush,
+            compaction_read_bytes: cr,
+            compaction_write_bytes: cw,
+            write_stalls: stalls,
+            levels,
+            memtable_bytes: mem,
+            device_bytes,
+            fs: self.inner.ctx.fs.stats().await,
+            df: self.inner.ctx.fs.df().await,
+        }
+    }
+}
+
+/// Inserts a logged batch into its shards' memtables when dropped, then lets go of their
+/// gates.
+struct Apply<'a> {
+    shards: &'a [&'a Arc<Shard>],
+    involved: &'a [usize],
+    routes: &'a [usize],
+    batch: &'a WriteBatch,
+    start: u64,
+    gates: Vec<tokio::sync::RwLockReadGuard<'a, ()>>,
+}
+
+impl Drop for Apply<'_> {
+    fn drop(&mut self) {
+        for (i, s) in self.involved.iter().zip(self.shards) {
+            s.insert(
+                self.batch
+                    .ops()
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| self.routes[*j] == *i)
+                    .map(|(j, op)| (self.start + j as u64, op)),
+            );
+        }
+        self.gates.clear();
+    }
+}
+
+/// The shard of `key` among `shards`.
+pub fn shard_of(key: &[u8], shards: usize) -> usize {
+    (xxhash_rust::xxh3::xxh3_64(key) % shards as u64) as usize
+}

@@ -1,0 +1,183 @@
+//! Opening a store: the device and its layout ([`Store`]), then per shard its manifest (the
+//! tables, opened), orphan table files removed, and its WAL replayed into the memtables.
+
+use std::sync::Arc;
+
+use ziob::ZiobConfig;
+use ziob_zonefs::ZoneFs;
+
+use crate::batch::WriteBatch;
+use crate::db::{shard_of, Db};
+use crate::db_error::DbError;
+use crate::durable::ShardLog;
+use crate::options::{Options, MAX_IMMUTABLE_MEMTABLES};
+use crate::shard::{Shard, StoreCtx};
+use crate::snapshot::{Sequencer, SnapshotRegistry};
+use crate::sst::cache::BlockCache;
+use crate::store::{Store, StoreOptions};
+use crate::version::{TableHandle, Version};
+use crate::version_edit::VersionEdit;
+
+/// The ZIOB settings `opts` ask for.
+pub fn ziob_config(opts: &Options) -> ZiobConfig {
+    let mut c = ZiobConfig {
+        buffered: opts.buffered,
+        ..ZiobConfig::default()
+    };
+    if opts.buffer_bytes > 0 {
+        c.shard_budget_bytes = opts.buffer_bytes;
+    }
+    c
+}
+
+/// The store layout `opts` ask for: WAL room for the memtables a shard may hold unflushed
+/// (the active one and [`MAX_IMMUTABLE_MEMTABLES`]) plus one more for batches logged to
+/// several shards.
+pub fn store_options(opts: &Options) -> StoreOptions {
+    StoreOptions {
+        shards: (opts.shards > 0).then_some(opts.shards),
+        wal_bytes_per_shard: (MAX_IMMUTABLE_MEMTABLES as u64 + 2) * opts.write_buffer_bytes as u64,
+        emu_zones: opts.emu_zones,
+        emu_zone_bytes: opts.emu_zone_bytes,
+        ..StoreOptions::default()
+    }
+}
+
+/// Opens the store (see [`Db::open`]).
+pub async fn open(handle: ziob::runtime::Handle, spec: &str, opts: Options) -> Result<Db, DbError> {
+    opts.validate()?;
+    let store = Store::open_spec(
+        handle.clone(),
+        spec,
+        ziob_config(&opts),
+        &store_options(&opts),
+    )
+    .await?;
+    match recover(handle, store.clone(), opts).await {
+        Ok(db) => Ok(db),
+        Err(e) => {
+            let _ = store.close().await;
+            Err(e)
+        }
+    }
+}
+
+async fn recover(
+    handle: ziob::runtime::Handle,
+    store: Store,
+    opts: Options,
+) -> Result<Db, DbError> {
+    let cores = handle.cores();
+    let n = store.shards();
+    let fs = store.fs().clone();
+    let ctx = Arc::new(StoreCtx {
+        fs: fs.clone(),
+        cache: BlockCache::new(opts.cache_bytes),
+        handle,
+        opts,
+        seq: Sequencer::new(0),
+        snapshots: Arc::new(SnapshotRegistry::default()),
+        logs: (0..n)
+            .map(|i| ShardLog::new(store.wal(i).clone(), store.manifest(i).clone()))
+            .collect(),
+    });
+    let mut shards = Vec::with_capacity(n);
+    let mut states = Vec::with_capacity(n);
+    for id in 0..n {
+        let core = id % cores;
+        let state = store.manifest(id).state().await;
+        let mut tables = Vec::with_capacity(state.files.len());
+        for meta in state.files.values() {
+            tables.push(Arc::new(
+                TableHandle::open(&fs, &ctx.cache, &ctx.handle, id, core, meta.clone()).await?,
+            ));
+        }
+        let live: Vec<u64> = state.files.values().map(|m| m.number).collect();
+        remove_orphans(&fs, id, &live).await?;
+        let edit = VersionEdit {
+            added: state.files.values().cloned().collect(),
+            ..VersionEdit::default()
+        };
+        let version = Version::empty().apply(&edit, tables)?;
+        let log = ctx.logs[id].clone();
+        shards.push(Arc::new(Shard::new(
+            id,
+            core,
+            ctx.clone(),
+            log,
+            version,
+            state.next_file_number.max(1),
+        )));
+        states.push(state);
+    }
+    // Replay every WAL from its start point; each operation goes to its key's shard, unless
+    // that shard's tables have it (a batch spanning shards is in each of their WALs).
+    let mut last_seq = states.iter().map(|s| s.last_seq).max().unwrap_or(0);
+    // Operations found only in another shard's WAL (a crash lost their own shard's copy of a
+    // cross-shard batch): by sequence number, per shard.
+    let mut own: Vec<std::collections::HashSet<u64>> = vec![Default::default(); n];
+    let mut foreign: Vec<std::collections::BTreeMap<u64, crate::batch::Op>> =
+        vec![Default::default(); n];
+    for (id, state) in states.iter().enumerate() {
+        for (_, record) in store.wal(id).replay_all(state.wal_start).await? {
+            for (seq, batch) in WriteBatch::decode_all(&record)? {
+                for (j, op) in batch.ops().iter().enumerate() {
+                    let s = shard_of(&op.key, n);
+                    let op_seq = seq + j as u64;
+                    if op_seq > states[s].last_seq {
+                        shards[s].replay(op_seq, op);
+                        if s == id {
+                            own[s].insert(op_seq);
+                        } else {
+                            foreign[s].insert(op_seq, op.clone());
+                        }
+                    }
+                }
+                if !batch.is_empty() {
+                    last_seq = last_seq.max(seq + batch.len() as u64 - 1);
+                }
+            }
+        }
+    }
+    // Log those again in their own shard's WAL (synced): else the shard whose WAL holds
+    // them could flush and move its WAL start past them while they sit only in this shard's
+    // memtable, and the next reopen or crash would lose them.
+    for (s, ops) in foreign.iter().enumerate() {
+        let wal = store.wal(s);
+        let mut payload = Vec::new();
+        for (&op_seq, op) in ops.iter().filter(|(q, _)| !own[s].contains(q)) {
+            let mut b = WriteBatch::new();
+            match op.kind {
+                crate::ikey::Kind::Put => b.put(op.key.clone(), op.value.clone()),
+                crate::ikey::Kind::Delete => b.delete(op.key.clone()),
+            }
+            .map_err(|e| DbError::InvalidArgument(e.to_string()))?;
+            let at = payload.len();
+            b.encode(op_seq, &mut payload);
+            if payload.len() as u64 > wal.max_payload_bytes() && at > 0 {
+                wal.append(&payload[..at], false).await?;
+                payload.drain(..at);
+            }
+        }
+        if !payload.is_empty() {
+            wal.append(&payload, true).await?;
+        }
+    }
+    ctx.seq.recover(last_seq);
+    Db::assemble(shards, ctx, store)
+}
+
+/// Deletes the table files of shard `shard` not in `live` (left by a crash or a lost
+/// deletion).
+pub async fn remove_orphans(fs: &ZoneFs, shard: usize, live: &[u64]) -> Result<(), DbError> {
+    let dir = format!("kv/{shard}");
+    for name in fs.list(&dir).await? {
+        let number = name
+            .strip_suffix(".sst")
+            .and_then(|n| n.parse::<u64>().ok());
+        if number.is_none_or(|n| !live.contains(&n)) {
+            fs.delete(&format!("{dir}/{name}")).await?;
+        }
+    }
+    Ok(())
+}
