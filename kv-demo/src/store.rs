@@ -81,7 +81,7 @@ pub enum StoreError {
         requested: usize,
     },
     /// Options or a device unfit for a store (too small for the shards' logs, too few
-    /// active zones with the buffer off, a bad spec).
+    /// active zones, a bad spec).
     #[error("cannot make a store here: {0}")]
     Config(String),
     /// The zone file system failed.
@@ -508,7 +508,8 @@ async fn format(
     let shards32 = u32::try_from(shards)
         .map_err(|_| StoreError::Config(format!("{shards} shards is too many")))?;
     let logs = log_zones(&g, shards, opts.wal_bytes_per_shard)?;
-    // With the buffer off each log keeps one zone active: leave them to the logs.
+    // Each log keeps one zone active (with the buffer on too: a synced zone is active on
+    // the device): leave them to the logs.
     let range = FsRange {
         zone_count: g.zone_count - logs,
         reserved_active_zones: 2 * shards32,

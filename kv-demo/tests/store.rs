@@ -647,26 +647,33 @@ fn a_second_format_cut_at_any_device_op_is_done_again() {
     });
 }
 
-/// KNOWN FAILING (ignored; a reproduction for the lead): the buffer on, on a device with an
-/// active-zone limit shared by 2 cores (the QEMU guest's ZNS namespace has max_active 6,
-/// max_open 4 and 2 CPUs). The buffered instance presents no limit, so zonefs takes a slot
-/// per lifetime class and ignores `reserved_active_zones`, but ZIOB gives each core only its
-/// share of the device's active zones (here 3) and a sync of a zone that needs one more is
-/// `TooManyActive`: the format already fails (`TooManyActive { zone: 3, max_active: 3 }`).
-/// Fixing it needs ZIOB (the buffer lifting the limit for synced zones too, or presenting
-/// its per-core share) or zonefs and the store budgeting against the shares; see the review
-/// report.
+/// The buffer on, on a device with an active-zone limit shared by 2 cores. The buffer lifts
+/// the limit only for data in memory: a synced zone is active on the device, on its owner
+/// core's share. With max_active 14 (7 a core) the store fits (journal, one data slot shared
+/// by the classes, one GC zone, and the 4 logs of 2 shards) and a sync-heavy workload in
+/// every lifetime class runs through; with max_active 6 (3 a core) it cannot fit and open
+/// says so (`Config`), instead of a sync failing later with Too Many Active Zones (before the
+/// fix the format itself failed so: `TooManyActive { zone: 3, max_active: 3 }`).
 #[test]
-#[ignore = "known: buffered active-zone budget (TooManyActive at format); see the doc comment"]
 fn the_active_zone_budget_fits_with_the_buffer_on_and_two_cores() {
     bounded(120, || {
         let rt = runtime(2);
-        let spec = "mem:zones=40,zone_size=256K,max_active=6,max_open=4";
-        let client = open(&rt, spec, true);
         let o = StoreOptions {
             wal_bytes_per_shard: 256 << 10,
             ..opts(Some(2))
         };
+        let tight = open(
+            &rt,
+            "mem:zones=40,zone_size=256K,max_active=6,max_open=4",
+            true,
+        );
+        match b(Store::open(tight.clone(), &o)) {
+            Err(StoreError::Config(why)) => assert!(why.contains("active"), "{why}"),
+            other => panic!("3 active zones a core cannot hold a 2-shard store: {other:?}"),
+        }
+        b(tight.close()).unwrap();
+        let spec = "mem:zones=40,zone_size=256K,max_active=14,max_open=4";
+        let client = open(&rt, spec, true);
         let store = b(Store::open(client.clone(), &o)).unwrap();
         let fs = store.fs().clone();
         for round in 0..6u64 {

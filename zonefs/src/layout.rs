@@ -15,7 +15,9 @@ pub struct Layout {
     pub geometry: Geometry,
     /// The device's zone count.
     pub device_zones: u32,
-    /// The active-zone limit the instance presents (`None`: no limit, e.g. buffered).
+    /// The active zones the layer may use (`None`: no limit): the limit a pass-through
+    /// instance presents, or with the buffer on the smallest core's share of the device's
+    /// active zones.
     pub active_limit: Option<u32>,
     /// Active zones the file system leaves to others on the same device (recorded by mkfs):
     /// it keeps at most `active_limit - reserved_active` zones active.
@@ -25,7 +27,7 @@ pub struct Layout {
     /// The largest single append when `whole_blocks`.
     pub max_append_bytes: u64,
     /// Class slots: data zones that may be open at once for files, one per lifetime class,
-    /// fewer when the device's active-zone limit (as the instance presents it) says so; one
+    /// fewer when the active-zone limit ([`Layout::active_limit`]) says so; one
     /// active zone is kept for the journal and one for garbage collection.
     pub slots: usize,
     /// The slot garbage collection appends to: a slot of its own (`slots`) unless the limit
@@ -42,9 +44,20 @@ impl Layout {
             .with_ziob(|z| async move { Ok((z.config().buffered, *z.view_geometry())) })
             .await?;
         let geometry = client.geometry();
-        let active_limit = match (presented.max_active_zones, presented.max_open_zones) {
-            (Some(a), Some(o)) => Some(a.min(o)),
-            (a, o) => a.or(o),
+        let active_limit = if buffered {
+            // The buffer lifts the open limit (a zone waits for an open resource) but not the
+            // active one for data that reaches the device: a zone synced or written back is
+            // active there, and each core of the instance may hold only its share of the
+            // device's active zones (a sync past it fails with Too Many Active Zones). The
+            // layer cannot choose which core its zones belong to, so it keeps within the
+            // smallest share: then no core goes over its own, wherever the zones lie.
+            let cores = client.cores();
+            ziob::placement::resource_share(geometry.max_active_zones, cores - 1, cores)
+        } else {
+            match (presented.max_active_zones, presented.max_open_zones) {
+                (Some(a), Some(o)) => Some(a.min(o)),
+                (a, o) => a.or(o),
+            }
         };
         let mut layout = Layout {
             geometry,

@@ -10,8 +10,11 @@
 //!   [`exists`](ZoneFs::exists).
 //! - **Placement**: each file has a [`WriteLifetime`] class (RocksDB's write-lifetime hints
 //!   plus WAL); each class appends to its own open data zone (classes share zones when the
-//!   device's active-zone limit, as the instance presents it, is below 9: one active zone is
-//!   the journal's, one garbage collection's; the buffer lifts the limit). A zone is reset as
+//!   active-zone limit is below 9: one active zone is the journal's, one garbage
+//!   collection's). The limit is the one a pass-through instance presents; with the buffer on
+//!   it is the smallest core's share of the device's active zones, since the buffer lifts
+//!   the limit only for data still in memory and a synced zone is active on the device, on
+//!   its owner core's share ([`ziob::placement`]). A zone is reset as
 //!   soon as no file holds a live byte in it.
 //! - **Garbage collection**: when free data zones drop below [`GC_FREE_PERCENT`] %, the writer
 //!   that needs a zone first moves the live extents of the closed zone with the most garbage
