@@ -21,13 +21,16 @@ fn fillrandom_then_readrandom() {
         .and_then(|c| c.parse().ok())
         .unwrap_or(200_000);
     let rt = Runtime::builder().cores(cores).build().unwrap();
-    futures::executor::block_on(async {
+    // KV_ON_CORE=1: the workload runs as a task on core 0 (as kv-demo --run_on=cores).
+    let on_core = std::env::var("KV_ON_CORE").is_ok_and(|v| v == "1");
+    let handle = rt.handle();
+    let work = move || async move {
         let opts = Options {
             write_buffer_bytes: 4 << 20,
             target_file_bytes: 4 << 20,
             ..Options::default()
         };
-        let db = Db::open(rt.handle(), "mem:zones=64,zone_size=64M", opts)
+        let db = Db::open(handle, "mem:zones=64,zone_size=64M", opts)
             .await
             .unwrap();
         let mut rng = Rng(1);
@@ -57,5 +60,10 @@ fn fillrandom_then_readrandom() {
             st.write_amplification()
         );
         db.close().await.unwrap();
-    });
+    };
+    if on_core {
+        rt.block_on(work).unwrap();
+    } else {
+        futures::executor::block_on(work());
+    }
 }
