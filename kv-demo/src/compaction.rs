@@ -93,7 +93,11 @@ pub fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> Option<C
     };
     let (lo, hi) = key_range(&inputs);
     let overlaps = version.overlapping(level + 1, &lo, &hi);
-    let bottom = !version.deeper_overlap(level + 1, &lo, &hi);
+    // Deletions may go only if no deeper level meets any key the compaction writes: the
+    // overlapped tables may reach past the inputs' range.
+    let all: Vec<_> = inputs.iter().chain(&overlaps).cloned().collect();
+    let (out_lo, out_hi) = key_range(&all);
+    let bottom = !version.deeper_overlap(level + 1, &out_lo, &out_hi);
     let trivial_move = overlaps.is_empty() && (inputs.len() == 1 || disjoint(&inputs));
     Some(Compaction {
         level,
@@ -246,4 +250,89 @@ async fn finish(w: TableWriter, number: u64, level: usize) -> Result<FileMeta, D
         smallest: s.first_key.into(),
         largest: s.last_key.into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use ziob::{Client, Runtime, ZiobConfig};
+    use ziob_zonefs::{MkfsOptions, ZoneFs};
+
+    use super::*;
+    use crate::sst::cache::BlockCache;
+    use crate::sst::table::TableOptions;
+
+    /// A table of shard 0 at `level` holding a put of each of `keys` (sequence `seq`).
+    async fn table(
+        fs: &ZoneFs,
+        rt: &ziob::runtime::Handle,
+        number: u64,
+        level: u32,
+        keys: &[&str],
+        seq: u64,
+    ) -> Arc<TableHandle> {
+        let mut w = TableWriter::create(
+            fs,
+            table_path(0, number),
+            WriteLifetime::Short,
+            TableOptions::default(),
+        )
+        .await
+        .unwrap();
+        for k in keys {
+            w.add(&ikey::encode(k.as_bytes(), seq, Kind::Put), b"v")
+                .await
+                .unwrap();
+        }
+        let s = w.finish().await.unwrap();
+        let meta = FileMeta {
+            number,
+            level,
+            size: s.file_bytes,
+            entries: s.entries,
+            smallest: s.first_key.into(),
+            largest: s.last_key.into(),
+        };
+        let cache = BlockCache::new(0);
+        Arc::new(TableHandle::open(fs, &cache, rt, 0, 0, meta).await.unwrap())
+    }
+
+    /// Deletions are kept when a deeper level meets the key range the compaction writes —
+    /// including the part only the overlapped tables of the output level reach (a deletion
+    /// there may hide an older version below).
+    #[test]
+    fn bottom_covers_the_overlapped_tables_range() {
+        let rt = Runtime::builder().cores(1).build().unwrap();
+        futures::executor::block_on(async {
+            let client = Client::open(
+                rt.handle(),
+                "mem:zones=16,zone_size=1M",
+                ZiobConfig::default(),
+            )
+            .await
+            .unwrap();
+            ZoneFs::mkfs(&client, MkfsOptions::default()).await.unwrap();
+            let fs = ZoneFs::mount(client.clone()).await.unwrap();
+            let h = rt.handle();
+            let mut added = Vec::new();
+            for n in 1..=4 {
+                added.push(table(&fs, &h, n, 0, &["a", "c"], 10 + n).await);
+            }
+            added.push(table(&fs, &h, 5, 1, &["a", "m", "z"], 5).await);
+            added.push(table(&fs, &h, 6, 2, &["m"], 1).await);
+            let edit = VersionEdit {
+                added: added.iter().map(|t| t.meta.clone()).collect(),
+                ..VersionEdit::default()
+            };
+            let v = Version::empty().apply(&edit, added).unwrap();
+            let c = pick(&v, &Options::default(), &vec![Vec::new(); LEVELS]).unwrap();
+            assert_eq!((c.level, c.inputs.len(), c.overlaps.len()), (0, 4, 1));
+            assert!(
+                !c.bottom,
+                "L2 holds m, inside the overlapped L1 table's range"
+            );
+            assert!(!c.trivial_move);
+            drop((c, v));
+            client.close().await.unwrap();
+        });
+    }
 }
