@@ -17,11 +17,11 @@ use std::sync::Arc;
 
 use ziob_zonefs::WriteLifetime;
 
+use crate::context::StoreCtx;
 use crate::db_error::DbError;
 use crate::ikey::{self, Kind};
 use crate::iter::{first_ikey, LevelSource, MergeIter, Source, TableSource};
 use crate::options::{Options, L0_COMPACTION_TRIGGER, LEVELS};
-use crate::shard::Shard;
 use crate::table_writer::TableWriter;
 use crate::version::{table_path, TableHandle, Version};
 use crate::version_edit::{FileMeta, VersionEdit};
@@ -118,9 +118,33 @@ pub fn lifetime_of(level: usize) -> WriteLifetime {
     }
 }
 
-/// Runs `c` on `shard`: writes the outputs, installs the edit. Returns the bytes read and
-/// written.
-pub async fn run(shard: &Shard, c: Compaction) -> Result<(u64, u64), DbError> {
+/// What a compaction made: the edit to install (its `next_file_number` left to the caller)
+/// and the opened tables it adds.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Deletes the inputs, adds the outputs (or the moved inputs).
+    pub edit: VersionEdit,
+    /// The opened tables of `edit.added`, same order.
+    pub added: Vec<Arc<TableHandle>>,
+    /// The input level.
+    pub level: usize,
+    /// The largest user key of the inputs (the level's next compaction starts after it).
+    pub pointer: Vec<u8>,
+    /// Bytes of tables read.
+    pub read_bytes: u64,
+    /// Bytes of tables written.
+    pub written_bytes: u64,
+}
+
+/// Runs `c` for shard `shard` (background work on `core`), taking file numbers from
+/// `new_file`: writes and opens the outputs. The caller installs the outcome.
+pub async fn run(
+    ctx: &StoreCtx,
+    shard: usize,
+    core: usize,
+    new_file: &dyn Fn() -> u64,
+    c: Compaction,
+) -> Result<Outcome, DbError> {
     let out_level = c.level + 1;
     let deleted: Vec<(u32, u64)> = c
         .inputs
@@ -139,13 +163,17 @@ pub async fn run(shard: &Shard, c: Compaction) -> Result<(u64, u64), DbError> {
         let edit = VersionEdit {
             added,
             deleted,
-            next_file_number: Some(shard.next_file_number()),
             ..VersionEdit::default()
         };
-        shard.install_move(edit, handles, c.level, pointer).await?;
-        return Ok((0, 0));
+        return Ok(Outcome {
+            edit,
+            added: handles,
+            level: c.level,
+            pointer,
+            read_bytes: 0,
+            written_bytes: 0,
+        });
     }
-    let ctx = shard.ctx().clone();
     let read: u64 = c
         .inputs
         .iter()
@@ -200,10 +228,10 @@ pub async fn run(shard: &Shard, c: Compaction) -> Result<(u64, u64), DbError> {
             }
         }
         if writer.is_none() {
-            let number = shard.new_file_number();
+            let number = new_file();
             let w = TableWriter::create(
                 &ctx.fs,
-                table_path(shard.id, number),
+                table_path(shard, number),
                 lifetime_of(out_level),
                 ctx.table_options(),
             )
@@ -219,25 +247,22 @@ pub async fn run(shard: &Shard, c: Compaction) -> Result<(u64, u64), DbError> {
     let mut handles = Vec::new();
     for meta in &outputs {
         handles.push(Arc::new(
-            TableHandle::open(
-                &ctx.fs,
-                &ctx.cache,
-                &ctx.handle,
-                shard.id,
-                shard.core,
-                meta.clone(),
-            )
-            .await?,
+            TableHandle::open(&ctx.fs, &ctx.cache, &ctx.handle, shard, core, meta.clone()).await?,
         ));
     }
     let edit = VersionEdit {
         added: outputs,
         deleted,
-        next_file_number: Some(shard.next_file_number()),
         ..VersionEdit::default()
     };
-    shard.install_move(edit, handles, c.level, pointer).await?;
-    Ok((read, written))
+    Ok(Outcome {
+        edit,
+        added: handles,
+        level: c.level,
+        pointer,
+        read_bytes: read,
+        written_bytes: written,
+    })
 }
 
 async fn finish(w: TableWriter, number: u64, level: usize) -> Result<FileMeta, DbError> {

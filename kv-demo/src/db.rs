@@ -10,10 +10,12 @@ use bytes::Bytes;
 use ziob_zonefs::{FsStats, SpaceUsage, ZoneFs};
 
 use crate::batch::WriteBatch;
+use crate::context::StoreCtx;
 use crate::db_error::DbError;
 use crate::ikey;
 use crate::iter::{Scan, ShardIter};
 use crate::options::{Options, WriteOptions};
+pub use crate::shard::shard_of;
 use crate::shard::Shard;
 use crate::snapshot::{Publish, Snapshot};
 use crate::store::Store;
@@ -65,7 +67,7 @@ impl DbStats {
 #[derive(Debug)]
 struct DbInner {
     shards: Vec<Arc<Shard>>,
-    ctx: Arc<crate::shard::StoreCtx>,
+    ctx: Arc<StoreCtx>,
     store: Store,
     closed: AtomicBool,
     user_bytes: AtomicU64,
@@ -85,15 +87,18 @@ impl Db {
         spec: &str,
         opts: Options,
     ) -> Result<Db, DbError> {
-        crate::open::open(handle, spec, opts).await
+        let (shards, ctx, store) = crate::open::open(handle, spec, opts).await?;
+        match Db::assemble(shards, ctx, store.clone()) {
+            Ok(db) => Ok(db),
+            Err(e) => {
+                let _ = store.close().await;
+                Err(e)
+            }
+        }
     }
 
     /// The store made of `shards` (started here) on `store`.
-    pub(crate) fn assemble(
-        shards: Vec<Arc<Shard>>,
-        ctx: Arc<crate::shard::StoreCtx>,
-        store: Store,
-    ) -> Result<Db, DbError> {
+    fn assemble(shards: Vec<Arc<Shard>>, ctx: Arc<StoreCtx>, store: Store) -> Result<Db, DbError> {
         for s in &shards {
             s.start()?;
         }
@@ -371,9 +376,4 @@ impl Drop for Apply<'_> {
         }
         self.gates.clear();
     }
-}
-
-/// The shard of `key` among `shards`.
-pub fn shard_of(key: &[u8], shards: usize) -> usize {
-    (xxhash_rust::xxh3::xxh3_64(key) % shards as u64) as usize
 }

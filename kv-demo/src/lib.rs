@@ -48,6 +48,7 @@
 
 pub mod batch;
 pub mod compaction;
+pub mod context;
 pub mod db;
 pub mod db_error;
 pub mod durable;

@@ -9,51 +9,20 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use tokio::sync::Notify;
-use ziob_zonefs::{WriteLifetime, ZoneFs};
+use ziob_zonefs::WriteLifetime;
 
 use crate::batch::Op;
 use crate::compaction;
+use crate::context::StoreCtx;
 use crate::db_error::DbError;
 use crate::durable::ShardLog;
 use crate::ikey;
 use crate::iter::{first_ikey, LevelSource, MemSource, MergeIter, Source, TableSource};
 use crate::memtable::{Lookup, Memtable};
-use crate::options::{Options, L0_STOP_WRITES, MAX_IMMUTABLE_MEMTABLES};
-use crate::snapshot::{Sequencer, SnapshotRegistry};
-use crate::sst::cache::BlockCache;
-use crate::sst::table::TableOptions;
+use crate::options::{L0_STOP_WRITES, MAX_IMMUTABLE_MEMTABLES};
 use crate::table_writer::TableWriter;
 use crate::version::{table_path, TableHandle, Version};
 use crate::version_edit::{FileMeta, VersionEdit};
-
-/// What every shard of a store shares.
-#[derive(Debug)]
-pub struct StoreCtx {
-    /// The zone file system holding the tables.
-    pub fs: ZoneFs,
-    /// The block cache of all tables.
-    pub cache: BlockCache,
-    /// The runtime (background work is spawned on the shards' cores).
-    pub handle: ziob::runtime::Handle,
-    /// The store's options.
-    pub opts: Options,
-    /// The store's sequence numbers.
-    pub seq: Sequencer,
-    /// The live snapshots.
-    pub snapshots: Arc<SnapshotRegistry>,
-    /// Every shard's log (a flush syncs all their WALs, see [`Shard`]'s flush).
-    pub logs: Vec<ShardLog>,
-}
-
-impl StoreCtx {
-    /// How tables are built.
-    pub fn table_options(&self) -> TableOptions {
-        TableOptions {
-            bloom_bits_per_key: self.opts.bloom_bits_per_key,
-            ..TableOptions::default()
-        }
-    }
-}
 
 /// A memtable waiting for its flush.
 #[derive(Debug, Clone)]
@@ -591,7 +560,13 @@ impl Shard {
             compaction::pick(&st.version, &self.ctx.opts, &st.compact_pointer)
         };
         let Some(c) = pick else { return Ok(false) };
-        let (read, written) = compaction::run(self, c).await?;
+        let out =
+            compaction::run(&self.ctx, self.id, self.core, &|| self.new_file_number(), c).await?;
+        let mut edit = out.edit;
+        edit.next_file_number = Some(self.next_file_number());
+        self.install_move(edit, out.added, out.level, out.pointer)
+            .await?;
+        let (read, written) = (out.read_bytes, out.written_bytes);
         self.compaction_read_bytes
             .fetch_add(read, Ordering::Relaxed);
         self.compaction_write_bytes
@@ -616,6 +591,11 @@ enum Job {
     Pump,
     Flush,
     Compact,
+}
+
+/// The shard of `key` among `shards`: `xxh3(key) % shards`.
+pub fn shard_of(key: &[u8], shards: usize) -> usize {
+    (xxhash_rust::xxh3::xxh3_64(key) % shards as u64) as usize
 }
 
 /// The sequence number of the entry a snapshot at `seq` finds for `key` (None: none).
