@@ -14,6 +14,8 @@ use kv_demo::store::{
     DEFAULT_EMU_ZONE_BYTES, FORMAT_MARKER, STORE_FILE,
 };
 use kv_demo::version_edit::{FileMeta, VersionEdit};
+use ziob::backends::mem::{Fault, MemDevice};
+use ziob::backends::AnyDevice;
 use ziob::{Client, Geometry, Position, ZiobConfig};
 use ziob_zonefs::{MkfsOptions, WriteLifetime, ZoneFs};
 
@@ -474,5 +476,80 @@ fn the_active_zone_budget_fits_with_the_buffer_off() {
         assert!(fsck.is_clean(), "{:?}", fsck.problems);
         drop((fs, store));
         b(client.close()).unwrap();
+    });
+}
+
+/// A ZIOB instance over `dev` (so the test keeps the device: fault injection, power loss).
+fn client_on(rt: &ziob::Runtime, dev: &MemDevice, buffered: bool) -> Client {
+    let (dev, config) = (
+        dev.clone(),
+        ZiobConfig {
+            buffered,
+            ..ZiobConfig::default()
+        },
+    );
+    b(rt.handle().call(0, move || async move {
+        ziob::Ziob::with_device(AnyDevice::Mem(dev), config)
+            .await
+            .map(|z| z.client())
+    }))
+    .unwrap()
+    .unwrap()
+}
+
+/// A format cut short at every device operation in turn (the operation fails, then power
+/// is lost): the next open formats again (or finds the store complete) and gives a usable
+/// store; never `NotAStore`, `Foreign` or `Corrupt` for a device only kv-demo wrote.
+#[test]
+fn a_format_cut_at_any_device_op_is_done_again() {
+    bounded(300, || {
+        let rt = runtime(1);
+        let g = Geometry::new(24, 256 << 10);
+        let o = StoreOptions {
+            wal_bytes_per_shard: 256 << 10,
+            ..opts(Some(2))
+        };
+        for buffered in [false, true] {
+            let mut cuts = 0;
+            for k in 0.. {
+                let dev = MemDevice::new("mem:format-cut", &g).unwrap();
+                dev.inject(Fault::FailOp { op_index: k });
+                let client = client_on(&rt, &dev, buffered);
+                let first = b(Store::open(client.clone(), &o));
+                let fired = dev.op_count() > k;
+                drop(first);
+                b(client.with_ziob(|z| async move { z.abandon().await })).unwrap();
+                drop(client);
+                dev.crash();
+                dev.clear_faults();
+                let client = client_on(&rt, &dev, buffered);
+                let store = b(Store::open(client.clone(), &o)).unwrap_or_else(|e| {
+                    panic!("buffered {buffered}, format cut at op {k}: reopen: {e}")
+                });
+                let pos = b(store.wal(1).append(b"after", true)).unwrap();
+                b(store.manifest(1).apply(&VersionEdit {
+                    last_seq: Some(9),
+                    ..VersionEdit::default()
+                }))
+                .unwrap();
+                b(store.close()).unwrap();
+                drop(client);
+                let client = client_on(&rt, &dev, buffered);
+                let store = b(Store::open(client.clone(), &o)).unwrap();
+                assert_eq!(store.opened(), Opened::Existing);
+                assert_eq!(
+                    b(store.wal(1).replay_all(Position::ZERO)).unwrap(),
+                    vec![(pos, bytes::Bytes::from_static(b"after"))]
+                );
+                assert_eq!(b(store.manifest(1).state()).last_seq, 9);
+                b(store.close()).unwrap();
+                if !fired {
+                    break; // the whole format ran before op k
+                }
+                cuts += 1;
+            }
+            eprintln!("buffered {buffered}: format cut at each of {cuts} device ops");
+            assert!(cuts > 10);
+        }
     });
 }
