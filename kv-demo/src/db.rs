@@ -87,7 +87,22 @@ impl Db {
         spec: &str,
         opts: Options,
     ) -> Result<Db, DbError> {
-        let (shards, ctx, store) = crate::open::open(handle, spec, opts).await?;
+        let parts = crate::open::open(handle, spec, opts).await?;
+        Db::start(parts).await
+    }
+
+    /// Opens the store on the device of `client` (a ZIOB instance the caller made: e.g. over
+    /// a device it keeps for fault injection). Closing the store closes `client`'s instance.
+    pub async fn open_on(
+        handle: ziob::runtime::Handle,
+        client: ziob::Client,
+        opts: Options,
+    ) -> Result<Db, DbError> {
+        let parts = crate::open::open_on(handle, client, opts).await?;
+        Db::start(parts).await
+    }
+
+    async fn start((shards, ctx, store): crate::open::Opened) -> Result<Db, DbError> {
         match Db::assemble(shards, ctx, store.clone()) {
             Ok(db) => Ok(db),
             Err(e) => {

@@ -70,6 +70,24 @@ pub async fn open(
     }
 }
 
+/// Opens and recovers the store on the device of `client` (see
+/// [`Db::open_on`](crate::Db::open_on)).
+pub async fn open_on(
+    handle: ziob::runtime::Handle,
+    client: ziob::Client,
+    opts: Options,
+) -> Result<Opened, DbError> {
+    opts.validate()?;
+    let store = Store::open(client, &store_options(&opts)).await?;
+    match recover(handle, store.clone(), opts).await {
+        Ok(parts) => Ok(parts),
+        Err(e) => {
+            let _ = store.close().await;
+            Err(e)
+        }
+    }
+}
+
 async fn recover(
     handle: ziob::runtime::Handle,
     store: Store,
