@@ -200,6 +200,9 @@ impl Db {
         for s in &shards {
             gates.push(s.gate.read().await);
         }
+        // `close` takes every gate after marking the store closed, then stops the WAL
+        // pumps: a writer that got its gates after that must not queue for a stopped pump.
+        self.check_open()?;
         let seq = &self.inner.ctx.seq;
         let start = seq.allocate(batch.len() as u64);
         record[..8].copy_from_slice(&start.to_le_bytes());
