@@ -70,7 +70,37 @@ struct DbInner {
     ctx: Arc<StoreCtx>,
     store: Store,
     closed: AtomicBool,
+    /// `close` or `abandon` ran to its end: nothing is left for the drop to stop.
+    finished: AtomicBool,
     user_bytes: AtomicU64,
+}
+
+impl Drop for DbInner {
+    /// The last `Db` went without a finished `close` (never called, or its future dropped):
+    /// stop the shards' background tasks (each holds its shard, so they would run forever)
+    /// and close the device in a task, as `close` would. Without a runtime to run it, the
+    /// tasks are at least told to stop.
+    fn drop(&mut self) {
+        if self.finished.load(Ordering::Acquire) || self.shards.is_empty() {
+            return;
+        }
+        self.closed.store(true, Ordering::Release);
+        for s in &self.shards {
+            s.begin_stop();
+        }
+        let shards = std::mem::take(&mut self.shards);
+        let store = self.store.clone();
+        let core = shards[0].core;
+        let _ = self.ctx.handle.spawn_on(core, move || async move {
+            for s in &shards {
+                s.stop().await;
+            }
+            if let Err(e) = store.close().await {
+                tracing::warn!("kv-demo: closing a store dropped without close: {e}");
+            }
+            drop(shards);
+        });
+    }
 }
 
 /// An open store. Cheap to clone; every clone is the same store; usable from any thread
@@ -123,6 +153,7 @@ impl Db {
                 ctx,
                 store,
                 closed: AtomicBool::new(false),
+                finished: AtomicBool::new(false),
                 user_bytes: AtomicU64::new(0),
             }),
         })
@@ -309,7 +340,9 @@ impl Db {
         for s in &self.inner.shards {
             s.stop().await;
         }
-        self.inner.store.clone().close().await?;
+        let closed = self.inner.store.clone().close().await;
+        self.inner.finished.store(true, Ordering::Release);
+        closed?;
         Ok(())
     }
 
@@ -327,6 +360,7 @@ impl Db {
         for s in &self.inner.shards {
             s.stop().await;
         }
+        self.inner.finished.store(true, Ordering::Release);
         Ok(())
     }
 

@@ -337,6 +337,16 @@ impl Shard {
         }
     }
 
+    /// Tells the background tasks to stop after their current job (the WAL pump after
+    /// appending what is queued); [`stop`](Self::stop) waits for them.
+    pub fn begin_stop(&self) {
+        self.closing.store(true, Ordering::Release);
+        self.flush_work.notify_one();
+        self.compact_work.notify_one();
+        self.log.wake_pump();
+        self.changed.notify_waiters();
+    }
+
     /// Stops the background tasks (after their current job) and waits for them.
     pub async fn stop(&self) {
         self.closing.store(true, Ordering::Release);

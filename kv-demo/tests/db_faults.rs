@@ -8,26 +8,10 @@ mod db_common;
 
 use std::collections::BTreeMap;
 
-use db_common::{key, tiny, with_watchdog, Rng};
+use db_common::{client_on, key, tiny, with_watchdog, Rng};
 use kv_demo::{Db, WriteBatch, WriteOptions};
 use ziob::backends::mem::{Fault, MemDevice};
-use ziob::backends::AnyDevice;
-use ziob::{Client, Geometry, Runtime, ZiobConfig};
-
-fn client_on(rt: &Runtime, dev: &MemDevice, buffered: bool) -> Client {
-    let dev = dev.clone();
-    futures::executor::block_on(rt.handle().call(0, move || async move {
-        let config = ZiobConfig {
-            buffered,
-            ..ZiobConfig::default()
-        };
-        ziob::Ziob::with_device(AnyDevice::Mem(dev), config)
-            .await
-            .map(|z| z.client())
-    }))
-    .unwrap()
-    .unwrap()
-}
+use ziob::{Geometry, Runtime};
 
 /// The workload's writes in order: each is a batch of `(key, value)` puts (value empty =
 /// delete).
