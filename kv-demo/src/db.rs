@@ -256,9 +256,16 @@ impl Db {
         // Every involved shard's WAL gets the whole batch, queued before any memtable
         // sees it: replay of any one of them restores all of it.
         let mut tickets = Vec::with_capacity(shards.len());
-        for s in &shards {
-            s.count_wal_bytes(record.len());
-            tickets.push(s.log.enqueue(record.clone()));
+        let record_bytes = record.len();
+        for (i, s) in shards.iter().enumerate() {
+            s.count_wal_bytes(record_bytes);
+            // The last shard takes the record itself: a one-shard write copies nothing.
+            let payload = if i + 1 == shards.len() {
+                std::mem::take(&mut record)
+            } else {
+                record.clone()
+            };
+            tickets.push(s.log.enqueue(payload));
         }
         drop(apply);
         let tickets = tickets.into_iter().collect::<Result<Vec<u64>, DbError>>()?;
