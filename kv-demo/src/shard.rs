@@ -318,7 +318,7 @@ impl Shard {
                 sources.push(Source::Level(LevelSource::new(level.clone(), start).await?));
             }
         }
-        MergeIter::new(sources).await
+        Ok(MergeIter::new(sources))
     }
 
     /// Switches the memtable and waits until every immutable memtable is flushed.
