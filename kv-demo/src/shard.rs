@@ -18,7 +18,7 @@ use crate::db_error::DbError;
 use crate::durable::ShardLog;
 use crate::ikey;
 use crate::iter::{first_ikey, LevelSource, MemSource, MergeIter, Source, TableSource};
-use crate::memtable::{Lookup, Memtable};
+use crate::memtable::{Lookup, Memtable, Seek};
 use crate::options::{L0_STOP_WRITES, MAX_IMMUTABLE_MEMTABLES};
 use crate::table_writer::TableWriter;
 use crate::version::{table_path, TableHandle, Version};
@@ -288,14 +288,19 @@ impl Shard {
         // Taken after the tree: any compaction that made `version` dropped only versions
         // this sequence cannot see.
         let snap = snapshot.unwrap_or_else(|| self.ctx.seq.visible());
+        let seek = Seek::new(key, snap);
         for m in std::iter::once(&mem).chain(imms.iter()) {
-            match m.read().unwrap_or_else(|e| e.into_inner()).get(key, snap) {
+            match m
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_at(key, &seek)
+            {
                 Lookup::Absent => {}
                 Lookup::Found(v) => return Ok(Some(v)),
                 Lookup::Deleted => return Ok(None),
             }
         }
-        Ok(crate::version::lookup_value(version.get(key, snap).await?))
+        Ok(crate::version::lookup_value(version.get(key, &seek).await?))
     }
 
     /// A merge of everything the shard holds, positioned at the internal key `start`.
