@@ -17,11 +17,11 @@ use std::sync::Arc;
 
 use ziob_zonefs::WriteLifetime;
 
+use crate::context::StoreCtx;
 use crate::db_error::DbError;
 use crate::ikey::{self, Kind};
 use crate::iter::{first_ikey, LevelSource, MergeIter, Source, TableSource};
 use crate::options::{Options, L0_COMPACTION_TRIGGER, LEVELS};
-use crate::shard::Shard;
 use crate::table_writer::TableWriter;
 use crate::version::{table_path, TableHandle, Version};
 use crate::version_edit::{FileMeta, VersionEdit};
@@ -93,7 +93,11 @@ pub fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> Option<C
     };
     let (lo, hi) = key_range(&inputs);
     let overlaps = version.overlapping(level + 1, &lo, &hi);
-    let bottom = !version.deeper_overlap(level + 1, &lo, &hi);
+    // Deletions may go only if no deeper level meets any key the compaction writes: the
+    // overlapped tables may reach past the inputs' range.
+    let all: Vec<_> = inputs.iter().chain(&overlaps).cloned().collect();
+    let (out_lo, out_hi) = key_range(&all);
+    let bottom = !version.deeper_overlap(level + 1, &out_lo, &out_hi);
     let trivial_move = overlaps.is_empty() && (inputs.len() == 1 || disjoint(&inputs));
     Some(Compaction {
         level,
@@ -114,9 +118,33 @@ pub fn lifetime_of(level: usize) -> WriteLifetime {
     }
 }
 
-/// Runs `c` on `shard`: writes the outputs, installs the edit. Returns the bytes read and
-/// written.
-pub async fn run(shard: &Shard, c: Compaction) -> Result<(u64, u64), DbError> {
+/// What a compaction made: the edit to install (its `next_file_number` left to the caller)
+/// and the opened tables it adds.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Deletes the inputs, adds the outputs (or the moved inputs).
+    pub edit: VersionEdit,
+    /// The opened tables of `edit.added`, same order.
+    pub added: Vec<Arc<TableHandle>>,
+    /// The input level.
+    pub level: usize,
+    /// The largest user key of the inputs (the level's next compaction starts after it).
+    pub pointer: Vec<u8>,
+    /// Bytes of tables read.
+    pub read_bytes: u64,
+    /// Bytes of tables written.
+    pub written_bytes: u64,
+}
+
+/// Runs `c` for shard `shard` (background work on `core`), taking file numbers from
+/// `new_file`: writes and opens the outputs. The caller installs the outcome.
+pub async fn run(
+    ctx: &StoreCtx,
+    shard: usize,
+    core: usize,
+    new_file: &dyn Fn() -> u64,
+    c: Compaction,
+) -> Result<Outcome, DbError> {
     let out_level = c.level + 1;
     let deleted: Vec<(u32, u64)> = c
         .inputs
@@ -135,13 +163,17 @@ pub async fn run(shard: &Shard, c: Compaction) -> Result<(u64, u64), DbError> {
         let edit = VersionEdit {
             added,
             deleted,
-            next_file_number: Some(shard.next_file_number()),
             ..VersionEdit::default()
         };
-        shard.install_move(edit, handles, c.level, pointer).await?;
-        return Ok((0, 0));
+        return Ok(Outcome {
+            edit,
+            added: handles,
+            level: c.level,
+            pointer,
+            read_bytes: 0,
+            written_bytes: 0,
+        });
     }
-    let ctx = shard.ctx().clone();
     let read: u64 = c
         .inputs
         .iter()
@@ -162,7 +194,7 @@ pub async fn run(shard: &Shard, c: Compaction) -> Result<(u64, u64), DbError> {
     sources.push(Source::Level(
         LevelSource::new(c.overlaps.clone(), &start).await?,
     ));
-    let mut merge = MergeIter::new(sources).await?;
+    let mut merge = MergeIter::new(sources);
     let oldest = ctx.snapshots.oldest(&ctx.seq);
     let mut outputs: Vec<FileMeta> = Vec::new();
     let mut writer: Option<(u64, TableWriter)> = None;
@@ -196,10 +228,10 @@ pub async fn run(shard: &Shard, c: Compaction) -> Result<(u64, u64), DbError> {
             }
         }
         if writer.is_none() {
-            let number = shard.new_file_number();
+            let number = new_file();
             let w = TableWriter::create(
                 &ctx.fs,
-                table_path(shard.id, number),
+                table_path(shard, number),
                 lifetime_of(out_level),
                 ctx.table_options(),
             )
@@ -215,25 +247,22 @@ pub async fn run(shard: &Shard, c: Compaction) -> Result<(u64, u64), DbError> {
     let mut handles = Vec::new();
     for meta in &outputs {
         handles.push(Arc::new(
-            TableHandle::open(
-                &ctx.fs,
-                &ctx.cache,
-                &ctx.handle,
-                shard.id,
-                shard.core,
-                meta.clone(),
-            )
-            .await?,
+            TableHandle::open(&ctx.fs, &ctx.cache, &ctx.handle, shard, core, meta.clone()).await?,
         ));
     }
     let edit = VersionEdit {
         added: outputs,
         deleted,
-        next_file_number: Some(shard.next_file_number()),
         ..VersionEdit::default()
     };
-    shard.install_move(edit, handles, c.level, pointer).await?;
-    Ok((read, written))
+    Ok(Outcome {
+        edit,
+        added: handles,
+        level: c.level,
+        pointer,
+        read_bytes: read,
+        written_bytes: written,
+    })
 }
 
 async fn finish(w: TableWriter, number: u64, level: usize) -> Result<FileMeta, DbError> {
@@ -246,4 +275,89 @@ async fn finish(w: TableWriter, number: u64, level: usize) -> Result<FileMeta, D
         smallest: s.first_key.into(),
         largest: s.last_key.into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use ziob::{Client, Runtime, ZiobConfig};
+    use ziob_zonefs::{MkfsOptions, ZoneFs};
+
+    use super::*;
+    use crate::sst::cache::BlockCache;
+    use crate::sst::table::TableOptions;
+
+    /// A table of shard 0 at `level` holding a put of each of `keys` (sequence `seq`).
+    async fn table(
+        fs: &ZoneFs,
+        rt: &ziob::runtime::Handle,
+        number: u64,
+        level: u32,
+        keys: &[&str],
+        seq: u64,
+    ) -> Arc<TableHandle> {
+        let mut w = TableWriter::create(
+            fs,
+            table_path(0, number),
+            WriteLifetime::Short,
+            TableOptions::default(),
+        )
+        .await
+        .unwrap();
+        for k in keys {
+            w.add(&ikey::encode(k.as_bytes(), seq, Kind::Put), b"v")
+                .await
+                .unwrap();
+        }
+        let s = w.finish().await.unwrap();
+        let meta = FileMeta {
+            number,
+            level,
+            size: s.file_bytes,
+            entries: s.entries,
+            smallest: s.first_key.into(),
+            largest: s.last_key.into(),
+        };
+        let cache = BlockCache::new(0);
+        Arc::new(TableHandle::open(fs, &cache, rt, 0, 0, meta).await.unwrap())
+    }
+
+    /// Deletions are kept when a deeper level meets the key range the compaction writes —
+    /// including the part only the overlapped tables of the output level reach (a deletion
+    /// there may hide an older version below).
+    #[test]
+    fn bottom_covers_the_overlapped_tables_range() {
+        let rt = Runtime::builder().cores(1).build().unwrap();
+        futures::executor::block_on(async {
+            let client = Client::open(
+                rt.handle(),
+                "mem:zones=16,zone_size=1M",
+                ZiobConfig::default(),
+            )
+            .await
+            .unwrap();
+            ZoneFs::mkfs(&client, MkfsOptions::default()).await.unwrap();
+            let fs = ZoneFs::mount(client.clone()).await.unwrap();
+            let h = rt.handle();
+            let mut added = Vec::new();
+            for n in 1..=4 {
+                added.push(table(&fs, &h, n, 0, &["a", "c"], 10 + n).await);
+            }
+            added.push(table(&fs, &h, 5, 1, &["a", "m", "z"], 5).await);
+            added.push(table(&fs, &h, 6, 2, &["m"], 1).await);
+            let edit = VersionEdit {
+                added: added.iter().map(|t| t.meta.clone()).collect(),
+                ..VersionEdit::default()
+            };
+            let v = Version::empty().apply(&edit, added).unwrap();
+            let c = pick(&v, &Options::default(), &vec![Vec::new(); LEVELS]).unwrap();
+            assert_eq!((c.level, c.inputs.len(), c.overlaps.len()), (0, 4, 1));
+            assert!(
+                !c.bottom,
+                "L2 holds m, inside the overlapped L1 table's range"
+            );
+            assert!(!c.trivial_move);
+            drop((c, v));
+            client.close().await.unwrap();
+        });
+    }
 }

@@ -10,10 +10,12 @@ use bytes::Bytes;
 use ziob_zonefs::{FsStats, SpaceUsage, ZoneFs};
 
 use crate::batch::WriteBatch;
+use crate::context::StoreCtx;
 use crate::db_error::DbError;
 use crate::ikey;
 use crate::iter::{Scan, ShardIter};
 use crate::options::{Options, WriteOptions};
+pub use crate::shard::shard_of;
 use crate::shard::Shard;
 use crate::snapshot::{Publish, Snapshot};
 use crate::store::Store;
@@ -65,10 +67,40 @@ impl DbStats {
 #[derive(Debug)]
 struct DbInner {
     shards: Vec<Arc<Shard>>,
-    ctx: Arc<crate::shard::StoreCtx>,
+    ctx: Arc<StoreCtx>,
     store: Store,
     closed: AtomicBool,
+    /// `close` or `abandon` ran to its end: nothing is left for the drop to stop.
+    finished: AtomicBool,
     user_bytes: AtomicU64,
+}
+
+impl Drop for DbInner {
+    /// The last `Db` went without a finished `close` (never called, or its future dropped):
+    /// stop the shards' background tasks (each holds its shard, so they would run forever)
+    /// and close the device in a task, as `close` would. Without a runtime to run it, the
+    /// tasks are at least told to stop.
+    fn drop(&mut self) {
+        if self.finished.load(Ordering::Acquire) || self.shards.is_empty() {
+            return;
+        }
+        self.closed.store(true, Ordering::Release);
+        for s in &self.shards {
+            s.begin_stop();
+        }
+        let shards = std::mem::take(&mut self.shards);
+        let store = self.store.clone();
+        let core = shards[0].core;
+        let _ = self.ctx.handle.spawn_on(core, move || async move {
+            for s in &shards {
+                s.stop().await;
+            }
+            if let Err(e) = store.close().await {
+                tracing::warn!("kv-demo: closing a store dropped without close: {e}");
+            }
+            drop(shards);
+        });
+    }
 }
 
 /// An open store. Cheap to clone; every clone is the same store; usable from any thread
@@ -85,15 +117,33 @@ impl Db {
         spec: &str,
         opts: Options,
     ) -> Result<Db, DbError> {
-        crate::open::open(handle, spec, opts).await
+        let parts = crate::open::open(handle, spec, opts).await?;
+        Db::start(parts).await
+    }
+
+    /// Opens the store on the device of `client` (a ZIOB instance the caller made: e.g. over
+    /// a device it keeps for fault injection). Closing the store closes `client`'s instance.
+    pub async fn open_on(
+        handle: ziob::runtime::Handle,
+        client: ziob::Client,
+        opts: Options,
+    ) -> Result<Db, DbError> {
+        let parts = crate::open::open_on(handle, client, opts).await?;
+        Db::start(parts).await
+    }
+
+    async fn start((shards, ctx, store): crate::open::Opened) -> Result<Db, DbError> {
+        match Db::assemble(shards, ctx, store.clone()) {
+            Ok(db) => Ok(db),
+            Err(e) => {
+                let _ = store.close().await;
+                Err(e)
+            }
+        }
     }
 
     /// The store made of `shards` (started here) on `store`.
-    pub(crate) fn assemble(
-        shards: Vec<Arc<Shard>>,
-        ctx: Arc<crate::shard::StoreCtx>,
-        store: Store,
-    ) -> Result<Db, DbError> {
+    fn assemble(shards: Vec<Arc<Shard>>, ctx: Arc<StoreCtx>, store: Store) -> Result<Db, DbError> {
         for s in &shards {
             s.start()?;
         }
@@ -103,6 +153,7 @@ impl Db {
                 ctx,
                 store,
                 closed: AtomicBool::new(false),
+                finished: AtomicBool::new(false),
                 user_bytes: AtomicU64::new(0),
             }),
         })
@@ -180,6 +231,9 @@ impl Db {
         for s in &shards {
             gates.push(s.gate.read().await);
         }
+        // `close` takes every gate after marking the store closed, then stops the WAL
+        // pumps: a writer that got its gates after that must not queue for a stopped pump.
+        self.check_open()?;
         let seq = &self.inner.ctx.seq;
         let start = seq.allocate(batch.len() as u64);
         record[..8].copy_from_slice(&start.to_le_bytes());
@@ -202,9 +256,16 @@ impl Db {
         // Every involved shard's WAL gets the whole batch, queued before any memtable
         // sees it: replay of any one of them restores all of it.
         let mut tickets = Vec::with_capacity(shards.len());
-        for s in &shards {
-            s.count_wal_bytes(record.len());
-            tickets.push(s.log.enqueue(record.clone()));
+        let record_bytes = record.len();
+        for (i, s) in shards.iter().enumerate() {
+            s.count_wal_bytes(record_bytes);
+            // The last shard takes the record itself: a one-shard write copies nothing.
+            let payload = if i + 1 == shards.len() {
+                std::mem::take(&mut record)
+            } else {
+                record.clone()
+            };
+            tickets.push(s.log.enqueue(payload));
         }
         drop(apply);
         let tickets = tickets.into_iter().collect::<Result<Vec<u64>, DbError>>()?;
@@ -274,7 +335,9 @@ impl Db {
     /// Closes the store: waits for writes in progress, stops the background work (after
     /// the flush or compaction under way), syncs the WALs and the table files, closes the
     /// device. Other clones of this `Db` get [`DbError::Closed`] from then on. Memtables are
-    /// not flushed: the next open replays them from the WAL.
+    /// not flushed: the next open replays them from the WAL. If the last `Db` is dropped
+    /// without a finished close (this future dropped too), the same happens in a background
+    /// task; reopen the device only after a close that returned.
     pub async fn close(self) -> Result<(), DbError> {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Err(DbError::Closed);
@@ -286,7 +349,9 @@ impl Db {
         for s in &self.inner.shards {
             s.stop().await;
         }
-        self.inner.store.clone().close().await?;
+        let closed = self.inner.store.clone().close().await;
+        self.inner.finished.store(true, Ordering::Release);
+        closed?;
         Ok(())
     }
 
@@ -304,6 +369,7 @@ impl Db {
         for s in &self.inner.shards {
             s.stop().await;
         }
+        self.inner.finished.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -371,9 +437,4 @@ impl Drop for Apply<'_> {
         }
         self.gates.clear();
     }
-}
-
-/// The shard of `key` among `shards`.
-pub fn shard_of(key: &[u8], shards: usize) -> usize {
-    (xxhash_rust::xxh3::xxh3_64(key) % shards as u64) as usize
 }

@@ -7,11 +7,11 @@ use ziob::ZiobConfig;
 use ziob_zonefs::ZoneFs;
 
 use crate::batch::WriteBatch;
-use crate::db::{shard_of, Db};
+use crate::context::StoreCtx;
 use crate::db_error::DbError;
 use crate::durable::ShardLog;
 use crate::options::{Options, MAX_IMMUTABLE_MEMTABLES};
-use crate::shard::{Shard, StoreCtx};
+use crate::shard::{shard_of, Shard};
 use crate::snapshot::{Sequencer, SnapshotRegistry};
 use crate::sst::cache::BlockCache;
 use crate::store::{Store, StoreOptions};
@@ -43,8 +43,16 @@ pub fn store_options(opts: &Options) -> StoreOptions {
     }
 }
 
-/// Opens the store (see [`Db::open`]).
-pub async fn open(handle: ziob::runtime::Handle, spec: &str, opts: Options) -> Result<Db, DbError> {
+/// The parts of an opened and recovered store: its shards (not started), their shared
+/// context, the device layout.
+pub type Opened = (Vec<Arc<Shard>>, Arc<StoreCtx>, Store);
+
+/// Opens and recovers the store (see [`Db::open`](crate::Db::open)).
+pub async fn open(
+    handle: ziob::runtime::Handle,
+    spec: &str,
+    opts: Options,
+) -> Result<Opened, DbError> {
     opts.validate()?;
     let store = Store::open_spec(
         handle.clone(),
@@ -54,7 +62,25 @@ pub async fn open(handle: ziob::runtime::Handle, spec: &str, opts: Options) -> R
     )
     .await?;
     match recover(handle, store.clone(), opts).await {
-        Ok(db) => Ok(db),
+        Ok(parts) => Ok(parts),
+        Err(e) => {
+            let _ = store.close().await;
+            Err(e)
+        }
+    }
+}
+
+/// Opens and recovers the store on the device of `client` (see
+/// [`Db::open_on`](crate::Db::open_on)).
+pub async fn open_on(
+    handle: ziob::runtime::Handle,
+    client: ziob::Client,
+    opts: Options,
+) -> Result<Opened, DbError> {
+    opts.validate()?;
+    let store = Store::open(client, &store_options(&opts)).await?;
+    match recover(handle, store.clone(), opts).await {
+        Ok(parts) => Ok(parts),
         Err(e) => {
             let _ = store.close().await;
             Err(e)
@@ -66,7 +92,7 @@ async fn recover(
     handle: ziob::runtime::Handle,
     store: Store,
     opts: Options,
-) -> Result<Db, DbError> {
+) -> Result<Opened, DbError> {
     let cores = handle.cores();
     let n = store.shards();
     let fs = store.fs().clone();
@@ -164,7 +190,7 @@ async fn recover(
         }
     }
     ctx.seq.recover(last_seq);
-    Db::assemble(shards, ctx, store)
+    Ok((shards, ctx, store))
 }
 
 /// Deletes the table files of shard `shard` not in `live` (left by a crash or a lost

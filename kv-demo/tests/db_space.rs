@@ -127,3 +127,46 @@ fn cross_shard_batches_keep_the_wals_within_their_room() {
         });
     });
 }
+
+/// With ZIOB's buffer off (`--ziob=off`) on a device with open/active zone limits and a zone
+/// capacity below the zone size, the store writes more than the device holds (50 MB of values
+/// on 36 MiB of zone capacity) through flushes, compactions and zone
+/// reclaim within the limits and reads back what it wrote.
+#[test]
+fn pass_through_with_zone_limits() {
+    with_watchdog(600, || {
+        let rt = Runtime::builder().cores(2).build().unwrap();
+        futures::executor::block_on(async {
+            let spec = "mem:zones=48,zone_size=1M,zone_capacity=768K,max_open=8,max_active=8";
+            let opts = Options {
+                shards: 2,
+                write_buffer_bytes: 128 << 10,
+                target_file_bytes: 128 << 10,
+                buffered: false,
+                ..Options::default()
+            };
+            let db = Db::open(rt.handle(), spec, opts).await.unwrap();
+            let mut rng = Rng(17);
+            let mut latest = vec![0u64; 1000];
+            for round in 1..=100_000u64 {
+                let k = rng.below(1000);
+                let mut v = vec![0u8; 500];
+                v[..8].copy_from_slice(&round.to_le_bytes());
+                if let Err(e) = db.put(key(k), v, &WriteOptions::default()).await {
+                    panic!("put {round}: {e}");
+                }
+                latest[k as usize] = round;
+            }
+            for (k, &r) in latest.iter().enumerate() {
+                let got = db.get(&key(k as u64)).await.unwrap();
+                match r {
+                    0 => assert_eq!(got, None),
+                    r => assert_eq!(&got.expect("lost key")[..8], &r.to_le_bytes()),
+                }
+            }
+            let st = db.stats().await;
+            assert!(st.compaction_write_bytes > 0, "no compaction: {st:?}");
+            db.close().await.unwrap();
+        });
+    });
+}

@@ -378,6 +378,7 @@ impl<S: TableSource> Table<S> {
         let mut c = Cursor {
             index: self.index.seek(target, self.order)?,
             block: None,
+            pending: None,
         };
         if let Some(block) = self.next_block(&mut c).await? {
             c.block = Some(block.seek(target, self.order)?);
@@ -406,22 +407,34 @@ impl<S: TableSource> Table<S> {
         }
     }
 
+    /// The cursor's next data block. Cancel-safe: the block's handle stays in the cursor
+    /// until the block is read, so a call dropped at its read (or failed) reads the same
+    /// block again next time instead of skipping it.
     async fn next_block(&self, c: &mut Cursor) -> std::result::Result<Option<Block>, TableError> {
-        match c.index.next() {
-            None => Ok(None),
-            Some(entry) => {
-                let (_, handle) = entry?;
-                let handle = BlockHandle::decode(&handle)?;
-                // The cache keeps decoded (checked) blocks: a hit costs no checksum and no
-                // restart-array check.
-                if let Some(block) = self.cache.get(self.id, handle.offset) {
-                    return Ok(Some(block));
+        let handle = match c.pending {
+            Some(h) => h,
+            None => match c.index.next() {
+                None => return Ok(None),
+                Some(entry) => {
+                    let (_, handle) = entry?;
+                    let h = BlockHandle::decode(&handle)?;
+                    c.pending = Some(h);
+                    h
                 }
+            },
+        };
+        // The cache keeps decoded (checked) blocks: a hit costs no checksum and no
+        // restart-array check.
+        let block = match self.cache.get(self.id, handle.offset) {
+            Some(block) => block,
+            None => {
                 let block = Block::decode(read_block(&self.source, handle).await?)?;
                 self.cache.insert(self.id, handle.offset, block.clone());
-                Ok(Some(block))
+                block
             }
-        }
+        };
+        c.pending = None;
+        Ok(Some(block))
     }
 }
 
@@ -452,6 +465,8 @@ async fn read_block<S: TableSource>(
 pub struct Cursor {
     index: BlockIter,
     block: Option<BlockIter>,
+    /// The data block taken from the index and not read yet (a read dropped or failed).
+    pending: Option<BlockHandle>,
 }
 
 /// Entries of a [`Table`] in key order, from where it was positioned.

@@ -4,6 +4,9 @@
 use std::time::Duration;
 
 use kv_demo::Options;
+use ziob::backends::mem::MemDevice;
+use ziob::backends::AnyDevice;
+use ziob::{Client, Runtime, ZiobConfig};
 
 /// A small deterministic generator (xorshift64*), so a failure names its seed.
 pub struct Rng(pub u64);
@@ -91,4 +94,20 @@ pub fn tiny_emu(shards: usize, zones: u32) -> Options {
         emu_zone_bytes: 1 << 20,
         ..tiny(shards)
     }
+}
+
+/// A ZIOB instance (zone write buffer on or off) over `dev`, made on core 0 of `rt`.
+pub fn client_on(rt: &Runtime, dev: &MemDevice, buffered: bool) -> Client {
+    let dev = dev.clone();
+    futures::executor::block_on(rt.handle().call(0, move || async move {
+        let config = ZiobConfig {
+            buffered,
+            ..ZiobConfig::default()
+        };
+        ziob::Ziob::with_device(AnyDevice::Mem(dev), config)
+            .await
+            .map(|z| z.client())
+    }))
+    .unwrap()
+    .unwrap()
 }

@@ -1,17 +1,28 @@
-//! A manual throughput look (not a speed assertion): `cargo test --release -p kv-demo --test
-//! db_smoke_speed -- --ignored --nocapture`.
-
-mod db_common;
+//! A quick throughput look at the store (a benchmark, not a test: the side-by-side numbers
+//! come from `kv-demo` and `benches/`): `KV_NUM` random 16-byte keys with 100-byte values
+//! filled, then as many random reads, over `mem:`.
+//!
+//! `cargo run --release -p kv-demo --example fill_read` (env: `KV_CORES` (2), `KV_NUM`
+//! (200000), `KV_ON_CORE=1` to run the workload as a task on core 0).
 
 use std::time::Instant;
 
-use db_common::Rng;
 use kv_demo::{Db, Options, WriteOptions};
 use ziob::Runtime;
 
-#[test]
-#[ignore]
-fn fillrandom_then_readrandom() {
+/// xorshift64*: a fixed key sequence.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+fn main() {
     let cores: usize = std::env::var("KV_CORES")
         .ok()
         .and_then(|c| c.parse().ok())
@@ -21,13 +32,16 @@ fn fillrandom_then_readrandom() {
         .and_then(|c| c.parse().ok())
         .unwrap_or(200_000);
     let rt = Runtime::builder().cores(cores).build().unwrap();
-    futures::executor::block_on(async {
+    // KV_ON_CORE=1: the workload runs as a task on core 0 (as kv-demo --run_on=cores).
+    let on_core = std::env::var("KV_ON_CORE").is_ok_and(|v| v == "1");
+    let handle = rt.handle();
+    let work = move || async move {
         let opts = Options {
             write_buffer_bytes: 4 << 20,
             target_file_bytes: 4 << 20,
             ..Options::default()
         };
-        let db = Db::open(rt.handle(), "mem:zones=64,zone_size=64M", opts)
+        let db = Db::open(handle, "mem:zones=64,zone_size=64M", opts)
             .await
             .unwrap();
         let mut rng = Rng(1);
@@ -57,5 +71,10 @@ fn fillrandom_then_readrandom() {
             st.write_amplification()
         );
         db.close().await.unwrap();
-    });
+    };
+    if on_core {
+        rt.block_on(work).unwrap();
+    } else {
+        futures::executor::block_on(work());
+    }
 }
