@@ -22,7 +22,8 @@ pub mod ikey;
 pub mod memtable;
 pub mod sst;
 pub mod table_file;
-pub mod version_edit;
 mod varint;
+pub mod version_edit;
 
 pub use error::{CorruptionError, Result};
+pub mod bench;
