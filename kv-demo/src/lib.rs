@@ -17,13 +17,30 @@
 //! GC (through `ziob-zonefs`), sharding, the `Db` API and the `kv-demo` benchmark binary.
 
 pub mod batch;
+pub mod bench;
+pub mod compaction;
+pub mod db;
+pub mod db_error;
+pub mod durable;
 pub mod error;
 pub mod ikey;
+pub mod iter;
 pub mod memtable;
+mod open;
+pub mod options;
+pub mod shard;
+pub mod snapshot;
 pub mod sst;
 pub mod table_file;
+pub mod table_writer;
 mod varint;
+pub mod version;
 pub mod version_edit;
 
+pub use batch::WriteBatch;
+pub use db::{Db, DbStats};
+pub use db_error::DbError;
 pub use error::{CorruptionError, Result};
-pub mod bench;
+pub use iter::Scan;
+pub use options::{Options, WriteOptions};
+pub use snapshot::Snapshot;

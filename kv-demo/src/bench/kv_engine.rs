@@ -80,7 +80,7 @@ impl Engine for KvDemoEngine {
         EngineStats {
             user_bytes: s.user_bytes,
             flush_bytes: Some(s.flush_bytes),
-            compaction_bytes: Some(s.compaction_bytes),
+            compaction_bytes: Some(s.compaction_write_bytes),
             device_bytes: Some(s.device_bytes),
         }
     }
@@ -115,7 +115,10 @@ impl KvDemoHost {
                     .prefix("kv-demo-")
                     .tempdir()
                     .map_err(err)?;
-                (format!("emu:{}", t.path().join("kv-demo.zns").display()), Some(t))
+                (
+                    format!("emu:{}", t.path().join("kv-demo.zns").display()),
+                    Some(t),
+                )
             }
         };
         let emu_path = spec
@@ -141,6 +144,25 @@ impl KvDemoHost {
         })
     }
 
+    /// Creates an absent `emu:` device file with the store's default geometry
+    /// (`Options::emu_zones` × `Options::emu_zone_bytes`), as `Db::open` is specified to.
+    fn create_absent_emu(&self) -> Result<(), EngineError> {
+        let Some(p) = &self.emu_path else {
+            return Ok(());
+        };
+        if p.exists() {
+            return Ok(());
+        }
+        let spec = self.spec.clone();
+        let g = ziob::Geometry::new(self.options.emu_zones, self.options.emu_zone_bytes);
+        self.runtime
+            .block_on(
+                move || async move { ziob::backends::create_device(&spec, &g).await.map(drop) },
+            )
+            .map_err(err)?
+            .map_err(err)
+    }
+
     fn open_db(&self) -> Result<Db, EngineError> {
         futures::executor::block_on(Db::open(
             self.runtime.handle(),
@@ -155,6 +177,7 @@ impl EngineHost for KvDemoHost {
     type Engine = KvDemoEngine;
 
     fn open(&mut self) -> Result<KvDemoEngine, EngineError> {
+        self.create_absent_emu()?;
         Ok(KvDemoEngine {
             db: self.open_db()?,
             handle: self.runtime.handle(),

@@ -16,7 +16,7 @@ pub mod engine;
 pub mod fjall_engine;
 pub mod flags;
 pub mod keys;
-// pub mod kv_engine; (waits for the Db of branch kv-engine)
+pub mod kv_engine;
 pub mod progress;
 pub mod rng;
 pub mod stats;
@@ -47,10 +47,10 @@ pub enum CliError {
 pub fn run_flags(flags: &Flags, out: &mut dyn Write) -> Result<Vec<BenchResult>, CliError> {
     let cfg = flags.check()?;
     match cfg.engine {
-        EngineName::KvDemo => Err(CliError::Engine(EngineError::new(
-            "kv-demo",
-            "the Db is not merged into this branch yet (branch kv-engine)",
-        ))),
+        EngineName::KvDemo => {
+            let mut host = kv_engine::KvDemoHost::new(&cfg)?;
+            Ok(run(&cfg, &mut host, out, true)?)
+        }
         #[cfg(feature = "peers")]
         EngineName::Fjall => {
             let mut host = fjall_engine::FjallHost::new(&cfg)?;

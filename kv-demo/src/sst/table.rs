@@ -365,16 +365,63 @@ impl<S: TableSource> Table<S> {
         &self,
         target: &[u8],
     ) -> std::result::Result<TableIter<'_, S>, TableError> {
-        let index = self.index.seek(target, self.order)?;
-        let mut it = TableIter {
+        let cursor = self.cursor_from(target).await?;
+        Ok(TableIter {
             table: self,
-            index,
+            cursor,
+        })
+    }
+
+    /// A [`Cursor`] at the first entry at or after `target`: the position of an iterator
+    /// without a borrow of the table, for iterators that own their table (an `Arc`).
+    pub async fn cursor_from(&self, target: &[u8]) -> std::result::Result<Cursor, TableError> {
+        let mut c = Cursor {
+            index: self.index.seek(target, self.order)?,
             block: None,
         };
-        if let Some(block) = it.next_block().await? {
-            it.block = Some(block.seek(target, self.order)?);
+        if let Some(block) = self.next_block(&mut c).await? {
+            c.block = Some(block.seek(target, self.order)?);
         }
-        Ok(it)
+        Ok(c)
+    }
+
+    /// The entry at `cursor` (a cursor of this table), moving it on; `None` at the end.
+    pub async fn cursor_next(
+        &self,
+        cursor: &mut Cursor,
+    ) -> std::result::Result<Option<(Vec<u8>, Bytes)>, TableError> {
+        loop {
+            if let Some(it) = &mut cursor.block {
+                if let Some(entry) = it.next() {
+                    return Ok(Some(entry?));
+                }
+            }
+            match self.next_block(cursor).await? {
+                Some(block) => cursor.block = Some(block.iter()),
+                None => {
+                    cursor.block = None;
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    async fn next_block(&self, c: &mut Cursor) -> std::result::Result<Option<Block>, TableError> {
+        match c.index.next() {
+            None => Ok(None),
+            Some(entry) => {
+                let (_, handle) = entry?;
+                let handle = BlockHandle::decode(&handle)?;
+                // The cache keeps decoded (checked) blocks: a hit costs no checksum and no
+                // restart-array check.
+                if let Some(block) = self.cache.get(self.id, handle.offset) {
+                    return Ok(Some(block));
+                }
+                let block = Block::decode(read_block(&self.source, handle).await?)?;
+                self.cache.insert(self.id, handle.offset, block.clone());
+                Ok(Some(block))
+            }
+        }
     }
 }
 
@@ -399,50 +446,25 @@ async fn read_block<S: TableSource>(
     Ok(bytes)
 }
 
-/// Entries of a [`Table`] in key order, from where it was positioned.
+/// Where an iteration over one table stands (index and data block positions); moved on by
+/// [`Table::cursor_next`] of the table that made it.
 #[derive(Debug)]
-pub struct TableIter<'a, S> {
-    table: &'a Table<S>,
+pub struct Cursor {
     index: BlockIter,
     block: Option<BlockIter>,
 }
 
-impl<S: TableSource> TableIter<'_, S> {
-    async fn next_block(&mut self) -> std::result::Result<Option<Block>, TableError> {
-        match self.index.next() {
-            None => Ok(None),
-            Some(entry) => {
-                let (_, handle) = entry?;
-                let handle = BlockHandle::decode(&handle)?;
-                let t = self.table;
-                // The cache keeps decoded (checked) blocks: a hit costs no checksum and no
-                // restart-array check.
-                if let Some(block) = t.cache.get(t.id, handle.offset) {
-                    return Ok(Some(block));
-                }
-                let block = Block::decode(read_block(&t.source, handle).await?)?;
-                t.cache.insert(t.id, handle.offset, block.clone());
-                Ok(Some(block))
-            }
-        }
-    }
+/// Entries of a [`Table`] in key order, from where it was positioned.
+#[derive(Debug)]
+pub struct TableIter<'a, S> {
+    table: &'a Table<S>,
+    cursor: Cursor,
+}
 
+impl<S: TableSource> TableIter<'_, S> {
     /// The next entry, or `None` at the end.
     pub async fn next(&mut self) -> std::result::Result<Option<(Vec<u8>, Bytes)>, TableError> {
-        loop {
-            if let Some(it) = &mut self.block {
-                if let Some(entry) = it.next() {
-                    return Ok(Some(entry?));
-                }
-            }
-            match self.next_block().await? {
-                Some(block) => self.block = Some(block.iter()),
-                None => {
-                    self.block = None;
-                    return Ok(None);
-                }
-            }
-        }
+        self.table.cursor_next(&mut self.cursor).await
     }
 }
 

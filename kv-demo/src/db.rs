@@ -1,0 +1,322 @@
+//! The store: [`Db`] routes each key to its shard (`xxh3(key) % shards`), numbers writes
+//! with one sequence for all shards and publishes them in order, logs a batch that spans
+//! shards to every involved shard's WAL before any of them applies it, and merges the
+//! shards for scans.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ziob::Client;
+use ziob_zonefs::{FsStats, SpaceUsage, ZoneFs};
+
+use crate::batch::WriteBatch;
+use crate::db_error::DbError;
+use crate::ikey;
+use crate::iter::{Scan, ShardIter};
+use crate::options::{Options, WriteOptions};
+use crate::shard::Shard;
+use crate::snapshot::{Publish, Snapshot};
+
+/// What the store has done, for write and space amplification.
+#[derive(Debug, Clone)]
+pub struct DbStats {
+    /// Shards.
+    pub shards: usize,
+    /// Bytes of keys and values written by callers.
+    pub user_bytes: u64,
+    /// Bytes of tables written by flushes.
+    pub flush_bytes: u64,
+    /// Bytes of tables read by compactions.
+    pub compaction_read_bytes: u64,
+    /// Bytes of tables written by compactions.
+    pub compaction_write_bytes: u64,
+    /// Times a writer waited for background work.
+    pub write_stalls: u64,
+    /// Tables and bytes per level, summed over the shards.
+    pub levels: Vec<(usize, u64)>,
+    /// Memtable bytes (active and immutable), all shards.
+    pub memtable_bytes: u64,
+    /// Bytes written to the device through ZIOB (WAL, manifest, tables, zonefs journal, GC
+    /// copies): the ZIOB metrics' `bytes_written`, or `writeback_bytes` when larger (padding).
+    pub device_bytes: u64,
+    /// The zone file system's byte counts (tables, journal, GC).
+    pub fs: FsStats,
+    /// The zone file system's space use (`df`).
+    pub df: SpaceUsage,
+}
+
+impl DbStats {
+    /// Device bytes written per user byte (0 when nothing was written).
+    pub fn write_amplification(&self) -> f64 {
+        if self.user_bytes == 0 {
+            return 0.0;
+        }
+        self.device_bytes as f64 / self.user_bytes as f64
+    }
+
+    /// Bytes the table zones occupy (live files plus reclaimable garbage) per byte of live
+    /// files (zonefs `df`).
+    pub fn space_amplification(&self) -> f64 {
+        self.df.space_amplification()
+    }
+}
+
+#[derive(Debug)]
+struct DbInner {
+    shards: Vec<Arc<Shard>>,
+    ctx: Arc<crate::shard::StoreCtx>,
+    client: Client,
+    closed: AtomicBool,
+    user_bytes: AtomicU64,
+}
+
+/// An open store. Cheap to clone; every clone is the same store; usable from any thread
+/// (its futures are `Send`).
+#[derive(Debug, Clone)]
+pub struct Db {
+    inner: Arc<DbInner>,
+}
+
+impl Db {
+    /// Opens the store on the device `spec` (a ZIOB device spec) with the runtime `handle`.
+    pub async fn open(
+        handle: ziob::runtime::Handle,
+        spec: &str,
+        opts: Options,
+    ) -> Result<Db, DbError> {
+        crate::open::open(handle, spec, opts).await
+    }
+
+    /// The store made of `shards` (started here) on `client`/`fs`.
+    pub(crate) fn assemble(
+        shards: Vec<Arc<Shard>>,
+        ctx: Arc<crate::shard::StoreCtx>,
+        client: Client,
+    ) -> Result<Db, DbError> {
+        for s in &shards {
+            s.start()?;
+        }
+        Ok(Db {
+            inner: Arc::new(DbInner {
+                shards,
+                ctx,
+                client,
+                closed: AtomicBool::new(false),
+                user_bytes: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    fn check_open(&self) -> Result<(), DbError> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(DbError::Closed);
+        }
+        Ok(())
+    }
+
+    /// The shard of `key`.
+    pub fn shard_of(&self, key: &[u8]) -> usize {
+        shard_of(key, self.inner.shards.len())
+    }
+
+    /// Shards of the store.
+    pub fn shards(&self) -> usize {
+        self.inner.shards.len()
+    }
+
+    /// The zone file system holding the tables.
+    pub fn fs(&self) -> &ZoneFs {
+        &self.inner.ctx.fs
+    }
+
+    /// Writes `key` → `value`.
+    pub async fn put(
+        &self,
+        key: impl Into<Bytes>,
+        value: impl Into<Bytes>,
+        w: &WriteOptions,
+    ) -> Result<(), DbError> {
+        let mut b = WriteBatch::new();
+        b.put(key, value)?;
+        self.write(b, w).await
+    }
+
+    /// Deletes `key`.
+    pub async fn delete(&self, key: impl Into<Bytes>, w: &WriteOptions) -> Result<(), DbError> {
+        let mut b = WriteBatch::new();
+        b.delete(key)?;
+        self.write(b, w).await
+    }
+
+    /// Applies `batch` atomically: after a crash, all of it or none (across shards too).
+    pub async fn write(&self, batch: WriteBatch, w: &WriteOptions) -> Result<(), DbError> {
+        self.check_open()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let n = self.inner.shards.len();
+        let routes: Vec<usize> = batch.ops().iter().map(|op| shard_of(&op.key, n)).collect();
+        let mut involved = routes.clone();
+        involved.sort_unstable();
+        involved.dedup();
+        let shards: Vec<&Arc<Shard>> = involved.iter().map(|&s| &self.inner.shards[s]).collect();
+        for s in &shards {
+            s.make_room().await?;
+        }
+        // In shard order: a memtable switch takes one gate exclusively, so no cycle.
+        let mut gates = Vec::with_capacity(shards.len());
+        for s in &shards {
+            gates.push(s.gate.read().await);
+        }
+        let seq = &self.inner.ctx.seq;
+        let start = seq.allocate(batch.len() as u64);
+        let _publish = Publish {
+            seq,
+            start,
+            n: batch.len() as u64,
+        };
+        let mut record = Vec::with_capacity(batch.payload_bytes() + 16 + 4 * batch.len());
+        batch.encode(start, &mut record);
+        for s in &shards {
+            s.log.append(&record).await?;
+        }
+        if w.sync {
+            for s in &shards {
+                s.log.sync().await?;
+            }
+        }
+        for (i, s) in involved.iter().zip(&shards) {
+            s.insert(
+                batch
+                    .ops()
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| routes[*j] == *i)
+                    .map(|(j, op)| (start + j as u64, op)),
+            );
+        }
+        drop(gates);
+        self.inner
+            .user_bytes
+            .fetch_add(batch.payload_bytes() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The value of `key`, if any.
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Bytes>, DbError> {
+        self.check_open()?;
+        self.inner.shards[self.shard_of(key)].get(key, None).await
+    }
+
+    /// The value of `key` as `snap` sees it.
+    pub async fn get_at(&self, key: &[u8], snap: &Snapshot) -> Result<Option<Bytes>, DbError> {
+        self.check_open()?;
+        self.inner.shards[self.shard_of(key)]
+            .get(key, Some(snap.seq()))
+            .await
+    }
+
+    /// A consistent view of the store as of now.
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner.ctx.snapshots.acquire(&self.inner.ctx.seq)
+    }
+
+    /// Keys in `[start, end)` (`None` = unbounded) in key order, merged across shards, as
+    /// `snap` sees them (`None`: a snapshot taken now).
+    pub async fn scan(
+        &self,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+        snap: Option<&Snapshot>,
+    ) -> Result<Scan, DbError> {
+        self.check_open()?;
+        let snap = match snap {
+            Some(s) => s.clone(),
+            None => self.snapshot(),
+        };
+        let from = ikey::seek_key(start.unwrap_or_default(), ikey::MAX_SEQ);
+        let mut iters = Vec::with_capacity(self.inner.shards.len());
+        for s in &self.inner.shards {
+            let merge = s.merge_iter(&from).await?;
+            iters.push(ShardIter::new(merge, snap.seq(), end.map(|e| e.to_vec())));
+        }
+        Ok(Scan::new(iters, Some(snap)))
+    }
+
+    /// Writes every memtable to tables and waits for it.
+    pub async fn flush(&self) -> Result<(), DbError> {
+        self.check_open()?;
+        futures::future::try_join_all(self.inner.shards.iter().map(|s| s.flush())).await?;
+        Ok(())
+    }
+
+    /// Closes the store: syncs the WALs, stops the background work, closes the device.
+    /// Other clones of this `Db` get [`DbError::Closed`] from then on.
+    pub async fn close(self) -> Result<(), DbError> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Err(DbError::Closed);
+        }
+        let mut first_err = None;
+        for s in &self.inner.shards {
+            // Wait for writers in progress, then make their records durable.
+            let _g = s.gate.write().await;
+            if let Err(e) = s.log.sync().await {
+                first_err.get_or_insert(e);
+            }
+        }
+        for s in &self.inner.shards {
+            s.stop().await;
+        }
+        if let Err(e) = self.inner.ctx.fs.sync_all().await {
+            first_err.get_or_insert(e.into());
+        }
+        if let Err(e) = self.inner.client.close().await {
+            first_err.get_or_insert(e.into());
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// What the store has done so far.
+    pub async fn stats(&self) -> DbStats {
+        let mut levels = vec![(0usize, 0u64); crate::options::LEVELS];
+        let (mut flush, mut cr, mut cw, mut stalls, mut mem) = (0, 0, 0, 0, 0);
+        for s in &self.inner.shards {
+            let st = s.stats();
+            for (l, (n, b)) in st.levels.iter().enumerate() {
+                levels[l].0 += n;
+                levels[l].1 += b;
+            }
+            flush += st.flush_bytes;
+            cr += st.compaction_read_bytes;
+            cw += st.compaction_write_bytes;
+            stalls += st.write_stalls;
+            mem += st.memtable_bytes;
+        }
+        let device_bytes = match self.inner.client.metrics().await {
+            Ok(m) => {
+                let t = &m.total().stats;
+                t.bytes_written.max(t.writeback_bytes)
+            }
+            Err(_) => 0,
+        };
+        DbStats {
+            shards: self.inner.shards.len(),
+            user_bytes: self.inner.user_bytes.load(Ordering::Relaxed),
+            flush_bytes: flush,
+            compaction_read_bytes: cr,
+            compaction_write_bytes: cw,
+            write_stalls: stalls,
+            levels,
+            memtable_bytes: mem,
+            device_bytes,
+            fs: self.inner.ctx.fs.stats().await,
+            df: self.inner.ctx.fs.df().await,
+        }
+    }
+}
+
+/// The shard of `key` among `shards`.
+pub fn shard_of(key: &[u8], shards: usize) -> usize {
+    (xxhash_rust::xxh3::xxh3_64(key) % shards as u64) as usize
+}

@@ -1,0 +1,298 @@
+//! Iterators: a [`MergeIter`] over a shard's memtables and tables in internal-key order (an
+//! internal key met in several sources — a batch replayed into a memtable after its flush —
+//! counts once), a [`ShardIter`] on top that shows what a snapshot sees (the newest version
+//! at most the snapshot, no deletions) within bounds, and [`Scan`], which merges the shards'
+//! iterators in key order.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+
+use crate::db_error::DbError;
+use crate::error::CorruptionError;
+use crate::ikey::{self, Kind};
+use crate::memtable::Memtable;
+use crate::sst::table::Cursor;
+use crate::version::TableHandle;
+
+/// An internal key and its value.
+pub type Entry = (Vec<u8>, Bytes);
+
+/// The smallest internal key (where a whole-table iteration starts).
+pub fn first_ikey() -> Vec<u8> {
+    ikey::seek_key(b"", ikey::MAX_SEQ)
+}
+
+/// Entries copied out of a memtable per lock (the lock is never held across an await).
+const MEM_CHUNK: usize = 256;
+
+/// A memtable's entries from a start key, read in chunks under its lock.
+#[derive(Debug)]
+pub struct MemSource {
+    mem: Arc<RwLock<Memtable>>,
+    buf: VecDeque<Entry>,
+    /// The last internal key taken (the next chunk starts after it), or the start.
+    from: Vec<u8>,
+    /// Whether `from` was already returned (skip it when met again).
+    from_taken: bool,
+    done: bool,
+}
+
+impl MemSource {
+    /// Entries of `mem` at or after the internal key `start`.
+    pub fn new(mem: Arc<RwLock<Memtable>>, start: &[u8]) -> MemSource {
+        MemSource {
+            mem,
+            buf: VecDeque::new(),
+            from: start.to_vec(),
+            from_taken: false,
+            done: false,
+        }
+    }
+
+    /// The next entry, or `None` at the end.
+    pub fn next_entry(&mut self) -> Option<Entry> {
+        if self.buf.is_empty() && !self.done {
+            let m = self.mem.read().unwrap_or_else(|e| e.into_inner());
+            for (k, v) in m.iter_from(&self.from) {
+                if self.from_taken && k == &self.from[..] {
+                    continue;
+                }
+                self.buf.push_back((k.to_vec(), v.clone()));
+                if self.buf.len() >= MEM_CHUNK {
+                    break;
+                }
+            }
+            if self.buf.len() < MEM_CHUNK {
+                self.done = true;
+            }
+        }
+        let e = self.buf.pop_front()?;
+        if self.buf.is_empty() {
+            self.from.clone_from(&e.0);
+            self.from_taken = true;
+        }
+        Some(e)
+    }
+}
+
+/// One table's entries from a start key.
+#[derive(Debug)]
+pub struct TableSource {
+    table: Arc<TableHandle>,
+    cursor: Cursor,
+}
+
+impl TableSource {
+    /// Entries of `table` at or after the internal key `start`.
+    pub async fn new(table: Arc<TableHandle>, start: &[u8]) -> Result<TableSource, DbError> {
+        let cursor = table.table().cursor_from(start).await?;
+        Ok(TableSource { table, cursor })
+    }
+
+    async fn next(&mut self) -> Result<Option<Entry>, DbError> {
+        Ok(self.table.table().cursor_next(&mut self.cursor).await?)
+    }
+}
+
+/// The entries of a sorted run of non-overlapping tables (a level ≥ 1), opening each table
+/// when the previous one ends.
+#[derive(Debug)]
+pub struct LevelSource {
+    tables: Vec<Arc<TableHandle>>,
+    next_table: usize,
+    current: Option<TableSource>,
+}
+
+impl LevelSource {
+    /// Entries of the run `tables` (sorted by key) at or after the internal key `start`.
+    pub async fn new(tables: Vec<Arc<TableHandle>>, start: &[u8]) -> Result<LevelSource, DbError> {
+        let first = tables.partition_point(|t| ikey::order(&t.meta.largest, start).is_lt());
+        let mut s = LevelSource {
+            tables,
+            next_table: first + 1,
+            current: None,
+        };
+        if let Some(t) = s.tables.get(first) {
+            s.current = Some(TableSource::new(t.clone(), start).await?);
+        }
+        Ok(s)
+    }
+
+    async fn next(&mut self) -> Result<Option<Entry>, DbError> {
+        loop {
+            if let Some(cur) = &mut self.current {
+                if let Some(e) = cur.next().await? {
+                    return Ok(Some(e));
+                }
+            }
+            match self.tables.get(self.next_table) {
+                None => {
+                    self.current = None;
+                    return Ok(None);
+                }
+                Some(t) => {
+                    self.current = Some(TableSource::new(t.clone(), &first_ikey()).await?);
+                    self.next_table += 1;
+                }
+            }
+        }
+    }
+}
+
+/// A source of entries in internal-key order.
+#[derive(Debug)]
+pub enum Source {
+    /// A memtable.
+    Mem(MemSource),
+    /// One table.
+    Table(TableSource),
+    /// A level's sorted run of tables.
+    Level(LevelSource),
+}
+
+impl Source {
+    async fn next(&mut self) -> Result<Option<Entry>, DbError> {
+        match self {
+            Source::Mem(m) => Ok(m.next_entry()),
+            Source::Table(t) => t.next().await,
+            Source::Level(l) => l.next().await,
+        }
+    }
+}
+
+/// Entries of several sources in internal-key order; an internal key in several sources is
+/// returned once (the same key always has the same value: sequence numbers are unique).
+#[derive(Debug)]
+pub struct MergeIter {
+    sources: Vec<Source>,
+    heads: Vec<Option<Entry>>,
+}
+
+impl MergeIter {
+    /// Merges `sources` (each already positioned).
+    pub async fn new(mut sources: Vec<Source>) -> Result<MergeIter, DbError> {
+        let mut heads = Vec::with_capacity(sources.len());
+        for s in &mut sources {
+            heads.push(s.next().await?);
+        }
+        Ok(MergeIter { sources, heads })
+    }
+
+    /// The next entry, or `None` at the end.
+    pub async fn next(&mut self) -> Result<Option<Entry>, DbError> {
+        let mut min: Option<usize> = None;
+        for (i, h) in self.heads.iter().enumerate() {
+            if let Some((k, _)) = h {
+                match min {
+                    Some(m) if !ikey::order(k, &self.heads[m].as_ref().unwrap().0).is_lt() => {}
+                    _ => min = Some(i),
+                }
+            }
+        }
+        let Some(m) = min else { return Ok(None) };
+        let entry = self.heads[m].take().unwrap();
+        self.heads[m] = self.sources[m].next().await?;
+        for i in 0..self.heads.len() {
+            while self.heads[i].as_ref().is_some_and(|(k, _)| *k == entry.0) {
+                self.heads[i] = self.sources[i].next().await?;
+            }
+        }
+        Ok(Some(entry))
+    }
+}
+
+/// What a snapshot sees of one shard: user keys in order, each with its newest value at most
+/// the snapshot, deleted keys left out, up to an exclusive end key.
+#[derive(Debug)]
+pub struct ShardIter {
+    merge: MergeIter,
+    snapshot: u64,
+    end: Option<Vec<u8>>,
+    last_key: Option<Vec<u8>>,
+    done: bool,
+}
+
+impl ShardIter {
+    /// Over `merge` (positioned at the start key) at `snapshot`, ending before `end`.
+    pub fn new(merge: MergeIter, snapshot: u64, end: Option<Vec<u8>>) -> ShardIter {
+        ShardIter {
+            merge,
+            snapshot,
+            end,
+            last_key: None,
+            done: false,
+        }
+    }
+
+    /// The next visible `(key, value)`, or `None` at the end.
+    pub async fn next(&mut self) -> Result<Option<(Bytes, Bytes)>, DbError> {
+        while !self.done {
+            let Some((k, v)) = self.merge.next().await? else {
+                self.done = true;
+                break;
+            };
+            let (uk, seq, kind) = ikey::decode(&k)
+                .ok_or_else(|| CorruptionError::new("internal key during a scan"))?;
+            if seq > self.snapshot || self.last_key.as_deref() == Some(uk) {
+                continue;
+            }
+            if self.end.as_deref().is_some_and(|e| uk >= e) {
+                self.done = true;
+                break;
+            }
+            self.last_key = Some(uk.to_vec());
+            if kind == Kind::Put {
+                return Ok(Some((Bytes::copy_from_slice(uk), v)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// A range scan over the whole store: the shards' visible keys merged in key order (a key
+/// lives in exactly one shard). Holds its snapshot and the tables it reads until dropped.
+#[derive(Debug)]
+pub struct Scan {
+    shards: Vec<ShardIter>,
+    heads: Vec<Option<(Bytes, Bytes)>>,
+    started: bool,
+    /// Keeps the snapshot registered while the scan runs.
+    _snapshot: Option<crate::snapshot::Snapshot>,
+}
+
+impl Scan {
+    /// Merges the shard iterators `shards`; `snapshot` stays registered until the scan ends.
+    pub fn new(shards: Vec<ShardIter>, snapshot: Option<crate::snapshot::Snapshot>) -> Scan {
+        let heads = vec![None; shards.len()];
+        Scan {
+            shards,
+            heads,
+            started: false,
+            _snapshot: snapshot,
+        }
+    }
+
+    /// The next `(key, value)` in key order, or `None` at the end.
+    pub async fn next(&mut self) -> Result<Option<(Bytes, Bytes)>, DbError> {
+        if !self.started {
+            for (i, s) in self.shards.iter_mut().enumerate() {
+                self.heads[i] = s.next().await?;
+            }
+            self.started = true;
+        }
+        let mut min: Option<usize> = None;
+        for (i, h) in self.heads.iter().enumerate() {
+            if let Some((k, _)) = h {
+                if min.is_none_or(|m| *k < self.heads[m].as_ref().unwrap().0) {
+                    min = Some(i);
+                }
+            }
+        }
+        let Some(m) = min else { return Ok(None) };
+        let out = self.heads[m].take();
+        self.heads[m] = self.shards[m].next().await?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,584 @@
+//! One shard: an LSM tree of its own (memtable, immutable memtables, a [`Version`] of
+//! tables), its WAL and manifest ([`ShardLog`]), and its background work — one flush task and
+//! one compaction task, both on the shard's core. Callers on any thread reach it through
+//! short locks; writers wait (asynchronously) when flushes or compactions fall behind.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+use ziob_zonefs::{WriteLifetime, ZoneFs};
+
+use crate::batch::Op;
+use crate::compaction;
+use crate::db_error::DbError;
+use crate::durable::ShardLog;
+use crate::ikey;
+use crate::iter::{first_ikey, LevelSource, MemSource, MergeIter, Source, TableSource};
+use crate::memtable::{Lookup, Memtable};
+use crate::options::{Options, L0_STOP_WRITES, MAX_IMMUTABLE_MEMTABLES};
+use crate::snapshot::{Sequencer, SnapshotRegistry};
+use crate::sst::cache::BlockCache;
+use crate::sst::table::TableOptions;
+use crate::table_writer::TableWriter;
+use crate::version::{table_path, TableHandle, Version};
+use crate::version_edit::{FileMeta, VersionEdit};
+
+/// What every shard of a store shares.
+#[derive(Debug)]
+pub struct StoreCtx {
+    /// The zone file system holding the tables.
+    pub fs: ZoneFs,
+    /// The block cache of all tables.
+    pub cache: BlockCache,
+    /// The runtime (background work is spawned on the shards' cores).
+    pub handle: ziob::runtime::Handle,
+    /// The store's options.
+    pub opts: Options,
+    /// The store's sequence numbers.
+    pub seq: Sequencer,
+    /// The live snapshots.
+    pub snapshots: Arc<SnapshotRegistry>,
+}
+
+impl StoreCtx {
+    /// How tables are built.
+    pub fn table_options(&self) -> TableOptions {
+        TableOptions {
+            bloom_bits_per_key: self.opts.bloom_bits_per_key,
+            ..TableOptions::default()
+        }
+    }
+}
+
+/// A memtable waiting for its flush.
+#[derive(Debug, Clone)]
+struct Immutable {
+    mem: Arc<RwLock<Memtable>>,
+    /// The WAL position at the switch: every record before it is in this memtable or older.
+    wal_end: u64,
+    /// At least the highest sequence number in it.
+    last_seq: u64,
+}
+
+/// What readers take a consistent copy of.
+#[derive(Debug)]
+struct ShardState {
+    mem: Arc<RwLock<Memtable>>,
+    /// Oldest first.
+    imms: VecDeque<Immutable>,
+    version: Arc<Version>,
+    /// Per level, the largest user key of the last table compacted out of it (round robin).
+    compact_pointer: Vec<Vec<u8>>,
+}
+
+/// What the shard's tree looks like, for statistics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShardStats {
+    /// Tables and bytes per level.
+    pub levels: Vec<(usize, u64)>,
+    /// Bytes of tables written by flushes.
+    pub flush_bytes: u64,
+    /// Bytes of tables read by compactions.
+    pub compaction_read_bytes: u64,
+    /// Bytes of tables written by compactions.
+    pub compaction_write_bytes: u64,
+    /// Times a writer waited for background work.
+    pub write_stalls: u64,
+    /// Memtable bytes (active and immutable).
+    pub memtable_bytes: u64,
+}
+
+/// One shard of a store.
+#[derive(Debug)]
+pub struct Shard {
+    /// The shard's number.
+    pub id: usize,
+    /// The core its background work runs on.
+    pub core: usize,
+    ctx: Arc<StoreCtx>,
+    state: Mutex<ShardState>,
+    /// Writers hold it shared from their WAL append to their memtable insert; a memtable
+    /// switch holds it exclusively, so the switch's WAL position splits the WAL exactly.
+    pub gate: tokio::sync::RwLock<()>,
+    /// The WAL and manifest.
+    pub log: ShardLog,
+    next_file: AtomicU64,
+    /// One edit at a time: manifest write and version swap together.
+    edit_lock: tokio::sync::Mutex<()>,
+    /// Background progress (a flush or compaction installed, an error, closing).
+    changed: Notify,
+    flush_work: Notify,
+    compact_work: Notify,
+    error: Mutex<Option<String>>,
+    closing: AtomicBool,
+    running: AtomicUsize,
+    stopped: Notify,
+    flush_bytes: AtomicU64,
+    compaction_read_bytes: AtomicU64,
+    compaction_write_bytes: AtomicU64,
+    write_stalls: AtomicU64,
+}
+
+impl Shard {
+    /// A shard with the tables of `version`, next file number `next_file`.
+    pub fn new(
+        id: usize,
+        core: usize,
+        ctx: Arc<StoreCtx>,
+        log: ShardLog,
+        version: Version,
+        next_file: u64,
+    ) -> Shard {
+        Shard {
+            id,
+            core,
+            ctx,
+            state: Mutex::new(ShardState {
+                mem: Arc::default(),
+                imms: VecDeque::new(),
+                version: Arc::new(version),
+                compact_pointer: vec![Vec::new(); crate::options::LEVELS],
+            }),
+            gate: tokio::sync::RwLock::new(()),
+            log,
+            next_file: AtomicU64::new(next_file),
+            edit_lock: tokio::sync::Mutex::new(()),
+            changed: Notify::new(),
+            flush_work: Notify::new(),
+            compact_work: Notify::new(),
+            error: Mutex::new(None),
+            closing: AtomicBool::new(false),
+            running: AtomicUsize::new(0),
+            stopped: Notify::new(),
+            flush_bytes: AtomicU64::new(0),
+            compaction_read_bytes: AtomicU64::new(0),
+            compaction_write_bytes: AtomicU64::new(0),
+            write_stalls: AtomicU64::new(0),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, ShardState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The store's shared context.
+    pub fn ctx(&self) -> &Arc<StoreCtx> {
+        &self.ctx
+    }
+
+    /// Starts the flush and compaction tasks on the shard's core.
+    pub fn start(self: &Arc<Self>) -> Result<(), DbError> {
+        for job in [Job::Flush, Job::Compact] {
+            let me = self.clone();
+            self.running.fetch_add(1, Ordering::AcqRel);
+            let spawned = self
+                .ctx
+                .handle
+                .spawn_on(self.core, move || async move { me.background(job).await });
+            if let Err(e) = spawned {
+                self.running.fetch_sub(1, Ordering::AcqRel);
+                return Err(DbError::io(format!(
+                    "shard {}: starting background work on core {}: {e}",
+                    self.id, self.core
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails if a background flush or compaction failed or the store is closing.
+    pub fn check(&self) -> Result<(), DbError> {
+        if let Some(e) = &*self.error.lock().unwrap_or_else(|e| e.into_inner()) {
+            return Err(DbError::io(format!(
+                "shard {}: background work failed: {e}",
+                self.id
+            )));
+        }
+        if self.closing.load(Ordering::Acquire) {
+            return Err(DbError::Closed);
+        }
+        Ok(())
+    }
+
+    fn fail(&self, e: DbError) {
+        let mut err = self.error.lock().unwrap_or_else(|e| e.into_inner());
+        if err.is_none() {
+            *err = Some(e.to_string());
+        }
+        drop(err);
+        self.changed.notify_waiters();
+    }
+
+    /// Waits until the shard can take a write: switches a full memtable, waits (async) while
+    /// too many immutable memtables or L0 tables wait for background work.
+    pub async fn make_room(&self) -> Result<(), DbError> {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            self.check()?;
+            let (l0, full, imms) = {
+                let st = self.state();
+                let full = st
+                    .mem
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .approximate_bytes()
+                    >= self.ctx.opts.write_buffer_bytes;
+                (st.version.l0_count(), full, st.imms.len())
+            };
+            if l0 >= L0_STOP_WRITES || (full && imms >= MAX_IMMUTABLE_MEMTABLES) {
+                self.write_stalls.fetch_add(1, Ordering::Relaxed);
+                self.compact_work.notify_one();
+                self.flush_work.notify_one();
+                changed.await;
+                continue;
+            }
+            if full {
+                self.switch_memtable().await;
+            }
+            return Ok(());
+        }
+    }
+
+    /// Makes the memtable immutable (if it holds anything) and starts a new one; wakes the
+    /// flush task.
+    pub async fn switch_memtable(&self) {
+        let _g = self.gate.write().await;
+        let mut st = self.state();
+        if st.mem.read().unwrap_or_else(|e| e.into_inner()).is_empty() {
+            return;
+        }
+        let mem = std::mem::take(&mut st.mem);
+        st.imms.push_back(Immutable {
+            mem,
+            wal_end: self.log.wal_end(),
+            last_seq: self.ctx.seq.last_allocated(),
+        });
+        drop(st);
+        self.flush_work.notify_one();
+    }
+
+    /// Inserts `ops` (with their sequence numbers) into the memtable. The caller holds
+    /// [`gate`](Self::gate) shared and has logged them.
+    pub fn insert<'a>(&self, ops: impl Iterator<Item = (u64, &'a Op)>) {
+        let mem = self.state().mem.clone();
+        let mut m = mem.write().unwrap_or_else(|e| e.into_inner());
+        for (seq, op) in ops {
+            m.add(&op.key, seq, op.kind, op.value.clone());
+        }
+    }
+
+    /// Inserts one replayed WAL operation (recovery, before the store runs), unless the
+    /// memtable has it already (a batch logged to several shards' WALs is replayed from each).
+    /// The caller skips operations the shard's tables hold (sequence at most its manifest's
+    /// `last_seq`).
+    pub fn replay(&self, seq: u64, op: &Op) {
+        let mem = self.state().mem.clone();
+        let mut m = mem.write().unwrap_or_else(|e| e.into_inner());
+        if ikey_at(&m, &op.key, seq) != Some(seq) {
+            m.add(&op.key, seq, op.kind, op.value.clone());
+        }
+    }
+
+    /// The newest value of `key` at `snapshot` (`None`: read the visible sequence after
+    /// taking the tree, see `Db::get`).
+    pub async fn get(&self, key: &[u8], snapshot: Option<u64>) -> Result<Option<Bytes>, DbError> {
+        let (mem, imms, version) = {
+            let st = self.state();
+            let imms: Vec<_> = st.imms.iter().rev().map(|i| i.mem.clone()).collect();
+            (st.mem.clone(), imms, st.version.clone())
+        };
+        // Taken after the tree: any compaction that made `version` dropped only versions
+        // this sequence cannot see.
+        let snap = snapshot.unwrap_or_else(|| self.ctx.seq.visible());
+        for m in std::iter::once(&mem).chain(imms.iter()) {
+            match m.read().unwrap_or_else(|e| e.into_inner()).get(key, snap) {
+                Lookup::Absent => {}
+                Lookup::Found(v) => return Ok(Some(v)),
+                Lookup::Deleted => return Ok(None),
+            }
+        }
+        Ok(crate::version::lookup_value(version.get(key, snap).await?))
+    }
+
+    /// A merge of everything the shard holds, positioned at the internal key `start`.
+    pub async fn merge_iter(&self, start: &[u8]) -> Result<MergeIter, DbError> {
+        let (mems, version) = {
+            let st = self.state();
+            let mut mems = vec![st.mem.clone()];
+            mems.extend(st.imms.iter().rev().map(|i| i.mem.clone()));
+            (mems, st.version.clone())
+        };
+        let mut sources = Vec::new();
+        for m in mems {
+            sources.push(Source::Mem(MemSource::new(m, start)));
+        }
+        for t in &version.levels[0] {
+            sources.push(Source::Table(TableSource::new(t.clone(), start).await?));
+        }
+        for level in &version.levels[1..] {
+            if !level.is_empty() {
+                sources.push(Source::Level(LevelSource::new(level.clone(), start).await?));
+            }
+        }
+        MergeIter::new(sources).await
+    }
+
+    /// Switches the memtable and waits until every immutable memtable is flushed.
+    pub async fn flush(&self) -> Result<(), DbError> {
+        self.switch_memtable().await;
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            self.check()?;
+            if self.state().imms.is_empty() {
+                return Ok(());
+            }
+            self.flush_work.notify_one();
+            changed.await;
+        }
+    }
+
+    /// Stops the background tasks (after their current job) and waits for them.
+    pub async fn stop(&self) {
+        self.closing.store(true, Ordering::Release);
+        loop {
+            let stopped = self.stopped.notified();
+            tokio::pin!(stopped);
+            stopped.as_mut().enable();
+            if self.running.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            self.flush_work.notify_one();
+            self.compact_work.notify_one();
+            self.changed.notify_waiters();
+            stopped.await;
+        }
+        self.changed.notify_waiters();
+    }
+
+    /// Statistics of the shard.
+    pub fn stats(&self) -> ShardStats {
+        let st = self.state();
+        let levels = st
+            .version
+            .levels
+            .iter()
+            .map(|l| (l.len(), l.iter().map(|t| t.meta.size).sum()))
+            .collect();
+        let mut memtable_bytes = st
+            .mem
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .approximate_bytes() as u64;
+        for i in &st.imms {
+            memtable_bytes += i
+                .mem
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .approximate_bytes() as u64;
+        }
+        ShardStats {
+            levels,
+            flush_bytes: self.flush_bytes.load(Ordering::Relaxed),
+            compaction_read_bytes: self.compaction_read_bytes.load(Ordering::Relaxed),
+            compaction_write_bytes: self.compaction_write_bytes.load(Ordering::Relaxed),
+            write_stalls: self.write_stalls.load(Ordering::Relaxed),
+            memtable_bytes,
+        }
+    }
+
+    /// The current version.
+    pub fn version(&self) -> Arc<Version> {
+        self.state().version.clone()
+    }
+
+    /// A new file number.
+    pub fn new_file_number(&self) -> u64 {
+        self.next_file.fetch_add(1, Ordering::AcqRel)
+    }
+
+    /// The next unused file number.
+    pub fn next_file_number(&self) -> u64 {
+        self.next_file.load(Ordering::Acquire)
+    }
+
+    /// Writes `edit` to the manifest and installs it: the new version replaces the current
+    /// one (with `added`, the opened tables of `edit.added`), `then` runs under the state lock,
+    /// and the deleted tables' files go once nobody reads them.
+    pub async fn install(
+        &self,
+        edit: VersionEdit,
+        added: Vec<Arc<TableHandle>>,
+        then: impl FnOnce(&mut ShardStateAccess<'_>),
+    ) -> Result<(), DbError> {
+        let _e = self.edit_lock.lock().await;
+        self.log.log_edit(&edit).await?;
+        let removed: Vec<Arc<TableHandle>> = {
+            let mut st = self.state();
+            let old = st.version.clone();
+            st.version = Arc::new(old.apply(&edit, added)?);
+            then(&mut ShardStateAccess(&mut st));
+            // A moved table is deleted at one level and added at another: its file stays.
+            old.all()
+                .filter(|t| edit.deleted.contains(&(t.meta.level, t.meta.number)))
+                .filter(|t| !edit.added.iter().any(|a| a.number == t.meta.number))
+                .cloned()
+                .collect()
+        };
+        for t in removed {
+            t.file.mark_obsolete();
+        }
+        self.changed.notify_waiters();
+        self.compact_work.notify_one();
+        Ok(())
+    }
+
+    /// [`install`](Self::install) for a compaction out of `level` whose inputs ended at
+    /// the user key `pointer` (the next compaction of that level starts after it).
+    pub async fn install_move(
+        &self,
+        edit: VersionEdit,
+        added: Vec<Arc<TableHandle>>,
+        level: usize,
+        pointer: Vec<u8>,
+    ) -> Result<(), DbError> {
+        self.install(edit, added, |st| st.set_compact_pointer(level, pointer))
+            .await
+    }
+
+    async fn background(self: Arc<Self>, job: Job) {
+        loop {
+            if self.closing.load(Ordering::Acquire) || self.error_set() {
+                break;
+            }
+            let done = match job {
+                Job::Flush => self.flush_one().await,
+                Job::Compact => self.compact_one().await,
+            };
+            match done {
+                Ok(true) => {}
+                Ok(false) => match job {
+                    Job::Flush => self.flush_work.notified().await,
+                    Job::Compact => self.compact_work.notified().await,
+                },
+                Err(e) => {
+                    self.fail(e);
+                    break;
+                }
+            }
+        }
+        self.running.fetch_sub(1, Ordering::AcqRel);
+        self.stopped.notify_waiters();
+    }
+
+    fn error_set(&self) -> bool {
+        self.error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// Flushes the oldest immutable memtable; `false` if there was none.
+    async fn flush_one(&self) -> Result<bool, DbError> {
+        let Some(imm) = self.state().imms.front().cloned() else {
+            return Ok(false);
+        };
+        let number = self.new_file_number();
+        let path = table_path(self.id, number);
+        let mut w = TableWriter::create(
+            &self.ctx.fs,
+            path,
+            WriteLifetime::Short,
+            self.ctx.table_options(),
+        )
+        .await?;
+        let mut src = MemSource::new(imm.mem.clone(), &first_ikey());
+        let mut n = 0u64;
+        while let Some((k, v)) = src.next_entry() {
+            w.add(&k, &v).await?;
+            n += 1;
+            if n % 16 == 0 {
+                // Cooperative: the core also serves foreground I/O and reads.
+                ziob::runtime::consume_budget().await;
+            }
+        }
+        let summary = w.finish().await?;
+        let meta = FileMeta {
+            number,
+            level: 0,
+            size: summary.file_bytes,
+            entries: summary.entries,
+            smallest: Bytes::from(summary.first_key),
+            largest: Bytes::from(summary.last_key),
+        };
+        let t = TableHandle::open(
+            &self.ctx.fs,
+            &self.ctx.cache,
+            &self.ctx.handle,
+            self.id,
+            self.core,
+            meta.clone(),
+        )
+        .await?;
+        let edit = VersionEdit {
+            added: vec![meta],
+            deleted: vec![],
+            wal_start: Some(imm.wal_end),
+            next_file_number: Some(self.next_file_number()),
+            last_seq: Some(imm.last_seq),
+        };
+        self.install(edit, vec![Arc::new(t)], |st| {
+            st.0.imms.pop_front();
+        })
+        .await?;
+        self.flush_bytes
+            .fetch_add(summary.file_bytes, Ordering::Relaxed);
+        self.log.truncate_before(imm.wal_end).await?;
+        Ok(true)
+    }
+
+    /// Runs one compaction if one is due; `false` if none was.
+    async fn compact_one(&self) -> Result<bool, DbError> {
+        let pick = {
+            let st = self.state();
+            compaction::pick(&st.version, &self.ctx.opts, &st.compact_pointer)
+        };
+        let Some(c) = pick else { return Ok(false) };
+        let (read, written) = compaction::run(self, c).await?;
+        self.compaction_read_bytes
+            .fetch_add(read, Ordering::Relaxed);
+        self.compaction_write_bytes
+            .fetch_add(written, Ordering::Relaxed);
+        Ok(true)
+    }
+}
+
+/// What [`Shard::install`]'s callback may change under the state lock.
+pub struct ShardStateAccess<'a>(&'a mut ShardState);
+
+impl ShardStateAccess<'_> {
+    /// Records that a table ending at `key` was compacted out of `level`.
+    pub fn set_compact_pointer(&mut self, level: usize, key: Vec<u8>) {
+        self.0.compact_pointer[level] = key;
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Job {
+    Flush,
+    Compact,
+}
+
+/// The sequence number of the entry a snapshot at `seq` finds for `key` (None: none).
+fn ikey_at(m: &Memtable, key: &[u8], seq: u64) -> Option<u64> {
+    let from = ikey::seek_key(key, seq);
+    let (k, _) = m.iter_from(&from).next()?;
+    let (uk, s, _) = ikey::decode(k)?;
+    (uk == key).then_some(s)
+}

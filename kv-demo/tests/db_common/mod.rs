@@ -1,0 +1,58 @@
+//! Helpers shared by the `db*` tests (included with `mod db_common;`).
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use kv_demo::Options;
+
+/// A small deterministic generator (xorshift64*), so a failure names its seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+}
+
+/// Options that make flushes and compactions happen after a few dozen writes.
+pub fn tiny(shards: usize) -> Options {
+    Options {
+        shards,
+        write_buffer_bytes: 4096,
+        target_file_bytes: 4096,
+        cache_bytes: 64 << 10,
+        ..Options::default()
+    }
+}
+
+/// Runs `f` on a fresh thread; panics if it takes longer than `secs` (a hang watchdog, not a
+/// speed check).
+pub fn with_watchdog<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(v) => {
+            t.join().unwrap();
+            v
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("hang: not done after {secs} s")
+        }
+        Err(_) => match t.join() {
+            Err(p) => std::panic::resume_unwind(p),
+            Ok(()) => unreachable!(),
+        },
+    }
+}
+
+pub fn key(i: u64) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
