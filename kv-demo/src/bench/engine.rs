@@ -52,6 +52,19 @@ pub struct EngineStats {
     pub device_bytes: Option<u64>,
 }
 
+impl EngineStats {
+    /// The sum of two stores' counters (a counter unknown in either is unknown).
+    pub fn plus(self, o: EngineStats) -> EngineStats {
+        let add = |a: Option<u64>, b: Option<u64>| Some(a? + b?);
+        EngineStats {
+            user_bytes: self.user_bytes + o.user_bytes,
+            flush_bytes: add(self.flush_bytes, o.flush_bytes),
+            compaction_bytes: add(self.compaction_bytes, o.compaction_bytes),
+            device_bytes: add(self.device_bytes, o.device_bytes),
+        }
+    }
+}
+
 /// A forward iterator over a store, in key order.
 pub trait Cursor: Send {
     /// Calls `f` with the next entry's key and value; `None` at the end.
