@@ -86,7 +86,7 @@ pub fn run<H: EngineHost>(
     let mut results = Vec::new();
     // Counters of the stores closed before a fill, so that `--statistics` covers the whole
     // process as RocksDB's statistics object (made once per db_bench process) does.
-    let mut earlier = EngineStats::default();
+    let mut earlier: Option<EngineStats> = None;
     let outcome = (|| -> Result<(), DriverError> {
         for &bench in &cfg.benchmarks {
             if bench.fresh() {
@@ -99,7 +99,8 @@ pub fn run<H: EngineHost>(
                     continue;
                 }
                 let e = engine.take().expect("the store is open between benchmarks");
-                earlier = earlier.plus(futures::executor::block_on(e.stats()));
+                let s = futures::executor::block_on(e.stats());
+                earlier = Some(earlier.map_or(s, |x| x.plus(s)));
                 close(host, e)?;
                 host.destroy()?;
                 engine = Some(Arc::new(host.open()?));
@@ -155,7 +156,8 @@ pub fn run<H: EngineHost>(
             let e = engine
                 .as_ref()
                 .expect("the store is open between benchmarks");
-            let s = earlier.plus(futures::executor::block_on(e.stats()));
+            let now = futures::executor::block_on(e.stats());
+            let s = earlier.map_or(now, |x| x.plus(now));
             write_statistics(&s, out)?;
         }
         Ok(())
