@@ -182,9 +182,22 @@ pub struct Flags {
     /// kv-demo: shards; 0 = one per runtime core
     #[arg(long, default_value_t = 0)]
     pub shards: usize,
+    /// kv-demo: where the benchmark threads run: `cores` = tasks on the ZIOB runtime's
+    /// cores (thread i on core i % cores), `threads` = OS threads as db_bench's
+    #[arg(long = "run_on", value_enum, default_value = "cores")]
+    pub run_on: RunOn,
     /// The store to drive
     #[arg(long, value_enum, default_value = "kv-demo")]
     pub engine: EngineName,
+}
+
+/// Where kv-demo's benchmark threads run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RunOn {
+    /// Tasks on the ZIOB runtime's cores.
+    Cores,
+    /// OS threads blocking on the store's futures.
+    Threads,
 }
 
 /// A command line that parses but cannot run.
@@ -254,6 +267,8 @@ pub struct BenchConfig {
     pub cores: usize,
     /// Shards (0 = one per core).
     pub shards: usize,
+    /// Where kv-demo's benchmark threads run.
+    pub run_on: RunOn,
     /// Engine.
     pub engine: EngineName,
 }
@@ -336,6 +351,7 @@ impl Flags {
             ziob_buffer_size: self.ziob_buffer_size,
             cores: self.cores,
             shards: self.shards,
+            run_on: self.run_on,
             engine: self.engine,
         })
     }

@@ -10,7 +10,8 @@
 //! - `--sync` → `WriteOptions { sync }` on every write.
 //!
 //! The benchmark threads run as tasks on the runtime's cores ([`Placement::Ziob`]), where
-//! a ZIOB application runs its own code.
+//! a ZIOB application runs its own code; `--run_on=threads` runs them on OS threads as
+//! db_bench does.
 //!
 //! `--db` is a device spec (default `emu:` in a temporary directory). Destroying the store
 //! (before a fill, as db_bench's `DestroyDB`) first opens it as a kv-demo store — so a
@@ -20,11 +21,10 @@
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use ziob::runtime::Handle;
 use ziob::Runtime;
 
 use super::engine::{Cursor, Engine, EngineError, EngineHost, EngineStats, Placement};
-use super::flags::BenchConfig;
+use super::flags::{BenchConfig, RunOn};
 use crate::{Db, Options, Scan, WriteOptions};
 
 const NAME: &str = "kv-demo";
@@ -36,7 +36,7 @@ fn err(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> EngineError {
 /// An open kv-demo store.
 pub struct KvDemoEngine {
     db: Db,
-    handle: Handle,
+    placement: Placement,
 }
 
 /// A kv-demo scan.
@@ -86,7 +86,7 @@ impl Engine for KvDemoEngine {
     }
 
     fn placement(&self) -> Placement {
-        Placement::Ziob(self.handle.clone())
+        self.placement.clone()
     }
 }
 
@@ -97,6 +97,7 @@ pub struct KvDemoHost {
     emu_path: Option<PathBuf>,
     _tmp: Option<tempfile::TempDir>,
     options: Options,
+    run_on: RunOn,
 }
 
 impl KvDemoHost {
@@ -141,6 +142,7 @@ impl KvDemoHost {
             emu_path,
             _tmp: tmp,
             options,
+            run_on: cfg.run_on,
         })
     }
 
@@ -180,7 +182,10 @@ impl EngineHost for KvDemoHost {
         self.create_absent_emu()?;
         Ok(KvDemoEngine {
             db: self.open_db()?,
-            handle: self.runtime.handle(),
+            placement: match self.run_on {
+                RunOn::Cores => Placement::Ziob(self.runtime.handle()),
+                RunOn::Threads => Placement::Threads,
+            },
         })
     }
 
