@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ziob::Client;
 use ziob_zonefs::{FsStats, SpaceUsage, ZoneFs};
 
 use crate::batch::WriteBatch;
@@ -17,6 +16,7 @@ use crate::iter::{Scan, ShardIter};
 use crate::options::{Options, WriteOptions};
 use crate::shard::Shard;
 use crate::snapshot::{Publish, Snapshot};
+use crate::store::Store;
 
 /// What the store has done, for write and space amplification.
 #[derive(Debug, Clone)]
@@ -66,7 +66,7 @@ impl DbStats {
 struct DbInner {
     shards: Vec<Arc<Shard>>,
     ctx: Arc<crate::shard::StoreCtx>,
-    client: Client,
+    store: Store,
     closed: AtomicBool,
     user_bytes: AtomicU64,
 }
@@ -88,11 +88,11 @@ impl Db {
         crate::open::open(handle, spec, opts).await
     }
 
-    /// The store made of `shards` (started here) on `client`/`fs`.
+    /// The store made of `shards` (started here) on `store`.
     pub(crate) fn assemble(
         shards: Vec<Arc<Shard>>,
         ctx: Arc<crate::shard::StoreCtx>,
-        client: Client,
+        store: Store,
     ) -> Result<Db, DbError> {
         for s in &shards {
             s.start()?;
@@ -101,7 +101,7 @@ impl Db {
             inner: Arc::new(DbInner {
                 shards,
                 ctx,
-                client,
+                store,
                 closed: AtomicBool::new(false),
                 user_bytes: AtomicU64::new(0),
             }),
@@ -178,14 +178,9 @@ impl Db {
         };
         let mut record = Vec::with_capacity(batch.payload_bytes() + 16 + 4 * batch.len());
         batch.encode(start, &mut record);
-        for s in &shards {
-            s.log.append(&record).await?;
-        }
-        if w.sync {
-            for s in &shards {
-                s.log.sync().await?;
-            }
-        }
+        // Every involved shard's WAL gets the whole batch (concurrently), before any
+        // memtable sees it: replay of any one of them restores all of it.
+        futures::future::try_join_all(shards.iter().map(|s| s.log.append(&record, w.sync))).await?;
         for (i, s) in involved.iter().zip(&shards) {
             s.insert(
                 batch
@@ -251,30 +246,23 @@ impl Db {
         Ok(())
     }
 
-    /// Closes the store: syncs the WALs, stops the background work, closes the device.
-    /// Other clones of this `Db` get [`DbError::Closed`] from then on.
+    /// Closes the store: waits for writes in progress, stops the background work (after
+    /// the flush or compaction under way), syncs the WALs and the table files, closes the
+    /// device. Other clones of this `Db` get [`DbError::Closed`] from then on. Memtables are
+    /// not flushed: the next open replays them from the WAL.
     pub async fn close(self) -> Result<(), DbError> {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Err(DbError::Closed);
         }
-        let mut first_err = None;
         for s in &self.inner.shards {
-            // Wait for writers in progress, then make their records durable.
-            let _g = s.gate.write().await;
-            if let Err(e) = s.log.sync().await {
-                first_err.get_or_insert(e);
-            }
+            // Writers in progress finish first.
+            drop(s.gate.write().await);
         }
         for s in &self.inner.shards {
             s.stop().await;
         }
-        if let Err(e) = self.inner.ctx.fs.sync_all().await {
-            first_err.get_or_insert(e.into());
-        }
-        if let Err(e) = self.inner.client.close().await {
-            first_err.get_or_insert(e.into());
-        }
-        first_err.map_or(Ok(()), Err)
+        self.inner.store.clone().close().await?;
+        Ok(())
     }
 
     /// What the store has done so far.
@@ -293,7 +281,7 @@ impl Db {
             stalls += st.write_stalls;
             mem += st.memtable_bytes;
         }
-        let device_bytes = match self.inner.client.metrics().await {
+        let device_bytes = match self.inner.store.client().metrics().await {
             Ok(m) => {
                 let t = &m.total().stats;
                 t.bytes_written.max(t.writeback_bytes)

@@ -67,3 +67,40 @@ impl From<crate::batch::BatchError> for DbError {
         DbError::InvalidArgument(e.to_string())
     }
 }
+
+impl From<crate::wal::WalError> for DbError {
+    fn from(e: crate::wal::WalError) -> Self {
+        match e {
+            crate::wal::WalError::TooLarge { .. } => DbError::InvalidArgument(e.to_string()),
+            e => DbError::Io(Box::new(e)),
+        }
+    }
+}
+
+impl From<crate::manifest::ManifestError> for DbError {
+    fn from(e: crate::manifest::ManifestError) -> Self {
+        use crate::manifest::ManifestError as M;
+        match e {
+            M::Corrupt { .. } | M::Missing { .. } => {
+                DbError::Corruption(CorruptionError::new(e.to_string()))
+            }
+            e => DbError::Io(Box::new(e)),
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for DbError {
+    fn from(e: crate::store::StoreError) -> Self {
+        use crate::store::StoreError as S;
+        match e {
+            S::NotAStore { found } => DbError::NotAStore(found),
+            S::Foreign { found } => DbError::Foreign(found),
+            S::Corrupt { detail } => DbError::Corruption(CorruptionError::new(detail)),
+            e @ (S::ShardMismatch { .. } | S::Config(_)) => DbError::InvalidArgument(e.to_string()),
+            S::Fs(e) => e.into(),
+            S::Ziob(e) => e.into(),
+            S::Wal(e) => e.into(),
+            S::Manifest(e) => e.into(),
+        }
+    }
+}

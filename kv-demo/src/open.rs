@@ -1,18 +1,22 @@
-//! Opening a store: the device, the zone file system, the shards.
+//! Opening a store: the device and its layout ([`Store`]), then per shard its manifest (the
+//! tables, opened), orphan table files removed, and its WAL replayed into the memtables.
 
 use std::sync::Arc;
 
-use ziob::{Client, ZiobConfig};
-use ziob_zonefs::{FsError, MkfsOptions, ZoneFs};
+use ziob::ZiobConfig;
+use ziob_zonefs::ZoneFs;
 
-use crate::db::Db;
+use crate::batch::WriteBatch;
+use crate::db::{shard_of, Db};
 use crate::db_error::DbError;
 use crate::durable::ShardLog;
-use crate::options::Options;
+use crate::options::{Options, MAX_IMMUTABLE_MEMTABLES};
 use crate::shard::{Shard, StoreCtx};
 use crate::snapshot::{Sequencer, SnapshotRegistry};
 use crate::sst::cache::BlockCache;
-use crate::version::Version;
+use crate::store::{Store, StoreOptions};
+use crate::version::{TableHandle, Version};
+use crate::version_edit::VersionEdit;
 
 /// The ZIOB settings `opts` ask for.
 pub fn ziob_config(opts: &Options) -> ZiobConfig {
@@ -26,21 +30,46 @@ pub fn ziob_config(opts: &Options) -> ZiobConfig {
     c
 }
 
+/// The store layout `opts` ask for: WAL room for the memtables a shard may hold unflushed
+/// (the active one and [`MAX_IMMUTABLE_MEMTABLES`]) plus one more for batches logged to
+/// several shards.
+pub fn store_options(opts: &Options) -> StoreOptions {
+    StoreOptions {
+        shards: (opts.shards > 0).then_some(opts.shards),
+        wal_bytes_per_shard: (MAX_IMMUTABLE_MEMTABLES as u64 + 2) * opts.write_buffer_bytes as u64,
+        emu_zones: opts.emu_zones,
+        emu_zone_bytes: opts.emu_zone_bytes,
+        ..StoreOptions::default()
+    }
+}
+
 /// Opens the store (see [`Db::open`]).
 pub async fn open(handle: ziob::runtime::Handle, spec: &str, opts: Options) -> Result<Db, DbError> {
     opts.validate()?;
-    let client = Client::open(handle.clone(), spec, ziob_config(&opts)).await?;
-    let fs = match ZoneFs::mount(client.clone()).await {
-        Ok(fs) => fs,
-        Err(FsError::NotFormatted) => {
-            ZoneFs::mkfs(&client, MkfsOptions::default()).await?;
-            ZoneFs::mount(client.clone()).await?
+    let store = Store::open_spec(
+        handle.clone(),
+        spec,
+        ziob_config(&opts),
+        &store_options(&opts),
+    )
+    .await?;
+    match recover(handle, store.clone(), opts).await {
+        Ok(db) => Ok(db),
+        Err(e) => {
+            let _ = store.close().await;
+            Err(e)
         }
-        Err(FsError::Foreign { reason }) => return Err(DbError::Foreign(reason)),
-        Err(e) => return Err(e.into()),
-    };
+    }
+}
+
+async fn recover(
+    handle: ziob::runtime::Handle,
+    store: Store,
+    opts: Options,
+) -> Result<Db, DbError> {
     let cores = handle.cores();
-    let shards = if opts.shards == 0 { cores } else { opts.shards };
+    let n = store.shards();
+    let fs = store.fs().clone();
     let ctx = Arc::new(StoreCtx {
         fs: fs.clone(),
         cache: BlockCache::new(opts.cache_bytes),
@@ -49,19 +78,59 @@ pub async fn open(handle: ziob::runtime::Handle, spec: &str, opts: Options) -> R
         seq: Sequencer::new(0),
         snapshots: Arc::new(SnapshotRegistry::default()),
     });
-    let mut list = Vec::with_capacity(shards);
-    for id in 0..shards {
-        remove_orphans(&fs, id, &[]).await?;
-        list.push(Arc::new(Shard::new(
+    let mut shards = Vec::with_capacity(n);
+    let mut states = Vec::with_capacity(n);
+    for id in 0..n {
+        let core = id % cores;
+        let state = store.manifest(id).state().await;
+        let mut tables = Vec::with_capacity(state.files.len());
+        for meta in state.files.values() {
+            tables.push(Arc::new(
+                TableHandle::open(&fs, &ctx.cache, &ctx.handle, id, core, meta.clone()).await?,
+            ));
+        }
+        let live: Vec<u64> = state.files.values().map(|m| m.number).collect();
+        remove_orphans(&fs, id, &live).await?;
+        let edit = VersionEdit {
+            added: state.files.values().cloned().collect(),
+            ..VersionEdit::default()
+        };
+        let version = Version::empty().apply(&edit, tables)?;
+        let log = ShardLog {
+            wal: store.wal(id).clone(),
+            manifest: store.manifest(id).clone(),
+        };
+        shards.push(Arc::new(Shard::new(
             id,
-            id % cores,
+            core,
             ctx.clone(),
-            ShardLog::Volatile,
-            Version::empty(),
-            1,
+            log,
+            version,
+            state.next_file_number.max(1),
         )));
+        states.push(state);
     }
-    Db::assemble(list, ctx, client)
+    // Replay every WAL from its start point; each operation goes to its key's shard, unless
+    // that shard's tables have it (a batch spanning shards is in each of their WALs).
+    let mut last_seq = states.iter().map(|s| s.last_seq).max().unwrap_or(0);
+    for (id, state) in states.iter().enumerate() {
+        for (_, record) in store.wal(id).replay_all(state.wal_start).await? {
+            for (seq, batch) in WriteBatch::decode_all(&record)? {
+                for (j, op) in batch.ops().iter().enumerate() {
+                    let s = shard_of(&op.key, n);
+                    let op_seq = seq + j as u64;
+                    if op_seq > states[s].last_seq {
+                        shards[s].replay(op_seq, op);
+                    }
+                }
+                if !batch.is_empty() {
+                    last_seq = last_seq.max(seq + batch.len() as u64 - 1);
+                }
+            }
+        }
+    }
+    ctx.seq.recover(last_seq);
+    Db::assemble(shards, ctx, store)
 }
 
 /// Deletes the table files of shard `shard` not in `live` (left by a crash or a lost

@@ -31,6 +31,12 @@ impl Sequencer {
         }
     }
 
+    /// Sets the last used (and visible) number after recovery, before any write.
+    pub fn recover(&self, last: u64) {
+        self.next.store(last + 1, Ordering::Release);
+        self.visible.store(last, Ordering::Release);
+    }
+
     /// Hands out `n` consecutive numbers; returns the first. [`finish`](Self::finish) must
     /// follow (also when the write fails), or the visible sequence stops there.
     pub fn allocate(&self, n: u64) -> u64 {

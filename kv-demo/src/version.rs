@@ -19,10 +19,7 @@ use crate::sst::table::Table;
 use crate::table_file::ZoneFile;
 use crate::version_edit::{FileMeta, VersionEdit};
 
-/// The path of table `number` of shard `shard` in the store's zone file system.
-pub fn table_path(shard: usize, number: u64) -> String {
-    format!("kv/{shard}/{number:06}.sst")
-}
+pub use crate::store::table_path;
 
 /// The block-cache id of a table: shard and file number (never reused) together.
 pub fn cache_id(shard: usize, number: u64) -> u64 {

@@ -197,6 +197,19 @@ impl ZoneFs {
         &self.client
     }
 
+    /// The file system's zones: `0..zone_count()` of the device (set by
+    /// [`MkfsOptions::zone_count`]); the zones past it are never touched.
+    pub fn zone_count(&self) -> u32 {
+        self.layout.geometry.zone_count
+    }
+
+    /// The most zones this mount keeps active at once (the journal's, one per class slot and
+    /// garbage collection's): at most the instance's active-zone limit minus
+    /// [`MkfsOptions::reserved_active_zones`].
+    pub fn max_active_zones(&self) -> usize {
+        self.layout.active_zones()
+    }
+
     /// Creates an empty file at `path` whose data goes to the zones of class `lifetime`.
     /// Durable when it returns. [`FsError::AlreadyExists`] if `path` names a file.
     pub async fn create(&self, path: &str, lifetime: WriteLifetime) -> Result<()> {

@@ -182,7 +182,8 @@ impl Journal {
         generation: u64,
         tree: &Tree,
     ) -> Result<Journal> {
-        let sb = Superblock::for_geometry(&layout.geometry, zones, generation).encode();
+        let reserved = u16::try_from(layout.reserved_active).expect("checked by mkfs");
+        let sb = Superblock::for_geometry(&layout.geometry, zones, reserved, generation).encode();
         let snap = tree.snapshot().encode();
         let bytes = frame(layout, &[&sb, &snap]);
         if bytes.len() as u64 > layout.capacity() {

@@ -1,6 +1,6 @@
 //! The device facts the layer needs, fixed at mount: block size, zone capacity, whether
-//! appends must be whole blocks (a pass-through instance), the largest append, and how many
-//! data zones may be open at once.
+//! appends must be whole blocks (a pass-through instance), the largest append, how many
+//! zones the file system spans and how many data zones may be open at once.
 
 use ziob::{Client, Geometry};
 
@@ -10,8 +10,16 @@ use crate::lifetime::WriteLifetime;
 /// How the layer writes to this instance.
 #[derive(Debug, Clone, Copy)]
 pub struct Layout {
-    /// The device geometry.
+    /// The device geometry, except `zone_count`: the file system's zones `0..zone_count`
+    /// (at most the device's; zones past it belong to someone else and are never touched).
     pub geometry: Geometry,
+    /// The device's zone count.
+    pub device_zones: u32,
+    /// The active-zone limit the instance presents (`None`: no limit, e.g. buffered).
+    pub active_limit: Option<u32>,
+    /// Active zones the file system leaves to others on the same device (recorded by mkfs):
+    /// it keeps at most `active_limit - reserved_active` zones active.
+    pub reserved_active: u32,
     /// Appends are padded to whole blocks of at most `max_append_bytes` (buffer off).
     pub whole_blocks: bool,
     /// The largest single append when `whole_blocks`.
@@ -26,18 +34,58 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// Asks the instance whether it buffers and which limits it presents.
+    /// Asks the instance whether it buffers and which limits it presents: the layout of a
+    /// file system over the whole device that leaves no active zone to others (mkfs and
+    /// mount narrow it with [`Layout::restrict`]).
     pub async fn of(client: &Client) -> Result<Layout> {
         let (buffered, presented) = client
             .with_ziob(|z| async move { Ok((z.config().buffered, *z.view_geometry())) })
             .await?;
         let geometry = client.geometry();
-        let limit = match (presented.max_active_zones, presented.max_open_zones) {
+        let active_limit = match (presented.max_active_zones, presented.max_open_zones) {
             (Some(a), Some(o)) => Some(a.min(o)),
             (a, o) => a.or(o),
         };
+        let mut layout = Layout {
+            geometry,
+            device_zones: geometry.zone_count,
+            active_limit,
+            reserved_active: 0,
+            whole_blocks: !buffered,
+            max_append_bytes: geometry.max_append_bytes.max(geometry.block_size_bytes),
+            slots: 0,
+            gc_slot: 0,
+        };
+        layout.set_slots()?;
+        Ok(layout)
+    }
+
+    /// The layout of a file system over zones `0..zone_count` that leaves `reserved_active`
+    /// active zones to others.
+    ///
+    /// # Errors
+    /// [`FsError::Config`] when `zone_count` exceeds the device's zones, or the active-zone
+    /// limit minus `reserved_active` leaves fewer than the 2 the layer needs.
+    pub fn restrict(mut self, zone_count: u32, reserved_active: u32) -> Result<Layout> {
+        if zone_count > self.device_zones {
+            return Err(FsError::Config(format!(
+                "a file system of {zone_count} zones on a device of {} zones",
+                self.device_zones
+            )));
+        }
+        self.geometry.zone_count = zone_count;
+        self.reserved_active = reserved_active;
+        self.set_slots()?;
+        Ok(self)
+    }
+
+    /// Sets the class slots and the GC slot from the active-zone limit left to the layer.
+    fn set_slots(&mut self) -> Result<()> {
         let classes = WriteLifetime::ALL.len();
-        let (slots, gc_slot) = match limit {
+        let limit = self
+            .active_limit
+            .map(|l| l.saturating_sub(self.reserved_active));
+        (self.slots, self.gc_slot) = match limit {
             None => (classes, classes),
             Some(2) => (1, 0),
             Some(l) if l >= 3 => {
@@ -46,17 +94,19 @@ impl Layout {
             }
             Some(l) => {
                 return Err(FsError::Config(format!(
-                    "the device allows {l} active zone(s); the file layer needs 2 (journal + data)"
+                    "the device allows {} active zone(s) and {} are left to others; the file layer needs 2 (journal + data), it has {l}",
+                    self.active_limit.unwrap_or(0),
+                    self.reserved_active
                 )))
             }
         };
-        Ok(Layout {
-            geometry,
-            whole_blocks: !buffered,
-            max_append_bytes: geometry.max_append_bytes.max(geometry.block_size_bytes),
-            slots,
-            gc_slot,
-        })
+        Ok(())
+    }
+
+    /// Active zones the layer may hold at once: the journal's, the class slots and the GC
+    /// slot.
+    pub fn active_zones(&self) -> usize {
+        1 + self.all_slots()
     }
 
     /// Open-zone slots in all: the class slots and the GC slot.

@@ -19,6 +19,10 @@
 //!   victim rule; crash-safe at every step). Writers out of zones wait for GC; only a device
 //!   whose zones hold (nearly) no garbage gives [`FsError::NoSpace`]. [`ZoneFs::gc`] runs it
 //!   on demand; [`ZoneFs::stats`] counts bytes for write amplification.
+//! - **Zone range**: a file system may occupy only zones `0..F` of the device
+//!   ([`MkfsOptions::zone_count`]; recorded in its superblock): nothing past zone `F` is ever
+//!   read, reset or written, so another user (e.g. a `ziob::zonelog::LogSpace`) can own the
+//!   rest, and [`MkfsOptions::reserved_active_zones`] leaves it active zones.
 //! - **Checking**: [`ZoneFs::fsck`] ([`FsckReport`]), [`ZoneFs::df`] ([`SpaceUsage`]: free,
 //!   used, reclaimable, space amplification, as `zenfs df`), and
 //!   [`ZoneFs::mount_read_only`], which writes nothing to the device.

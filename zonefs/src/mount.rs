@@ -1,5 +1,6 @@
 //! `mkfs` and `mount`: format the reserved zones, or read the journal back and rebuild the
-//! zone table from the device's report.
+//! zone table from the device's report. The file system spans zones `0..zone_count` of the
+//! device (its superblock says how many); the zones past it are never read, reset or written.
 
 use ziob::{Client, ZoneInfo, ZoneState};
 
@@ -14,8 +15,18 @@ use crate::zones::{DataZone, ZoneTable, ZoneUse};
 pub struct MkfsOptions {
     /// Zones reserved for the metadata journal (zones `0..journal_zones`), 2..=16. Default 2.
     pub journal_zones: u32,
-    /// Format even if the device holds a file system or other data (it is all erased).
+    /// Format even if the file system's zones hold a file system or other data (they are
+    /// all erased; zones past `zone_count` are not looked at).
     pub force: bool,
+    /// The file system occupies zones `0..zone_count` of the device and never touches the
+    /// rest (another user, e.g. a `ziob::zonelog::LogSpace`, may own it). `None` (the
+    /// default): the whole device. At least `journal_zones + 1`, at most the device's zones.
+    pub zone_count: Option<u32>,
+    /// Active zones to leave to others on the same device (e.g. one per zone log of a
+    /// `LogSpace` on the zones past `zone_count`): every mount keeps at most the active-zone
+    /// limit the instance presents (the device's with the buffer off; none with it on)
+    /// minus this many zones active. Recorded in the superblock; at most 65535. Default 0.
+    pub reserved_active_zones: u32,
 }
 
 impl Default for MkfsOptions {
@@ -23,18 +34,28 @@ impl Default for MkfsOptions {
         MkfsOptions {
             journal_zones: 2,
             force: false,
+            zone_count: None,
+            reserved_active_zones: 0,
         }
     }
 }
 
-/// Formats the device: every zone reset, then a superblock (generation 1) and an empty
-/// snapshot in zone 0.
+/// Formats zones `0..zone_count` of the device: each reset, then a superblock (generation 1)
+/// and an empty snapshot in zone 0.
 pub async fn mkfs(client: &Client, opts: MkfsOptions) -> Result<()> {
-    let layout = Layout::of(client).await?;
+    let device = Layout::of(client).await?;
+    let zone_count = opts.zone_count.unwrap_or(device.device_zones);
+    if u16::try_from(opts.reserved_active_zones).is_err() {
+        return Err(FsError::Config(format!(
+            "reserved_active_zones {} is above 65535",
+            opts.reserved_active_zones
+        )));
+    }
+    let layout = device.restrict(zone_count, opts.reserved_active_zones)?;
     let g = layout.geometry;
     if !JOURNAL_ZONES_RANGE.contains(&opts.journal_zones) || opts.journal_zones + 1 > g.zone_count {
         return Err(FsError::Config(format!(
-            "journal_zones {} must be in {JOURNAL_ZONES_RANGE:?} and leave a data zone (device has {} zones)",
+            "journal_zones {} must be in {JOURNAL_ZONES_RANGE:?} and leave a data zone (the file system has {} zones)",
             opts.journal_zones, g.zone_count
         )));
     }
@@ -148,9 +169,10 @@ struct Found {
 
 /// Reads every journal zone and replays the newest valid one.
 async fn read_journal(client: &Client) -> Result<Found> {
+    // The device's layout until the superblock says which zones are the file system's.
     let layout = Layout::of(client).await?;
     let g = layout.geometry;
-    let report = client.report(0, g.zone_count).await?;
+    let mut report = client.report(0, g.zone_count).await?;
     let wp = |z: u32| report[z as usize].write_pointer_bytes;
     let mut reads = Vec::new();
     for z in 0..2.min(g.zone_count) {
@@ -176,6 +198,8 @@ async fn read_journal(client: &Client) -> Result<Found> {
         reads.push(read_zone(client, &layout, z, wp(z)).await?);
     }
     let mut max_generation = 0;
+    // The file system's extent, as the first superblock found says (every other must agree).
+    let mut extent: Option<(u32, u16)> = None;
     let mut damaged: Option<(u64, String)> = None;
     let mut best: Option<(u32, Box<crate::journal::ZoneContents>)> = None;
     for (z, read) in reads.into_iter().enumerate() {
@@ -207,6 +231,16 @@ async fn read_journal(client: &Client) -> Result<Found> {
                 ),
             });
         }
+        let this = (sb.zone_count, sb.reserved_active_zones);
+        if extent.is_some_and(|e| e != this) {
+            return Err(FsError::Corrupt {
+                reason: format!(
+                    "journal zone {z} says (zone count, reserved active zones) = {this:?}, another says {:?}",
+                    extent.unwrap_or_default()
+                ),
+            });
+        }
+        extent = Some(this);
         max_generation = max_generation.max(sb.generation);
         if let ZoneRead::Valid(c) = read {
             if best
@@ -241,10 +275,18 @@ async fn read_journal(client: &Client) -> Result<Found> {
             "journal replay stopped at a torn or corrupt record; later deltas dropped"
         );
     }
+    let written = wp(journal_zone);
+    // Only zones `0..zone_count` are the file system's: the rest is left alone.
+    let (zone_count, reserved) = (
+        contents.superblock.zone_count,
+        contents.superblock.reserved_active_zones,
+    );
+    let layout = layout.restrict(zone_count, reserved as u32)?;
+    report.truncate(zone_count as usize);
     let journal = Journal {
         zones: journal_zones,
         current: journal_zone,
-        written: wp(journal_zone),
+        written,
         generation: max_generation,
         appended: 0,
     };

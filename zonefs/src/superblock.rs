@@ -16,7 +16,11 @@ pub const KIND_SUPERBLOCK: u8 = 0x01;
 pub struct Superblock {
     /// Reserved (journal) zones: zones `0..journal_zones`.
     pub journal_zones: u32,
-    /// The device's zone count when formatted.
+    /// Active zones the file system leaves to others on the device (it holds at most the
+    /// device's active-zone limit minus this many). 0 = none.
+    pub reserved_active_zones: u16,
+    /// The file system's zones: `0..zone_count`, at most the device's zone count (the zones
+    /// past it are not the file system's and are never touched).
     pub zone_count: u32,
     /// Block size in bytes.
     pub block_bytes: u64,
@@ -38,10 +42,18 @@ pub enum SuperblockError {
 }
 
 impl Superblock {
-    /// The superblock for a device of `geometry` with `journal_zones` reserved zones.
-    pub fn for_geometry(geometry: &Geometry, journal_zones: u32, generation: u64) -> Superblock {
+    /// The superblock for a file system over zones `0..geometry.zone_count` of a device of
+    /// `geometry` with `journal_zones` reserved zones, leaving `reserved_active_zones` active
+    /// zones to others.
+    pub fn for_geometry(
+        geometry: &Geometry,
+        journal_zones: u32,
+        reserved_active_zones: u16,
+        generation: u64,
+    ) -> Superblock {
         Superblock {
             journal_zones,
+            reserved_active_zones,
             zone_count: geometry.zone_count,
             block_bytes: geometry.block_size_bytes,
             zone_size_bytes: geometry.zone_size_bytes,
@@ -56,7 +68,7 @@ impl Superblock {
         w.u8(KIND_SUPERBLOCK);
         w.0.extend_from_slice(&MAGIC);
         w.u16(VERSION)
-            .u16(0)
+            .u16(self.reserved_active_zones)
             .u32(self.journal_zones)
             .u32(self.zone_count)
             .u32(u32::try_from(self.block_bytes).expect("block below 4 GiB"))
@@ -79,10 +91,11 @@ impl Superblock {
                 "version {version}, this code reads version {VERSION}"
             )));
         }
-        let reserved = r.u16().ok_or_else(|| invalid("truncated"))?;
+        let reserved_active_zones = r.u16().ok_or_else(|| invalid("truncated"))?;
         let sb = (|| {
             Some(Superblock {
                 journal_zones: r.u32()?,
+                reserved_active_zones,
                 zone_count: r.u32()?,
                 block_bytes: r.u32()? as u64,
                 zone_size_bytes: r.u64()?,
@@ -91,8 +104,8 @@ impl Superblock {
             })
         })()
         .ok_or_else(|| invalid("truncated"))?;
-        if reserved != 0 || !r.is_empty() {
-            return Err(invalid("reserved bytes set or trailing bytes"));
+        if !r.is_empty() {
+            return Err(invalid("trailing bytes"));
         }
         if sb.journal_zones < 2 || sb.journal_zones >= sb.zone_count {
             return Err(invalid("journal zone count out of range"));
@@ -100,14 +113,16 @@ impl Superblock {
         Ok(sb)
     }
 
-    /// Checks the recorded geometry against the device's; names the first difference.
+    /// Checks the recorded geometry against the device's (the file system's zone count must
+    /// not exceed the device's; the rest must be equal); names the first difference.
     pub fn check_geometry(&self, geometry: &Geometry) -> Result<(), String> {
+        if self.zone_count > geometry.zone_count {
+            return Err(format!(
+                "zone count: formatted {}, device {}",
+                self.zone_count, geometry.zone_count
+            ));
+        }
         let pairs = [
-            (
-                "zone count",
-                self.zone_count as u64,
-                geometry.zone_count as u64,
-            ),
             ("block size", self.block_bytes, geometry.block_size_bytes),
             ("zone size", self.zone_size_bytes, geometry.zone_size_bytes),
             (
@@ -132,6 +147,7 @@ mod tests {
     fn sample() -> Superblock {
         Superblock {
             journal_zones: 2,
+            reserved_active_zones: 0,
             zone_count: 64,
             block_bytes: 4096,
             zone_size_bytes: 1 << 20,
@@ -147,8 +163,18 @@ mod tests {
         assert_eq!(bytes.len(), 48);
         assert_eq!(&bytes[..8], b"\x01ZIOBZFS");
         assert_eq!(&bytes[8..10], &1u16.to_le_bytes());
+        assert_eq!(&bytes[10..12], &[0, 0]);
         assert_eq!(&bytes[40..48], &7u64.to_le_bytes());
         assert_eq!(Superblock::decode(&bytes), Ok(sb));
+        let ranged = Superblock {
+            reserved_active_zones: 0x0102,
+            zone_count: 40,
+            ..sb
+        };
+        let bytes = ranged.encode();
+        assert_eq!(&bytes[10..12], &[0x02, 0x01]);
+        assert_eq!(&bytes[16..20], &40u32.to_le_bytes());
+        assert_eq!(Superblock::decode(&bytes), Ok(ranged));
     }
 
     #[test]
@@ -177,7 +203,10 @@ mod tests {
     fn geometry_check_names_the_field() {
         let mut g = Geometry::new(64, 1 << 20);
         assert!(sample().check_geometry(&g).is_ok());
+        // A file system over the first zones of a larger device is fine.
         g.zone_count = 65;
+        assert!(sample().check_geometry(&g).is_ok());
+        g.zone_count = 63;
         assert!(sample()
             .check_geometry(&g)
             .unwrap_err()

@@ -27,6 +27,7 @@ fn journal_rolls_over_small_reserved_zones() {
                 MkfsOptions {
                     journal_zones,
                     force: false,
+                    ..MkfsOptions::default()
                 },
             ))
             .unwrap();
@@ -132,6 +133,7 @@ fn empty_foreign_and_formatted_devices() {
             MkfsOptions {
                 journal_zones: 1,
                 force: true,
+                ..MkfsOptions::default()
             },
         ));
         assert!(matches!(r, Err(FsError::Config(_))), "{r:?}");

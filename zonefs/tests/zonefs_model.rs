@@ -103,6 +103,7 @@ fn run(ops: Vec<Op>, buffered: bool, small: bool) {
             MkfsOptions {
                 journal_zones: 2,
                 force: false,
+                ..MkfsOptions::default()
             },
         ))
         .unwrap();

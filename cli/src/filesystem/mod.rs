@@ -64,6 +64,7 @@ async fn run_command(command: FsCommand) -> Result<i32, FsCmdError> {
             let opts = MkfsOptions {
                 journal_zones,
                 force,
+                ..MkfsOptions::default()
             };
             let res = ZoneFs::mkfs(inst.client(), opts).await;
             inst.close().await?;
