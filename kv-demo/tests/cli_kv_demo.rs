@@ -133,3 +133,47 @@ fn bad_flags_and_foreign_devices_are_refused() {
     assert!(text(&out.stderr).starts_with("kv-demo: kv-demo: "));
     assert_eq!(std::fs::read(&path).unwrap(), junk, "left untouched");
 }
+
+/// Keys one db_bench thread with `seed` writes or reads at random: a draw for the database,
+/// then the key.
+fn drawn_keys(seed: u64, n: u64, num: u64) -> Vec<Vec<u8>> {
+    let mut r = kv_demo::bench::rng::Random64::new(seed);
+    (0..n)
+        .map(|_| {
+            r.next_u64();
+            kv_demo::bench::keys::key_from_int(r.next_u64() % num, 16)
+        })
+        .collect()
+}
+
+#[test]
+fn use_existing_db_reads_what_an_earlier_process_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("--db=emu:{}", dir.path().join("dev.zns").display());
+    let num = 4000u64;
+    let n = format!("--num={num}");
+    let out = kv_demo(&["--benchmarks=fillrandom", &n, "--seed=7", "--cores=1", &db]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = kv_demo(&[
+        "--benchmarks=fillseq,readrandom",
+        &n,
+        "--seed=9",
+        "--use_existing_db",
+        &db,
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("fillseq      : skipped (--use_existing_db is true)"));
+    // Each process's first thread draws from its seed + 1.
+    let written: std::collections::HashSet<_> = drawn_keys(8, num, num).into_iter().collect();
+    let want = drawn_keys(10, num, num)
+        .iter()
+        .filter(|k| written.contains(*k))
+        .count() as u64;
+    assert!(want > num / 2 && want < num, "{want}");
+    let parsed = DbBenchOutput::parse(&stdout);
+    assert_eq!(
+        parsed.result("readrandom").unwrap().found,
+        Some((want, num))
+    );
+}

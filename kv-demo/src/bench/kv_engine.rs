@@ -146,25 +146,6 @@ impl KvDemoHost {
         })
     }
 
-    /// Creates an absent `emu:` device file with the store's default geometry
-    /// (`Options::emu_zones` × `Options::emu_zone_bytes`), as `Db::open` is specified to.
-    fn create_absent_emu(&self) -> Result<(), EngineError> {
-        let Some(p) = &self.emu_path else {
-            return Ok(());
-        };
-        if p.exists() {
-            return Ok(());
-        }
-        let spec = self.spec.clone();
-        let g = ziob::Geometry::new(self.options.emu_zones, self.options.emu_zone_bytes);
-        self.runtime
-            .block_on(
-                move || async move { ziob::backends::create_device(&spec, &g).await.map(drop) },
-            )
-            .map_err(err)?
-            .map_err(err)
-    }
-
     fn open_db(&self) -> Result<Db, EngineError> {
         futures::executor::block_on(Db::open(
             self.runtime.handle(),
@@ -179,7 +160,6 @@ impl EngineHost for KvDemoHost {
     type Engine = KvDemoEngine;
 
     fn open(&mut self) -> Result<KvDemoEngine, EngineError> {
-        self.create_absent_emu()?;
         Ok(KvDemoEngine {
             db: self.open_db()?,
             placement: match self.run_on {
