@@ -176,7 +176,9 @@ pub struct Flags {
     /// kv-demo: ZIOB buffer budget per core (K/M/G); 0 = ZIOB's default
     #[arg(long = "ziob_buffer_size", default_value = "0", value_parser = byte_size)]
     pub ziob_buffer_size: u64,
-    /// kv-demo: runtime cores; 0 = the CPUs this process may use
+    /// kv-demo: runtime cores (one shard each unless --shards); 0 = one per benchmark
+    /// thread (--threads), at most the CPUs this process may use: a thread-per-core store
+    /// sized to its load (with more cores than client threads, most requests cross cores)
     #[arg(long, default_value_t = 0)]
     pub cores: usize,
     /// kv-demo: shards; 0 = one per runtime core
@@ -263,7 +265,7 @@ pub struct BenchConfig {
     pub ziob_buffered: bool,
     /// ZIOB buffer budget per core (0 = default).
     pub ziob_buffer_size: u64,
-    /// Runtime cores (0 = available parallelism).
+    /// Runtime cores (0 = min(threads, available parallelism)).
     pub cores: usize,
     /// Shards (0 = one per core).
     pub shards: usize,

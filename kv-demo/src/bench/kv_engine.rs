@@ -6,7 +6,8 @@
 //! - `--target_file_size_base` → `target_file_bytes`; `--cache_size` → `cache_bytes`
 //!   (one cache for all shards); `--bloom_bits` → `bloom_bits_per_key`;
 //! - `--ziob=on|off` → `buffered`; `--ziob_buffer_size` → `buffer_bytes`;
-//!   `--shards` → `shards`; `--cores` → the ZIOB runtime's cores;
+//!   `--shards` → `shards`; `--cores` → the ZIOB runtime's cores (default one per
+//!   benchmark thread, at most the CPUs);
 //! - `--sync` → `WriteOptions { sync }` on every write.
 //!
 //! The benchmark threads run as tasks on the runtime's cores ([`Placement::Ziob`]), where
@@ -106,7 +107,8 @@ impl KvDemoHost {
         let cores = if cfg.cores > 0 {
             cfg.cores
         } else {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            cfg.threads.clamp(1, cpus)
         };
         let runtime = Runtime::builder().cores(cores).build().map_err(err)?;
         let (spec, tmp) = match &cfg.db {
