@@ -27,16 +27,28 @@ pub enum Mode {
     /// fjall in a directory of the same file system (a kv-demo built with `peers`).
     #[value(name = "fjall")]
     Fjall,
+    /// Guest: db_bench on ext4 on the conventional namespace.
+    #[value(name = "rocksdb-ext4")]
+    RocksdbExt4,
+    /// Guest: kv-demo on the ZNS namespace through the NVMe char device (`nvme:`).
+    #[value(name = "kv-demo-nvme")]
+    KvDemoNvme,
+    /// Guest: kv-demo on the ZNS namespace through the zoned block device (`zbd:`).
+    #[value(name = "kv-demo-zbd")]
+    KvDemoZbd,
 }
 
 impl Mode {
     /// Every mode, in column order.
-    pub const ALL: [Mode; 5] = [
+    pub const ALL: [Mode; 8] = [
         Mode::Rocksdb,
         Mode::RocksdbDirect,
         Mode::KvDemo,
         Mode::KvDemoNobuf,
         Mode::Fjall,
+        Mode::RocksdbExt4,
+        Mode::KvDemoNvme,
+        Mode::KvDemoZbd,
     ];
 
     /// The column name.
@@ -47,30 +59,44 @@ impl Mode {
             Mode::KvDemo => "kv-demo",
             Mode::KvDemoNobuf => "kv-demo-nobuf",
             Mode::Fjall => "fjall",
+            Mode::RocksdbExt4 => "rocksdb-ext4",
+            Mode::KvDemoNvme => "kv-demo-nvme",
+            Mode::KvDemoZbd => "kv-demo-zbd",
         }
+    }
+
+    /// Whether it needs the QEMU guest's namespaces.
+    pub fn guest_only(self) -> bool {
+        matches!(self, Mode::RocksdbExt4 | Mode::KvDemoNvme | Mode::KvDemoZbd)
     }
 
     /// Whether db_bench runs it (otherwise the kv-demo binary).
     pub fn is_db_bench(self) -> bool {
-        matches!(self, Mode::Rocksdb | Mode::RocksdbDirect)
+        matches!(
+            self,
+            Mode::Rocksdb | Mode::RocksdbDirect | Mode::RocksdbExt4
+        )
     }
 
     /// What an acknowledged write means in this mode, at `--sync=0` and `--sync=1`.
     pub fn durability(self, sync: bool) -> &'static str {
         match (self, sync) {
-            (Mode::Rocksdb | Mode::RocksdbDirect, false) => {
+            (Mode::Rocksdb | Mode::RocksdbDirect | Mode::RocksdbExt4, false) => {
                 "WAL record write()n to the OS page cache: survives a process crash, not a power loss"
             }
-            (Mode::Rocksdb | Mode::RocksdbDirect, true) => {
+            (Mode::Rocksdb | Mode::RocksdbDirect | Mode::RocksdbExt4, true) => {
                 "WAL fsync'ed before the write returns: survives a power loss"
             }
-            (Mode::KvDemo, false) => {
+            (Mode::KvDemo | Mode::KvDemoNvme | Mode::KvDemoZbd, false) => {
                 "WAL record in ZIOB's zone buffer (process memory): lost with the process until written back (at the latest on close)"
             }
             (Mode::KvDemoNobuf, false) => {
                 "WAL record written to the device (here: the emu file, i.e. the OS page cache) before the write returns: survives a process crash"
             }
-            (Mode::KvDemo | Mode::KvDemoNobuf, true) => {
+            (
+                Mode::KvDemo | Mode::KvDemoNobuf | Mode::KvDemoNvme | Mode::KvDemoZbd,
+                true,
+            ) => {
                 "WAL synced (written back and device cache flushed; emu: fdatasync) before the write returns: survives a power loss"
             }
             (Mode::Fjall, false) => {
@@ -136,6 +162,22 @@ pub struct Options {
     /// Directory for every process's command and output, results.json and summary.md
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Also run the guest modes in the QEMU guest (`cargo xtask vm-run`, TCG: slow)
+    #[arg(long)]
+    pub guest: bool,
+    /// `--num` (and `--sync-num`) in the guest
+    #[arg(long, default_value_t = 20_000, value_parser = positive::<u64>)]
+    pub guest_num: u64,
+    /// `--write_buffer_size` and `--target_file_size_base` in the guest (small, so that its
+    /// small runs flush and compact)
+    #[arg(long, default_value = "4M", value_parser = positive_size)]
+    pub guest_write_buffer_size: u64,
+    /// Extra `cargo xtask vm-run` options for `--guest` (one string, split on spaces)
+    #[arg(
+        long,
+        default_value = "--zones 128 --zone-size 16M --zone-capacity 12M --max-open 14 --max-active 14 --conv-size 2G --timeout-secs 5400"
+    )]
+    pub guest_vm_args: String,
 }
 
 impl Options {

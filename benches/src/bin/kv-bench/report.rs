@@ -51,12 +51,14 @@ fn cell(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
 }
 
 /// The ratio columns: (numerator, denominator).
-const RATIOS: [(Mode, Mode); 5] = [
+const RATIOS: [(Mode, Mode); 7] = [
     (Mode::KvDemo, Mode::Rocksdb),
     (Mode::KvDemo, Mode::RocksdbDirect),
     (Mode::KvDemoNobuf, Mode::Rocksdb),
     (Mode::KvDemo, Mode::Fjall),
     (Mode::KvDemo, Mode::KvDemoNobuf),
+    (Mode::KvDemoNvme, Mode::RocksdbExt4),
+    (Mode::KvDemoZbd, Mode::RocksdbExt4),
 ];
 
 /// The tables of `r`.

@@ -139,19 +139,110 @@ pub fn mode_flags(o: &Options, m: Mode) -> Vec<String> {
             "--use_direct_reads=1".into(),
             "--use_direct_io_for_flush_and_compaction=1".into(),
         ],
-        Mode::KvDemo => vec!["--ziob=on".into()],
+        Mode::RocksdbExt4 => vec![format!(
+            "--max_bytes_for_level_base={}",
+            4 * o.write_buffer_size
+        )],
+        Mode::KvDemo | Mode::KvDemoNvme | Mode::KvDemoZbd => vec!["--ziob=on".into()],
         Mode::KvDemoNobuf => vec!["--ziob=off".into()],
         Mode::Fjall => vec!["--engine=fjall".into()],
     }
 }
 
-/// Where mode `m`'s store lives (a directory, or the emu file for kv-demo).
-fn place(o: &Options, m: Mode) -> PathBuf {
-    let stem = format!("kv-bench-{}-{}", std::process::id(), m.name());
-    match m {
-        Mode::KvDemo | Mode::KvDemoNobuf => o.work_dir.join(format!("{stem}.zns")),
-        _ => o.work_dir.join(stem),
+/// Where a mode's store lives and what makes it fresh.
+#[derive(Debug, Clone)]
+pub struct Place {
+    /// The `--db` value.
+    pub db: String,
+    /// Removed before and after each process (host modes).
+    pub remove: Option<PathBuf>,
+    /// Commands run before each process (guest modes).
+    pub prepare: Vec<Vec<String>>,
+    /// Commands run after each process.
+    pub cleanup: Vec<Vec<String>>,
+}
+
+fn cmd(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| w.to_string()).collect()
+}
+
+/// Resolves where mode `m` runs here, or why it cannot.
+pub fn place(o: &Options, m: Mode) -> Result<Place, String> {
+    let in_guest = std::env::var_os("ZIOB_GUEST").is_some();
+    if m.guest_only() != in_guest {
+        return Err(if in_guest {
+            "host only (runs in the host part of the command)".into()
+        } else {
+            "guest only (needs the QEMU guest's NVMe namespaces; add --guest)".into()
+        });
     }
+    let env = |k: &str| {
+        std::env::var(k)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| format!("{k} unset"))
+    };
+    let stem = format!("kv-bench-{}-{}", std::process::id(), m.name());
+    let host = |p: PathBuf, db: String| Place {
+        db,
+        remove: Some(p),
+        prepare: Vec::new(),
+        cleanup: Vec::new(),
+    };
+    Ok(match m {
+        Mode::KvDemo | Mode::KvDemoNobuf => {
+            let p = o.work_dir.join(format!("{stem}.zns"));
+            host(p.clone(), format!("emu:{}", p.display()))
+        }
+        Mode::Rocksdb | Mode::RocksdbDirect | Mode::Fjall => {
+            let p = o.work_dir.join(stem);
+            host(p.clone(), p.display().to_string())
+        }
+        Mode::RocksdbExt4 => {
+            let conv = env("ZIOB_CONV_BLOCK")?;
+            let mnt = "/tmp/kv-bench-ext4";
+            Place {
+                db: format!("{mnt}/db"),
+                remove: None,
+                prepare: vec![
+                    cmd(&["mkdir", "-p", mnt]),
+                    cmd(&["mkfs.ext4", "-q", "-F", &conv]),
+                    cmd(&["mount", "-t", "ext4", &conv, mnt]),
+                ],
+                cleanup: vec![cmd(&["umount", mnt])],
+            }
+        }
+        Mode::KvDemoNvme | Mode::KvDemoZbd => {
+            let block = env("ZIOB_ZNS_BLOCK")?;
+            let db = if m == Mode::KvDemoNvme {
+                format!("nvme:{}", env("ZIOB_ZNS_CHAR")?)
+            } else {
+                format!("zbd:{block}")
+            };
+            Place {
+                db,
+                remove: None,
+                prepare: vec![cmd(&["blkzone", "reset", &block])],
+                cleanup: Vec::new(),
+            }
+        }
+    })
+}
+
+fn run_cmd(words: &[String]) -> Result<(), String> {
+    let out = Command::new(&words[0])
+        .args(&words[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", words.join(" ")))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{}` failed ({}): {}",
+            words.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
 }
 
 fn remove(p: &Path) {
@@ -164,6 +255,7 @@ pub fn process_args(
     o: &Options,
     common: &[String],
     m: Mode,
+    place: &Place,
     sync: bool,
     value_size: u64,
     run: u32,
@@ -174,11 +266,7 @@ pub fn process_args(
     a.push(format!("--value_size={value_size}"));
     a.push(format!("--seed={}", 1000 + u64::from(run)));
     a.push(format!("--sync={}", u8::from(sync)));
-    let p = place(o, m);
-    a.push(match m {
-        Mode::KvDemo | Mode::KvDemoNobuf => format!("--db=emu:{}", p.display()),
-        _ => format!("--db={}", p.display()),
-    });
+    a.push(format!("--db={}", place.db));
     a.extend(mode_flags(o, m));
     a
 }
@@ -265,7 +353,7 @@ pub fn run_all(o: &Options, raw: Option<&Path>) -> Results {
         .as_ref()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    let mut ready: Vec<(Mode, PathBuf)> = Vec::new();
+    let mut ready: Vec<(Mode, PathBuf, Place)> = Vec::new();
     for &m in &o.modes {
         let program = if m.is_db_bench() {
             db_bench_path
@@ -276,17 +364,17 @@ pub fn run_all(o: &Options, raw: Option<&Path>) -> Results {
                 "no kv-demo binary (cargo build -p kv-demo --bin kv-demo, or --kv-demo PATH)".into()
             })
         };
-        let program = program.and_then(|p| {
+        let program = place(o, m).and_then(|pl| {
+            let p = program?;
             if m == Mode::Fjall {
-                probe_fjall(&p, o).map(|()| p)
-            } else {
-                Ok(p)
+                probe_fjall(&p, o)?;
             }
+            Ok((p, pl))
         });
         match program {
-            Ok(p) => {
+            Ok((p, pl)) => {
                 res.modes.push((m, mode_flags(o, m)));
-                ready.push((m, p));
+                ready.push((m, p, pl));
             }
             Err(reason) => {
                 eprintln!("[kv-bench] skip {}: {reason}", m.name());
@@ -295,7 +383,7 @@ pub fn run_all(o: &Options, raw: Option<&Path>) -> Results {
         }
     }
     if let Some(p) = &db_bench_path {
-        if ready.iter().any(|(m, _)| m.is_db_bench()) {
+        if ready.iter().any(|(m, _, _)| m.is_db_bench()) {
             res.db_bench = db_bench::version(&p.display().to_string());
         }
     }
@@ -304,17 +392,29 @@ pub fn run_all(o: &Options, raw: Option<&Path>) -> Results {
         for &vs in &o.value_sizes {
             for &sync in &o.syncs {
                 let sync = sync == 1;
-                for (m, program) in &ready {
+                for (m, program, pl) in &ready {
                     if failed.contains(m) {
                         continue;
                     }
                     let stem = format!("{}-v{vs}-s{}-r{run}", m.name(), u8::from(sync));
                     eprintln!("[kv-bench] {stem}");
-                    let args = process_args(o, &common, *m, sync, vs, run);
-                    let p = place(o, *m);
-                    remove(&p);
-                    let out = run_process(program, &args, raw, &stem);
-                    remove(&p);
+                    let args = process_args(o, &common, *m, pl, sync, vs, run);
+                    if let Some(p) = &pl.remove {
+                        remove(p);
+                    }
+                    let out = pl
+                        .prepare
+                        .iter()
+                        .try_for_each(|c| run_cmd(c))
+                        .and_then(|()| run_process(program, &args, raw, &stem));
+                    for c in &pl.cleanup {
+                        if let Err(e) = run_cmd(c) {
+                            eprintln!("[kv-bench] cleanup: {e}");
+                        }
+                    }
+                    if let Some(p) = &pl.remove {
+                        remove(p);
+                    }
                     match out {
                         Ok(out) => record(&mut res, o, *m, sync, vs, run, &out),
                         Err(error) => {
@@ -395,17 +495,14 @@ mod tests {
                 .filter(|a| !a.starts_with("--db=") && !own.contains(a))
                 .collect()
         };
-        let base = strip(
-            process_args(&o, &common, Mode::Rocksdb, false, 100, 2),
-            Mode::Rocksdb,
-        );
-        for m in Mode::ALL {
-            assert_eq!(
-                strip(process_args(&o, &common, m, false, 100, 2), m),
-                base,
-                "{m:?}"
-            );
+        let pl = |m: Mode| place(&o, m).unwrap();
+        let args =
+            |m: Mode, sync: bool, run: u32| process_args(&o, &common, m, &pl(m), sync, 100, run);
+        let base = strip(args(Mode::Rocksdb, false, 2), Mode::Rocksdb);
+        for m in Mode::ALL.into_iter().filter(|m| !m.guest_only()) {
+            assert_eq!(strip(args(m, false, 2), m), base, "{m:?}");
         }
+        assert!(place(&o, Mode::KvDemoZbd).unwrap_err().contains("--guest"));
         for f in [
             "--num=5000",
             "--seed=1002",
@@ -418,13 +515,13 @@ mod tests {
         ] {
             assert!(base.contains(&f.to_string()), "{f}");
         }
-        let direct = process_args(&o, &common, Mode::RocksdbDirect, true, 100, 0);
+        let direct = args(Mode::RocksdbDirect, true, 0);
         assert!(direct.contains(&"--use_direct_reads=1".to_string()));
         assert!(
             direct.contains(&"--num=20000".to_string()),
             "sync=1 uses --sync-num"
         );
-        let kv = process_args(&o, &common, Mode::KvDemoNobuf, false, 100, 0);
+        let kv = args(Mode::KvDemoNobuf, false, 0);
         assert!(kv
             .iter()
             .any(|a| a.starts_with("--db=emu:/var/tmp/kv-bench-")));
