@@ -1,7 +1,8 @@
 //! Leveled compaction: what to compact ([`pick`]) and doing it ([`run`]).
 //!
 //! - L0 → L1 when L0 holds [`L0_COMPACTION_TRIGGER`] tables: all of L0 and the L1 tables
-//!   they overlap.
+//!   they overlap. When several levels are due, the one most over its limit goes first
+//!   (L0: tables / trigger; Ln: bytes / budget).
 //! - Ln → Ln+1 (n ≥ 1) when level n holds more than its budget
 //!   ([`Options::level_budget_bytes`]): one table of Ln, round robin over the key space, and
 //!   the Ln+1 tables it overlaps. A table that overlaps nothing below is moved (a manifest
@@ -65,17 +66,30 @@ fn disjoint(tables: &[Arc<TableHandle>]) -> bool {
 /// The compaction `version` needs most, if any; `pointers[n]` is the largest user key of the
 /// last table compacted out of level n.
 pub fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> Option<Compaction> {
-    let (level, inputs) = if version.l0_count() >= L0_COMPACTION_TRIGGER {
-        (0, version.levels[0].clone())
+    // The level most over its limit (score ≥ 1) goes first, as RocksDB scores levels: L0
+    // by table count, the others by bytes — so a steady stream of flushes cannot keep a
+    // deeper level over its budget forever.
+    let mut best: Option<(f64, usize)> = None;
+    let l0 = version.l0_count() as f64 / L0_COMPACTION_TRIGGER as f64;
+    if l0 >= 1.0 {
+        best = Some((l0, 0));
+    }
+    for n in 1..LEVELS - 1 {
+        let score = version.level_bytes(n) as f64 / opts.level_budget_bytes(n) as f64;
+        if score > 1.0 && best.is_none_or(|(b, _)| score > b) {
+            best = Some((score, n));
+        }
+    }
+    let (_, level) = best?;
+    let inputs = if level == 0 {
+        version.levels[0].clone()
     } else {
-        let level =
-            (1..LEVELS - 1).find(|&n| version.level_bytes(n) > opts.level_budget_bytes(n))?;
         let tables = &version.levels[level];
         let t = tables
             .iter()
             .find(|t| t.smallest_user_key() > &pointers[level][..])
             .unwrap_or(&tables[0]);
-        (level, vec![t.clone()])
+        vec![t.clone()]
     };
     let (lo, hi) = key_range(&inputs);
     let overlaps = version.overlapping(level + 1, &lo, &hi);

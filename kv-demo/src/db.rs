@@ -161,8 +161,19 @@ impl Db {
         involved.sort_unstable();
         involved.dedup();
         let shards: Vec<&Arc<Shard>> = involved.iter().map(|&s| &self.inner.shards[s]).collect();
+        // Encoded once, at sequence 0 until the numbers are allocated.
+        let mut record = Vec::with_capacity(batch.payload_bytes() + 16 + 4 * batch.len());
+        batch.encode(0, &mut record);
+        let max = shards[0].log.wal.max_payload_bytes();
+        if record.len() as u64 > max {
+            return Err(DbError::InvalidArgument(format!(
+                "a batch of {} encoded bytes is over the WAL's {max}-byte record limit",
+                record.len()
+            )));
+        }
         for s in &shards {
             s.make_room().await?;
+            s.log.wait_room().await?;
         }
         // In shard order: a memtable switch takes one gate exclusively, so no cycle.
         let mut gates = Vec::with_capacity(shards.len());
@@ -171,27 +182,41 @@ impl Db {
         }
         let seq = &self.inner.ctx.seq;
         let start = seq.allocate(batch.len() as u64);
-        let _publish = Publish {
+        record[..8].copy_from_slice(&start.to_le_bytes());
+        let publish = Publish {
             seq,
             start,
             n: batch.len() as u64,
         };
-        let mut record = Vec::with_capacity(batch.payload_bytes() + 16 + 4 * batch.len());
-        batch.encode(start, &mut record);
-        // Every involved shard's WAL gets the whole batch (concurrently), before any
-        // memtable sees it: replay of any one of them restores all of it.
-        futures::future::try_join_all(shards.iter().map(|s| s.log.append(&record, w.sync))).await?;
-        for (i, s) in involved.iter().zip(&shards) {
-            s.insert(
-                batch
-                    .ops()
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| routes[*j] == *i)
-                    .map(|(j, op)| (start + j as u64, op)),
-            );
+        // From here the batch may reach a WAL, so it goes into the memtables however this
+        // ends (an error, this future dropped): a batch in one involved shard's WAL is
+        // replayed into all of them after a crash, so it must be in all of them now too.
+        let apply = Apply {
+            shards: &shards,
+            involved: &involved,
+            routes: &routes,
+            batch: &batch,
+            start,
+            gates,
+        };
+        // Every involved shard's WAL gets the whole batch, queued before any memtable
+        // sees it: replay of any one of them restores all of it.
+        let mut tickets = Vec::with_capacity(shards.len());
+        for s in &shards {
+            s.count_wal_bytes(record.len());
+            tickets.push(s.log.enqueue(record.clone()));
         }
-        drop(gates);
+        drop(apply);
+        let tickets = tickets.into_iter().collect::<Result<Vec<u64>, DbError>>()?;
+        if w.sync {
+            futures::future::try_join_all(shards.iter().zip(tickets).map(|(s, t)| async move {
+                s.log.wait_appended(t).await?;
+                s.log.wal.sync().await.map_err(DbError::from)
+            }))
+            .await?;
+        }
+        drop(publish);
+        seq.wait_visible(start + batch.len() as u64 - 1).await;
         self.inner
             .user_bytes
             .fetch_add(batch.payload_bytes() as u64, Ordering::Relaxed);
@@ -265,6 +290,23 @@ impl Db {
         Ok(())
     }
 
+    /// Stops the store as a power loss would, for crash tests: ZIOB's buffered (unsynced)
+    /// data is dropped, nothing is synced, the background work stops (what it was writing
+    /// is cut off). Reopening the device recovers the store as after a crash.
+    #[doc(hidden)]
+    pub async fn abandon(self) -> Result<(), DbError> {
+        self.inner.closed.store(true, Ordering::Release);
+        self.inner
+            .store
+            .client()
+            .with_ziob(|z| async move { z.abandon().await })
+            .await?;
+        for s in &self.inner.shards {
+            s.stop().await;
+        }
+        Ok(())
+    }
+
     /// What the store has done so far.
     pub async fn stats(&self) -> DbStats {
         let mut levels = vec![(0usize, 0u64); crate::options::LEVELS];
@@ -301,6 +343,33 @@ impl Db {
             fs: self.inner.ctx.fs.stats().await,
             df: self.inner.ctx.fs.df().await,
         }
+    }
+}
+
+/// Inserts a logged batch into its shards' memtables when dropped, then lets go of their
+/// gates.
+struct Apply<'a> {
+    shards: &'a [&'a Arc<Shard>],
+    involved: &'a [usize],
+    routes: &'a [usize],
+    batch: &'a WriteBatch,
+    start: u64,
+    gates: Vec<tokio::sync::RwLockReadGuard<'a, ()>>,
+}
+
+impl Drop for Apply<'_> {
+    fn drop(&mut self) {
+        for (i, s) in self.involved.iter().zip(self.shards) {
+            s.insert(
+                self.batch
+                    .ops()
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| self.routes[*j] == *i)
+                    .map(|(j, op)| (self.start + j as u64, op)),
+            );
+        }
+        self.gates.clear();
     }
 }
 

@@ -1,20 +1,50 @@
-//! kv-demo: an embedded LSM key-value store on ZIOB zones — **work in progress**.
+//! kv-demo: an embedded, async LSM key-value store on one zoned device through ZIOB.
 //!
-//! Built so far (byte layouts in `docs/format.md`, "kv-demo SSTable blocks"):
-//! - [`sst::block`]: data and index blocks — sorted entries, keys prefix-compressed against
-//!   the previous key, with restart points every `restart_interval` entries for binary search;
-//! - [`sst::bloom`]: the per-table bloom filter (bits per key chosen by the user);
-//! - [`sst::table`]: the table file — data blocks, filter, index, footer, a CRC-32C per
-//!   block — built in one sequential pass and read through any [`sst::table::TableSource`];
-//! - [`sst::cache`]: the block cache shared by every table of a store, bounded in bytes;
-//! - [`ikey`]: internal keys (user key + sequence number + kind, newest version first) and
-//!   [`memtable`]: a shard's newest writes in that order, with snapshot lookups;
-//! - [`batch`]: write batches (atomic groups of puts and deletes) and their WAL encoding,
-//!   with the key and value limits;
-//! - [`table_file`]: tables written to and read from `ziob-zonefs` files.
+//! ```
+//! use kv_demo::{Db, Options, WriteBatch, WriteOptions};
+//! use ziob::Runtime;
+//! let rt = Runtime::builder().cores(1).build().unwrap();
+//! futures::executor::block_on(async {
+//!     let db = Db::open(rt.handle(), "mem:zones=64,zone_size=16M", Options::default())
+//!         .await
+//!         .unwrap();
+//!     let w = WriteOptions::default();
+//!     db.put(&b"apple"[..], &b"red"[..], &w).await.unwrap();
+//!     let mut b = WriteBatch::new();
+//!     b.put(&b"banana"[..], &b"yellow"[..]).unwrap();
+//!     b.delete(&b"apple"[..]).unwrap();
+//!     db.write(b, &WriteOptions { sync: true }).await.unwrap();
+//!     assert_eq!(db.get(b"apple").await.unwrap(), None);
+//!     let mut scan = db.scan(None, None, None).await.unwrap();
+//!     assert_eq!(scan.next().await.unwrap().unwrap().0, &b"banana"[..]);
+//!     db.close().await.unwrap();
+//! });
+//! ```
 //!
-//! Not built yet: the WAL on the zone log, manifest, flush and compaction, zone placement and
-//! GC (through `ziob-zonefs`), sharding, the `Db` API and the `kv-demo` benchmark binary.
+//! - **API** ([`Db`]): `open` (creates an absent `emu:` device, formats a blank one, opens a
+//!   store, refuses anything else with a typed [`DbError`] and never reformats it), `put`,
+//!   `delete`, `write` (an atomic [`WriteBatch`], across shards too), `get`, `get_at` a
+//!   [`Snapshot`], `scan` (`[start, end)`, forward, merged across shards), `flush`, `close`,
+//!   `stats` (write and space amplification). Keys up to [`batch::KEY_BYTES_MAX`], values up
+//!   to [`batch::VALUE_BYTES_MAX`] (and one WAL record); larger input is
+//!   [`DbError::InvalidArgument`].
+//! - **Sharded per core**: a key's shard is `xxh3(key) % shards` (default one per runtime
+//!   core); each shard is an LSM tree ([`shard`]) whose flush, compaction and WAL pump run on
+//!   its core; one sequence number for all shards makes snapshots consistent across them.
+//! - **Durability**: each shard's [`wal`] is a zone log with group commit;
+//!   [`WriteOptions::sync`] returns once the write is durable; non-sync writes are durable
+//!   at the next sync, flush or close (they live in process memory until then, like ZIOB's
+//!   buffer). A batch spanning shards is logged whole to every involved shard's WAL, so it
+//!   is recovered whole. Each shard's [`manifest`] records its tables; opening replays the
+//!   WALs past the manifest's recovery point. Layout: [`store`].
+//! - **Engine**: memtables ([`memtable`]) flushed in the background to L0 tables
+//!   ([`sst`], [`table_file`]); leveled compaction ([`compaction`]); writers wait when
+//!   flushes or compactions fall behind (at most 2 immutable memtables, 20 L0 tables per
+//!   shard). Tables are `ziob-zonefs` files whose lifetime class is their level, so zones
+//!   empty together; zonefs resets empty zones and collects mostly-dead ones.
+//!
+//! Byte layouts: `docs/format.md` ("kv-demo ..."); design: `docs/ARCHITECTURE.md`
+//! ("`kv-demo/`").
 
 pub mod batch;
 pub mod bench;

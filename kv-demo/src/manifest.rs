@@ -1,6 +1,6 @@
 //! A shard's manifest: which tables the shard has (per level), where its WAL replay starts,
 //! its next file number and its highest sequence number in tables — kept in the zone log
-//! `manifest-<shard>` of the store's [`LogSpace`](ziob::LogSpace).
+//! `manifest-<shard>` of the store's [`LogSpace`].
 //!
 //! The log holds a **snapshot** record (the whole state as one [`VersionEdit`] with every live
 //! table in `added`), then one **edit** record per [`Manifest::apply`]. When the records
@@ -144,8 +144,10 @@ impl ManifestState {
     }
 
     /// Applies `edit` (checked with [`check`](ManifestState::check)): deletions, then
-    /// additions (so a table may move levels); `wal_start`, `next_file_number` and
-    /// `last_seq` only grow (each becomes the larger of its value and the edit's).
+    /// additions (so a table may move levels); `wal_start` is set when present (it may go
+    /// back: [`Store`](crate::store::Store) moves it down to the WAL's end when a crash cut
+    /// the WAL before it); `next_file_number` and `last_seq` only grow (each becomes the
+    /// larger of its value and the edit's).
     pub fn apply(&mut self, edit: &VersionEdit) {
         for key in &edit.deleted {
             self.files.remove(key);
@@ -154,7 +156,7 @@ impl ManifestState {
             self.files.insert((f.level, f.number), f.clone());
         }
         if let Some(w) = edit.wal_start {
-            self.wal_start = self.wal_start.max(Position::from_raw(w));
+            self.wal_start = Position::from_raw(w);
         }
         if let Some(n) = edit.next_file_number {
             self.next_file_number = self.next_file_number.max(n);
@@ -191,7 +193,9 @@ impl ManifestState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ManifestOptions {
     /// Roll (fresh snapshot, truncate before it) once the records since the last snapshot
-    /// pass this many bytes. 0 (the default): the log's largest record, about one zone.
+    /// take this many bytes (each record counted in whole blocks: it is synced alone), or
+    /// the log moved to a fresh zone. 0 (the default): the log's largest record, about one
+    /// zone.
     pub roll_bytes: u64,
 }
 
@@ -209,6 +213,8 @@ struct Inner {
 pub struct Manifest {
     log: ZoneLog,
     roll_bytes: u64,
+    /// The device's block size: every record is synced on its own, so it takes whole blocks.
+    block_bytes: u64,
     inner: Arc<Mutex<Inner>>,
 }
 
@@ -244,7 +250,7 @@ impl Manifest {
             next_file_number: 1,
             ..ManifestState::default()
         };
-        let m = Manifest::with_state(log, opts, state, 0);
+        let m = Manifest::with_state(space, log, opts, state, 0);
         m.write_snapshot(&mut *m.inner.lock().await).await?;
         Ok(m)
     }
@@ -277,6 +283,7 @@ impl Manifest {
                 });
             }
         }
+        let block_bytes = space.client().geometry().block_size_bytes.max(1);
         let mut state: Option<ManifestState> = None;
         let mut since_snapshot = 0;
         let mut records = std::pin::pin!(log.stream(log.start()));
@@ -297,7 +304,8 @@ impl Manifest {
                 detail,
             };
             let (kind, edit) = decode_record(&bytes).map_err(|e| corrupt(e.to_string()))?;
-            let len = ziob::zonelog::frame_len(bytes.len()) as u64;
+            let len =
+                (ziob::zonelog::frame_len(bytes.len()) as u64).div_ceil(block_bytes) * block_bytes;
             match (kind, &mut state) {
                 (RECORD_SNAPSHOT, _) => {
                     state = Some(ManifestState::from_snapshot(&edit).map_err(corrupt)?);
@@ -315,10 +323,17 @@ impl Manifest {
             log: name.clone(),
             detail: "the log holds no snapshot record".into(),
         })?;
-        Ok(Manifest::with_state(log, opts, state, since_snapshot))
+        Ok(Manifest::with_state(
+            space,
+            log,
+            opts,
+            state,
+            since_snapshot,
+        ))
     }
 
     fn with_state(
+        space: &LogSpace,
         log: ZoneLog,
         opts: ManifestOptions,
         state: ManifestState,
@@ -332,6 +347,7 @@ impl Manifest {
         Manifest {
             log,
             roll_bytes,
+            block_bytes: space.client().geometry().block_size_bytes.max(1),
             inner: Arc::new(Mutex::new(Inner {
                 state,
                 since_snapshot,
@@ -386,8 +402,14 @@ impl Manifest {
         inner.interrupted = false;
         inner.state.apply(edit);
         inner.since_snapshot += len;
-        if inner.since_snapshot > self.roll_bytes {
-            self.roll_locked(&mut inner).await?;
+        // Past the threshold, or the log moved to a fresh zone: roll (the snapshot goes to
+        // the newest zone and the older ones are dropped).
+        if inner.since_snapshot > self.roll_bytes || self.log.zones().len() > 1 {
+            // The edit is durable and applied either way; a failed roll is tried again
+            // after the next edit.
+            if let Err(e) = self.roll_locked(&mut inner).await {
+                tracing::warn!(log = self.log.name(), error = %e, "manifest roll failed");
+            }
         }
         Ok(())
     }
@@ -439,7 +461,8 @@ impl Manifest {
         let fail = |e| log_err(self.log.name(), e);
         let pos = self.log.append(rec).await.map_err(fail)?;
         self.log.sync().await.map_err(fail)?;
-        Ok((pos, ziob::zonelog::frame_len(rec.len()) as u64))
+        let len = ziob::zonelog::frame_len(rec.len()) as u64;
+        Ok((pos, len.div_ceil(self.block_bytes) * self.block_bytes))
     }
 }
 

@@ -77,6 +77,9 @@ async fn recover(
         opts,
         seq: Sequencer::new(0),
         snapshots: Arc::new(SnapshotRegistry::default()),
+        logs: (0..n)
+            .map(|i| ShardLog::new(store.wal(i).clone(), store.manifest(i).clone()))
+            .collect(),
     });
     let mut shards = Vec::with_capacity(n);
     let mut states = Vec::with_capacity(n);
@@ -96,10 +99,7 @@ async fn recover(
             ..VersionEdit::default()
         };
         let version = Version::empty().apply(&edit, tables)?;
-        let log = ShardLog {
-            wal: store.wal(id).clone(),
-            manifest: store.manifest(id).clone(),
-        };
+        let log = ctx.logs[id].clone();
         shards.push(Arc::new(Shard::new(
             id,
             core,
@@ -113,6 +113,11 @@ async fn recover(
     // Replay every WAL from its start point; each operation goes to its key's shard, unless
     // that shard's tables have it (a batch spanning shards is in each of their WALs).
     let mut last_seq = states.iter().map(|s| s.last_seq).max().unwrap_or(0);
+    // Operations found only in another shard's WAL (a crash lost their own shard's copy of a
+    // cross-shard batch): by sequence number, per shard.
+    let mut own: Vec<std::collections::HashSet<u64>> = vec![Default::default(); n];
+    let mut foreign: Vec<std::collections::BTreeMap<u64, crate::batch::Op>> =
+        vec![Default::default(); n];
     for (id, state) in states.iter().enumerate() {
         for (_, record) in store.wal(id).replay_all(state.wal_start).await? {
             for (seq, batch) in WriteBatch::decode_all(&record)? {
@@ -121,12 +126,41 @@ async fn recover(
                     let op_seq = seq + j as u64;
                     if op_seq > states[s].last_seq {
                         shards[s].replay(op_seq, op);
+                        if s == id {
+                            own[s].insert(op_seq);
+                        } else {
+                            foreign[s].insert(op_seq, op.clone());
+                        }
                     }
                 }
                 if !batch.is_empty() {
                     last_seq = last_seq.max(seq + batch.len() as u64 - 1);
                 }
             }
+        }
+    }
+    // Log those again in their own shard's WAL (synced): else the shard whose WAL holds
+    // them could flush and move its WAL start past them while they sit only in this shard's
+    // memtable, and the next reopen or crash would lose them.
+    for (s, ops) in foreign.iter().enumerate() {
+        let wal = store.wal(s);
+        let mut payload = Vec::new();
+        for (&op_seq, op) in ops.iter().filter(|(q, _)| !own[s].contains(q)) {
+            let mut b = WriteBatch::new();
+            match op.kind {
+                crate::ikey::Kind::Put => b.put(op.key.clone(), op.value.clone()),
+                crate::ikey::Kind::Delete => b.delete(op.key.clone()),
+            }
+            .map_err(|e| DbError::InvalidArgument(e.to_string()))?;
+            let at = payload.len();
+            b.encode(op_seq, &mut payload);
+            if payload.len() as u64 > wal.max_payload_bytes() && at > 0 {
+                wal.append(&payload[..at], false).await?;
+                payload.drain(..at);
+            }
+        }
+        if !payload.is_empty() {
+            wal.append(&payload, true).await?;
         }
     }
     ctx.seq.recover(last_seq);

@@ -41,6 +41,8 @@ pub struct StoreCtx {
     pub seq: Sequencer,
     /// The live snapshots.
     pub snapshots: Arc<SnapshotRegistry>,
+    /// Every shard's log (a flush syncs all their WALs, see [`Shard`]'s flush).
+    pub logs: Vec<ShardLog>,
 }
 
 impl StoreCtx {
@@ -120,6 +122,8 @@ pub struct Shard {
     compaction_read_bytes: AtomicU64,
     compaction_write_bytes: AtomicU64,
     write_stalls: AtomicU64,
+    /// WAL bytes queued since the last memtable switch.
+    wal_bytes: AtomicU64,
 }
 
 impl Shard {
@@ -157,6 +161,7 @@ impl Shard {
             compaction_read_bytes: AtomicU64::new(0),
             compaction_write_bytes: AtomicU64::new(0),
             write_stalls: AtomicU64::new(0),
+            wal_bytes: AtomicU64::new(0),
         }
     }
 
@@ -171,7 +176,7 @@ impl Shard {
 
     /// Starts the flush and compaction tasks on the shard's core.
     pub fn start(self: &Arc<Self>) -> Result<(), DbError> {
-        for job in [Job::Flush, Job::Compact] {
+        for job in [Job::Pump, Job::Flush, Job::Compact] {
             let me = self.clone();
             self.running.fetch_add(1, Ordering::AcqRel);
             let spawned = self
@@ -222,12 +227,14 @@ impl Shard {
             self.check()?;
             let (l0, full, imms) = {
                 let st = self.state();
-                let full = st
-                    .mem
-                    .read()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .approximate_bytes()
-                    >= self.ctx.opts.write_buffer_bytes;
+                // Full by memory, or by WAL bytes: a batch spanning shards is logged whole to
+                // each of them, so a shard's WAL can grow faster than its memtable, and the
+                // WAL's room is sized by the write buffer.
+                let limit = self.ctx.opts.write_buffer_bytes;
+                let mem = st.mem.read().unwrap_or_else(|e| e.into_inner());
+                let full = mem.approximate_bytes() >= limit
+                    || (!mem.is_empty() && self.wal_bytes.load(Ordering::Relaxed) >= limit as u64);
+                drop(mem);
                 (st.version.l0_count(), full, st.imms.len())
             };
             if l0 >= L0_STOP_WRITES || (full && imms >= MAX_IMMUTABLE_MEMTABLES) {
@@ -238,7 +245,7 @@ impl Shard {
                 continue;
             }
             if full {
-                self.switch_memtable().await;
+                self.switch_memtable().await?;
             }
             return Ok(());
         }
@@ -246,13 +253,23 @@ impl Shard {
 
     /// Makes the memtable immutable (if it holds anything) and starts a new one; wakes the
     /// flush task.
-    pub async fn switch_memtable(&self) {
+    pub async fn switch_memtable(&self) -> Result<(), DbError> {
         let _g = self.gate.write().await;
-        let mut st = self.state();
-        if st.mem.read().unwrap_or_else(|e| e.into_inner()).is_empty() {
-            return;
+        if self
+            .state()
+            .mem
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+        {
+            return Ok(());
         }
+        // Every batch in the memtable is queued for this WAL: wait until it is appended,
+        // so the WAL position below is past all of them.
+        self.log.barrier().await?;
+        let mut st = self.state();
         let mem = std::mem::take(&mut st.mem);
+        self.wal_bytes.store(0, Ordering::Relaxed);
         st.imms.push_back(Immutable {
             mem,
             wal_end: self.log.wal_end(),
@@ -260,6 +277,13 @@ impl Shard {
         });
         drop(st);
         self.flush_work.notify_one();
+        Ok(())
+    }
+
+    /// Counts `n` bytes queued for the shard's WAL (a memtable switch comes at
+    /// `write_buffer_bytes` of them too).
+    pub fn count_wal_bytes(&self, n: usize) {
+        self.wal_bytes.fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// Inserts `ops` (with their sequence numbers) into the memtable. The caller holds
@@ -330,7 +354,7 @@ impl Shard {
 
     /// Switches the memtable and waits until every immutable memtable is flushed.
     pub async fn flush(&self) -> Result<(), DbError> {
-        self.switch_memtable().await;
+        self.switch_memtable().await?;
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
@@ -356,6 +380,7 @@ impl Shard {
             }
             self.flush_work.notify_one();
             self.compact_work.notify_one();
+            self.log.wake_pump();
             self.changed.notify_waiters();
             stopped.await;
         }
@@ -454,16 +479,25 @@ impl Shard {
 
     async fn background(self: Arc<Self>, job: Job) {
         loop {
-            if self.closing.load(Ordering::Acquire) || self.error_set() {
+            let closing = self.closing.load(Ordering::Acquire);
+            let stop = match job {
+                // The pump empties the WAL queue before it stops.
+                Job::Pump => closing && self.log.is_drained(),
+                _ => closing || self.error_set(),
+            };
+            if stop {
                 break;
             }
             let done = match job {
+                Job::Pump => self.log.pump_once().await,
                 Job::Flush => self.flush_one().await,
                 Job::Compact => self.compact_one().await,
             };
             match done {
                 Ok(true) => {}
                 Ok(false) => match job {
+                    Job::Pump if closing => break,
+                    Job::Pump => self.log.pump_idle().await,
                     Job::Flush => self.flush_work.notified().await,
                     Job::Compact => self.compact_work.notified().await,
                 },
@@ -526,6 +560,13 @@ impl Shard {
             meta.clone(),
         )
         .await?;
+        // A batch spanning shards is in this memtable only after it was appended to every
+        // involved shard's WAL. Once this table is in the manifest the batch's operations
+        // here are durable, so the rest of it must be too: sync every WAL first (else a
+        // crash could keep this shard's part and lose another's unsynced tail).
+        if self.ctx.logs.len() > 1 {
+            futures::future::try_join_all(self.ctx.logs.iter().map(|l| l.sync())).await?;
+        }
         let edit = VersionEdit {
             added: vec![meta],
             deleted: vec![],
@@ -571,6 +612,8 @@ impl ShardStateAccess<'_> {
 
 #[derive(Debug, Clone, Copy)]
 enum Job {
+    /// Appends the queued WAL payloads.
+    Pump,
     Flush,
     Compact,
 }

@@ -19,6 +19,8 @@ pub struct Sequencer {
     visible: AtomicU64,
     /// Finished ranges `start → end` (exclusive) waiting for a lower one.
     pending: Mutex<BTreeMap<u64, u64>>,
+    /// The visible sequence moved.
+    published: tokio::sync::Notify,
 }
 
 impl Sequencer {
@@ -28,6 +30,7 @@ impl Sequencer {
             next: AtomicU64::new(last + 1),
             visible: AtomicU64::new(last),
             pending: Mutex::new(BTreeMap::new()),
+            published: tokio::sync::Notify::new(),
         }
     }
 
@@ -62,7 +65,27 @@ impl Sequencer {
             p.remove(&s);
             visible = e - 1;
         }
+        let moved = visible != self.visible.load(Ordering::Acquire);
         self.visible.store(visible, Ordering::Release);
+        drop(p);
+        if moved {
+            self.published.notify_waiters();
+        }
+    }
+
+    /// Waits until the visible sequence reaches `seq` (a write returns only once it is
+    /// visible: its writer's next read sees it, even while an earlier write still waits for
+    /// its sync).
+    pub async fn wait_visible(&self, seq: u64) {
+        loop {
+            let published = self.published.notified();
+            tokio::pin!(published);
+            published.as_mut().enable();
+            if self.visible() >= seq {
+                return;
+            }
+            published.await;
+        }
     }
 
     /// The visible sequence.

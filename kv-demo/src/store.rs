@@ -19,7 +19,8 @@ use ziob::zonelog::LogSpaceOptions;
 use ziob::{Client, Geometry, LogSpace, ZiobConfig, ZiobError, ZoneState};
 use ziob_zonefs::{FsError, MkfsOptions, WriteLifetime, ZoneFs};
 
-use crate::manifest::{manifest_log_name, Manifest, ManifestError, ManifestOptions};
+use crate::manifest::{Manifest, ManifestError, ManifestOptions};
+use crate::version_edit::VersionEdit;
 use crate::wal::{wal_log_name, Wal, WalError};
 
 /// Zones of an `emu:` device [`Store::open_spec`] creates when its file does not exist.
@@ -251,6 +252,9 @@ impl Store {
         opts: &StoreOptions,
     ) -> Result<Store, StoreError> {
         create_emu_if_absent(spec, opts.emu_zones, opts.emu_zone_bytes).await?;
+        // A device that is not a store is refused before it is opened read-write (closing
+        // a read-write instance may rewrite device metadata, e.g. the emu's zone table).
+        refuse_read_only(&handle, spec).await?;
         let client = Client::open(handle, spec, config).await?;
         match Store::open(client.clone(), opts).await {
             Ok(s) => Ok(s),
@@ -334,10 +338,16 @@ impl Store {
         if let Err(e) = self.fs.sync_all().await {
             result = result.and(Err(e.into()));
         }
+        // Every part holds the client: drop them so that closing releases the device.
         let Store {
-            client, fs, logs, ..
+            client,
+            fs,
+            logs,
+            wals,
+            manifests,
+            ..
         } = self;
-        drop((fs, logs));
+        drop((fs, logs, wals, manifests));
         let closed = client.close().await;
         result?;
         closed?;
@@ -368,6 +378,36 @@ pub async fn create_emu_if_absent(
         .map_err(|e| StoreError::Ziob(e.into()))?;
     drop(dev);
     Ok(true)
+}
+
+/// Looks at `spec` through a read-only, pass-through instance and returns the refusal
+/// ([`StoreError::NotAStore`], [`StoreError::Foreign`], [`StoreError::Corrupt`]) if the device
+/// is not a store; anything else (including a device that does not open read-only, and the
+/// per-process `mem:` and `nil:` devices) is left to the read-write open.
+async fn refuse_read_only(handle: &ziob::runtime::Handle, spec: &str) -> Result<(), StoreError> {
+    if spec.starts_with("mem:") || spec.starts_with("nil:") {
+        return Ok(());
+    }
+    let spec = spec.to_string();
+    let looked = handle
+        .call(0, move || async move {
+            let device = ziob::backends::open_device_read_only(&spec)
+                .await
+                .map_err(|e| StoreError::Ziob(e.into()))?;
+            let ziob = ziob::Ziob::with_device(device, ZiobConfig::pass_through()).await?;
+            let found = inspect(&ziob.client()).await.map(|_| ());
+            let _ = ziob.abandon().await;
+            found
+        })
+        .await;
+    match looked {
+        Ok(Err(
+            e @ (StoreError::NotAStore { .. }
+            | StoreError::Foreign { .. }
+            | StoreError::Corrupt { .. }),
+        )) => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// Decides what the device holds, writing nothing.
@@ -456,7 +496,10 @@ async fn format(client: Client, opts: &StoreOptions, force: bool) -> Result<Stor
     let mut wals = Vec::with_capacity(shards);
     for shard in 0..shards {
         manifests.push(Manifest::create(&space, shard, opts.manifest).await?);
-        wals.push(Wal::open(&space, shard).await?);
+        let wal = Wal::open(&space, shard).await?;
+        // The WAL's first zone header durable: the format is complete only with every log.
+        wal.sync().await?;
+        wals.push(wal);
     }
     let meta = StoreMeta { shards: shards32 };
     let tmp = format!("{STORE_FILE}.tmp");
@@ -508,17 +551,36 @@ async fn open_existing(
     let mut manifests = Vec::with_capacity(shards);
     let mut wals = Vec::with_capacity(shards);
     for shard in 0..shards {
-        let wal = wal_log_name(shard);
-        if !present.contains(&wal) {
-            return Err(StoreError::Corrupt {
-                detail: format!(
-                    "the log space has no {wal} (nor, perhaps, {})",
-                    manifest_log_name(shard)
-                ),
-            });
+        let manifest = Manifest::open(&space, shard, opts.manifest).await?;
+        let name = wal_log_name(shard);
+        let wal = Wal::open(&space, shard).await?;
+        if !present.contains(&name) {
+            // A WAL's zones all gone: its newest zone's header was never durable (nothing
+            // synced in it) and the older ones were truncated. Empty, made again.
+            tracing::warn!(log = %name, "WAL missing after a crash; created empty");
+            wal.sync().await?;
         }
-        manifests.push(Manifest::open(&space, shard, opts.manifest).await?);
-        wals.push(Wal::open(&space, shard).await?);
+        // A crash cut the WAL before the position the manifest replays from (records that
+        // were in tables but not yet durable in the WAL): new records would land below it
+        // and be skipped by the next replay. Replay from the WAL's end instead (everything
+        // the WAL holds is before the old start, so in tables).
+        let state = manifest.state().await;
+        if state.wal_start > wal.end() {
+            tracing::warn!(
+                log = %name,
+                wal_start = %state.wal_start,
+                end = %wal.end(),
+                "WAL cut before the manifest's replay start; moved the start back to the end"
+            );
+            manifest
+                .apply(&VersionEdit {
+                    wal_start: Some(wal.end().into_raw()),
+                    ..VersionEdit::default()
+                })
+                .await?;
+        }
+        manifests.push(manifest);
+        wals.push(wal);
     }
     Ok(Store {
         client,
@@ -529,4 +591,45 @@ async fn open_existing(
         manifests,
         opened: Opened::Existing,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example of docs/format.md.
+    #[test]
+    fn store_file_bytes() {
+        let b = StoreMeta { shards: 2 }.encode();
+        assert_eq!(&b[..8], b"KVDEMO01");
+        assert_eq!(&b[8..20], &[1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&b[20..], &crc32c::crc32c(&b[..20]).to_le_bytes());
+        assert_eq!(&b[20..], &[0x78, 0x31, 0x0a, 0x3c]);
+        assert_eq!(StoreMeta::decode(&b), Ok(StoreMeta { shards: 2 }));
+        for i in 0..b.len() {
+            let mut bad = b;
+            bad[i] ^= 0x40;
+            assert!(StoreMeta::decode(&bad).is_err(), "byte {i}");
+        }
+    }
+
+    #[test]
+    fn log_zones_follow_the_rule() {
+        let g = Geometry::new(64, 64 << 20);
+        assert_eq!(log_zones(&g, 2, 64 << 20).unwrap(), 10);
+        assert_eq!(log_zones(&g, 1, 1).unwrap(), 5);
+        assert!(matches!(
+            log_zones(&g, 7, 64 << 20),
+            Err(StoreError::Config(_))
+        ));
+        assert!(matches!(
+            log_zones(&Geometry::new(8, 1 << 20), 1, 1),
+            Err(StoreError::Config(_))
+        ));
+    }
+
+    #[test]
+    fn table_paths() {
+        assert_eq!(table_path(3, 17), "kv/3/17.sst");
+    }
 }

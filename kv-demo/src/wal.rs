@@ -1,5 +1,5 @@
 //! A shard's write-ahead log: the zone log `wal-<shard>` of the store's
-//! [`LogSpace`](ziob::LogSpace), with group commit.
+//! [`LogSpace`], with group commit.
 //!
 //! One WAL record = one group commit: the payloads (each one or more
 //! [`WriteBatch::encode`](crate::batch::WriteBatch::encode)s) of every writer that queued
@@ -327,7 +327,10 @@ impl Wal {
 
     /// The records from `from` on, with their positions, in log order, up to the end of the
     /// WAL when each batch is read. `from` is a record's position, the position after one,
-    /// [`start`](Wal::start), or [`Position::ZERO`] (= from the start).
+    /// [`start`](Wal::start), or [`Position::ZERO`] (= from the start). A `from` where no
+    /// record starts because a crash cut the log before it (the manifest recorded a WAL
+    /// position whose records were in tables but never durable in the WAL), or past the
+    /// WAL's end, gives the records after it: none in that zone, then those of later zones.
     ///
     /// # Errors (as the stream's last item)
     /// Reading before [`start`](Wal::start) (truncated records; `ZERO` excepted), damaged
@@ -343,8 +346,15 @@ impl Wal {
             from
         };
         let name = log.name().to_string();
-        log.stream(from)
-            .map(move |r| r.map_err(|e| WalError::log(&name, e)))
+        futures::stream::once(async move {
+            match first_at_or_after(&log, from).await {
+                Ok(Some(p)) => log.stream(p).boxed(),
+                Ok(None) => futures::stream::empty().boxed(),
+                Err(e) => futures::stream::once(futures::future::ready(Err(e))).boxed(),
+            }
+        })
+        .flatten()
+        .map(move |r| r.map_err(|e| WalError::log(&name, e)))
     }
 
     /// [`replay`](Wal::replay) collected.
@@ -368,6 +378,29 @@ impl Wal {
         log.truncate_before(pos)
             .await
             .map_err(|e| WalError::log(log.name(), e))
+    }
+}
+
+/// Where reading from `from` starts: `from` itself when a record (or the padding before
+/// one) is there, else the first record after it (searched from the log's start), or `None`
+/// when no record lies at or after it.
+async fn first_at_or_after(log: &ZoneLog, from: Position) -> Result<Option<Position>, ZiobError> {
+    if from >= log.end() {
+        return Ok(None);
+    }
+    match log.read_from(from, 1).await {
+        Ok(_) => Ok(Some(from)),
+        Err(ZiobError::InvalidPosition { .. }) => {
+            let mut records = std::pin::pin!(log.stream(log.start()));
+            while let Some(r) = records.next().await {
+                let (p, _) = r?;
+                if p >= from {
+                    return Ok(Some(p));
+                }
+            }
+            Ok(None)
+        }
+        Err(e) => Err(e),
     }
 }
 

@@ -229,3 +229,35 @@ fn stalled_writers_resume() {
         });
     });
 }
+
+/// `Db`, `Snapshot` and `Scan` cross threads, and every future of the API is `Send` (so
+/// callers on tokio's multi-thread runtime or any executor can hold them across awaits).
+#[test]
+fn handles_and_futures_are_send() {
+    fn send<T: Send>(_: &T) {}
+    fn send_sync<T: Send + Sync + Clone>() {}
+    send_sync::<Db>();
+    send_sync::<Snapshot>();
+    let rt = Runtime::builder().cores(1).build().unwrap();
+    futures::executor::block_on(async {
+        let db = Db::open(rt.handle(), "mem:zones=16,zone_size=1M", tiny(1))
+            .await
+            .unwrap();
+        let w = WriteOptions::default();
+        let snap = db.snapshot();
+        send(&db.put(&b"k"[..], &b"v"[..], &w));
+        send(&db.delete(&b"k"[..], &w));
+        send(&db.write(WriteBatch::new(), &w));
+        send(&db.get(b"k"));
+        send(&db.get_at(b"k", &snap));
+        send(&db.scan(None, None, Some(&snap)));
+        send(&db.flush());
+        send(&db.stats());
+        let mut scan = db.scan(None, None, None).await.unwrap();
+        send(&scan);
+        send(&scan.next());
+        drop(scan);
+        send(&db.clone().close());
+        db.close().await.unwrap();
+    });
+}

@@ -118,3 +118,59 @@ fn cross_shard_batches_are_seen_whole() {
         });
     });
 }
+
+/// Read your writes: a write that returned is visible to its writer's next read, even while
+/// another thread's `sync` writes (whose lower sequence numbers publish only once durable)
+/// are in flight.
+#[test]
+fn a_returned_write_is_visible_at_once() {
+    with_watchdog(300, || {
+        let dev = db_common::EmuFile::new("ryw");
+        let rt = Runtime::builder().cores(2).build().unwrap();
+        let db = futures::executor::block_on(Db::open(
+            rt.handle(),
+            &dev.spec(),
+            db_common::tiny_emu(2, 64),
+        ))
+        .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let syncer = {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                futures::executor::block_on(async {
+                    let mut i = 0u64;
+                    while !stop.load(Ordering::Acquire) {
+                        i += 1;
+                        db.put(
+                            key(900_000 + i % 50),
+                            vec![1u8; 100],
+                            &WriteOptions { sync: true },
+                        )
+                        .await
+                        .unwrap();
+                    }
+                })
+            })
+        };
+        futures::executor::block_on(async {
+            for i in 0..2000u64 {
+                let k = key(i);
+                db.put(
+                    k.clone(),
+                    i.to_le_bytes().to_vec(),
+                    &WriteOptions::default(),
+                )
+                .await
+                .unwrap();
+                assert_eq!(
+                    db.get(&k).await.unwrap().as_deref(),
+                    Some(&i.to_le_bytes()[..]),
+                    "write {i} not visible to its writer"
+                );
+            }
+        });
+        stop.store(true, Ordering::Release);
+        syncer.join().unwrap();
+        futures::executor::block_on(db.close()).unwrap();
+    });
+}

@@ -90,3 +90,40 @@ fn overwrite_five_times_the_device_never_runs_out_of_space() {
         });
     });
 }
+
+/// Batches spanning every shard are logged whole to each shard's WAL, so a WAL grows up to
+/// `shards` times faster than its memtable: a memtable switch also comes at
+/// `write_buffer_bytes` of WAL, so the WAL stays within the room the store gave it.
+#[test]
+fn cross_shard_batches_keep_the_wals_within_their_room() {
+    with_watchdog(600, || {
+        let rt = Runtime::builder().cores(2).build().unwrap();
+        futures::executor::block_on(async {
+            let opts = Options {
+                shards: 8,
+                write_buffer_bytes: 256 << 10,
+                target_file_bytes: 256 << 10,
+                ..Options::default()
+            };
+            let db = Db::open(rt.handle(), "mem:zones=128,zone_size=1M", opts)
+                .await
+                .unwrap();
+            let mut rng = Rng(3);
+            let mut written = 0u64;
+            let mut n = 0u64;
+            while written < 48 << 20 {
+                n += 1;
+                let mut b = kv_demo::WriteBatch::new();
+                for i in 0..16u64 {
+                    b.put(key(rng.below(1000) * 16 + i), vec![n as u8; 1000])
+                        .unwrap();
+                }
+                written += b.payload_bytes() as u64;
+                if let Err(e) = db.write(b, &WriteOptions::default()).await {
+                    panic!("batch {n} after {} MiB: {e}", written >> 20);
+                }
+            }
+            db.close().await.unwrap();
+        });
+    });
+}

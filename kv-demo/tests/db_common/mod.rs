@@ -56,3 +56,39 @@ pub fn with_watchdog<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send 
 pub fn key(i: u64) -> Vec<u8> {
     format!("key{i:06}").into_bytes()
 }
+
+/// A fresh emu device path under /var/tmp (nothing created: `Db::open` creates it), removed
+/// when dropped.
+pub struct EmuFile(pub std::path::PathBuf);
+
+impl EmuFile {
+    pub fn new(tag: &str) -> EmuFile {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::path::PathBuf::from(format!(
+            "/var/tmp/kv-engine-{tag}-{}-{n}.zns",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&p);
+        EmuFile(p)
+    }
+
+    pub fn spec(&self) -> String {
+        format!("emu:{}", self.0.display())
+    }
+}
+
+impl Drop for EmuFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `tiny` options whose `emu:` device (created on first open) is `zones` × 1 MiB.
+pub fn tiny_emu(shards: usize, zones: u32) -> Options {
+    Options {
+        emu_zones: zones,
+        emu_zone_bytes: 1 << 20,
+        ..tiny(shards)
+    }
+}
