@@ -39,7 +39,7 @@ impl Progress {
             let bar = ProgressBar::new(total);
             bar.set_style(
                 ProgressStyle::with_template(
-                    "{prefix:<16} [{bar:40}] {pos}/{len} ops {per_sec} eta {eta}",
+                    "{prefix:<16} [{bar:40}] {human_pos}/{human_len} ops, eta {eta}",
                 )
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> "),
