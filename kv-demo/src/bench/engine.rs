@@ -1,5 +1,5 @@
 //! The small interface the benchmark driver codes against, implemented for kv-demo's `Db`
-//! ([`super::kv_engine`]), for fjall ([`super::fjall_engine`], feature `peers`) and, in
+//! ([`super::kv_engine`]), for fjall (`super::fjall_engine`, feature `peers`) and, in
 //! the tests, for an in-memory double.
 
 use std::future::Future;

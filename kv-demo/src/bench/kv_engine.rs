@@ -1,6 +1,6 @@
-//! kv-demo's own [`Db`](crate::Db) behind the benchmark's [`Engine`] interface.
+//! kv-demo's own [`Db`] behind the benchmark's [`Engine`] interface.
 //!
-//! Mapping of the flags to [`Options`](crate::Options):
+//! Mapping of the flags to [`Options`]:
 //! - `--write_buffer_size` → `write_buffer_bytes` = the flag / shards, so that all shards'
 //!   memtables together hold what db_bench's one memtable holds;
 //! - `--target_file_size_base` → `target_file_bytes`; `--cache_size` → `cache_bytes`
