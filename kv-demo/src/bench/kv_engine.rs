@@ -110,7 +110,6 @@ impl KvDemoHost {
             let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
             cfg.threads.clamp(1, cpus)
         };
-        let runtime = Runtime::builder().cores(cores).build().map_err(err)?;
         let (spec, tmp) = match &cfg.db {
             Some(s) => (s.clone(), None),
             None => {
@@ -124,6 +123,11 @@ impl KvDemoHost {
                 )
             }
         };
+        // `nvme:` needs 128-byte submission entries on every core.
+        let runtime = ziob::backends::runtime_builder_for(&spec)
+            .cores(cores)
+            .build()
+            .map_err(err)?;
         let emu_path = spec
             .strip_prefix("emu:")
             .map(|p| PathBuf::from(p.split('?').next().unwrap_or(p)));

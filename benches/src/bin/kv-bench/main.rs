@@ -77,9 +77,10 @@ fn main() {
             }
         }
     }
-    print!("{md}");
-    if let Some(out) = &o.out {
-        if !in_guest {
+    // In the guest, the host part prints the tables (from results.json) once.
+    if !in_guest {
+        print!("{md}");
+        if let Some(out) = &o.out {
             let _ = std::fs::write(out.join("summary.md"), &md);
         }
     }

@@ -175,6 +175,7 @@ pub struct Options {
     /// Extra `cargo xtask vm-run` options for `--guest` (one string, split on spaces)
     #[arg(
         long,
+        allow_hyphen_values = true,
         default_value = "--zones 128 --zone-size 16M --zone-capacity 12M --max-open 14 --max-active 14 --conv-size 2G --timeout-secs 5400"
     )]
     pub guest_vm_args: String,
