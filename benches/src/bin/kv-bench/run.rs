@@ -416,7 +416,17 @@ pub fn run_all(o: &Options, raw: Option<&Path>) -> Results {
                         remove(p);
                     }
                     match out {
-                        Ok(out) => record(&mut res, o, *m, sync, vs, run, &out),
+                        Ok(out) => {
+                            record(&mut res, o, *m, sync, vs, run, &out);
+                            // Kept after every process, so that a run cut short (the
+                            // guest's time limit) still leaves what it measured.
+                            if let Some(dir) = raw {
+                                let _ = std::fs::write(
+                                    dir.join("results.json"),
+                                    serde_json::to_string_pretty(&res).unwrap_or_default(),
+                                );
+                            }
+                        }
                         Err(error) => {
                             eprintln!("[kv-bench] {} failed: {error}", m.name());
                             res.failures.push(Failure { mode: *m, error });
