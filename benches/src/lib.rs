@@ -28,6 +28,7 @@ pub mod client_bench;
 pub mod client_round_trip;
 pub mod client_throughput;
 pub mod cpu;
+pub mod db_bench;
 pub mod fio;
 pub mod meter;
 pub mod plain_uring;

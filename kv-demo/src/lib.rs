@@ -48,6 +48,7 @@
 //! ("`kv-demo/`").
 
 pub mod batch;
+pub mod bench;
 pub mod compaction;
 pub mod context;
 pub mod db;

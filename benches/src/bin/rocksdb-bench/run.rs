@@ -8,6 +8,8 @@ use std::process::Command;
 use crate::options::{Bench, Options};
 use crate::parse::Output;
 use crate::targets::{measure_space, resolve, Machine, Ready, Space, TargetId};
+use ziob_benches::db_bench::version as db_bench_version;
+pub use ziob_benches::db_bench::which;
 
 /// One db_bench process's measurement.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -300,17 +302,6 @@ pub fn machine(o: &Options) -> Machine {
     }
 }
 
-/// A program on PATH.
-pub fn which(name: &str) -> Option<PathBuf> {
-    if name.contains('/') {
-        return Some(PathBuf::from(name)).filter(|p| p.is_file());
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
 /// Runs every resolvable target of `targets` here; `raw` gets the raw output.
 pub fn run_here(o: &Options, targets: &[TargetId], raw: Option<&Path>) -> Results {
     let m = machine(o);
@@ -375,28 +366,6 @@ pub fn run_here(o: &Options, targets: &[TargetId], raw: Option<&Path>) -> Result
         }
     }
     res
-}
-
-fn db_bench_version(db_bench: &str) -> String {
-    // db_bench prints `RocksDB:    version 7.8.3` on stderr for any run; --num=0 on a
-    // throwaway directory keeps it short.
-    let dir = std::env::temp_dir().join(format!("rocksdb-bench-version-{}", std::process::id()));
-    let out = Command::new(db_bench)
-        .args([
-            &format!("--db={}", dir.display()),
-            "--benchmarks=fillseq",
-            "--num=0",
-        ])
-        .output();
-    let _ = std::fs::remove_dir_all(&dir);
-    out.ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stderr)
-                .lines()
-                .find(|l| l.starts_with("RocksDB:"))
-                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
-        })
-        .unwrap_or_else(|| "unknown".into())
 }
 
 #[cfg(test)]

@@ -1,0 +1,214 @@
+//! kv-demo's own [`Db`] behind the benchmark's [`Engine`] interface.
+//!
+//! Mapping of the flags to [`Options`]:
+//! - `--write_buffer_size` → `write_buffer_bytes` = the flag / shards, so that all shards'
+//!   memtables together hold what db_bench's one memtable holds;
+//! - `--target_file_size_base` → `target_file_bytes`; `--cache_size` → `cache_bytes`
+//!   (one cache for all shards); `--bloom_bits` → `bloom_bits_per_key`;
+//! - `--ziob=on|off` → `buffered`; `--ziob_buffer_size` → `buffer_bytes`;
+//!   `--shards` → `shards`; `--cores` → the ZIOB runtime's cores (default one per
+//!   benchmark thread, at most the CPUs);
+//! - `--sync` → `WriteOptions { sync }` on every write.
+//!
+//! The benchmark threads run as tasks on the runtime's cores ([`Placement::Ziob`]), where
+//! a ZIOB application runs its own code; `--run_on=threads` runs them on OS threads as
+//! db_bench does.
+//!
+//! `--db` is a device spec (default `emu:` in a temporary directory). Destroying the store
+//! (before a fill, as db_bench's `DestroyDB`) first opens it as a kv-demo store — so a
+//! foreign or corrupt device is refused, never wiped — then deletes an `emu:` file or resets
+//! every zone of any other device (a `mem:` device is new on each open).
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use ziob::Runtime;
+
+use super::engine::{Cursor, Engine, EngineError, EngineHost, EngineStats, Placement};
+use super::flags::{BenchConfig, RunOn};
+use crate::{Db, Options, Scan, WriteOptions};
+
+const NAME: &str = "kv-demo";
+
+fn err(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> EngineError {
+    EngineError::new(NAME, e)
+}
+
+/// An open kv-demo store.
+pub struct KvDemoEngine {
+    db: Db,
+    placement: Placement,
+}
+
+/// A kv-demo scan.
+pub struct KvDemoCursor(Scan);
+
+impl Cursor for KvDemoCursor {
+    async fn next_with<R, F>(&mut self, f: F) -> Result<Option<R>, EngineError>
+    where
+        R: Send,
+        F: FnOnce(&[u8], &[u8]) -> R + Send,
+    {
+        Ok(self.0.next().await.map_err(err)?.map(|(k, v)| f(&k, &v)))
+    }
+}
+
+impl Engine for KvDemoEngine {
+    type Cursor = KvDemoCursor;
+
+    async fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<(), EngineError> {
+        let (k, v) = (Bytes::copy_from_slice(key), Bytes::copy_from_slice(value));
+        self.db.put(k, v, &WriteOptions { sync }).await.map_err(err)
+    }
+
+    async fn delete(&self, key: &[u8], sync: bool) -> Result<(), EngineError> {
+        let k = Bytes::copy_from_slice(key);
+        self.db.delete(k, &WriteOptions { sync }).await.map_err(err)
+    }
+
+    async fn get(&self, key: &[u8]) -> Result<Option<usize>, EngineError> {
+        Ok(self.db.get(key).await.map_err(err)?.map(|v| v.len()))
+    }
+
+    async fn cursor(&self, start: Option<&[u8]>) -> Result<KvDemoCursor, EngineError> {
+        Ok(KvDemoCursor(
+            self.db.scan(start, None, None).await.map_err(err)?,
+        ))
+    }
+
+    async fn stats(&self) -> EngineStats {
+        let s = self.db.stats().await;
+        EngineStats {
+            user_bytes: s.user_bytes,
+            flush_bytes: Some(s.flush_bytes),
+            compaction_bytes: Some(s.compaction_write_bytes),
+            device_bytes: Some(s.device_bytes),
+        }
+    }
+
+    fn placement(&self) -> Placement {
+        self.placement.clone()
+    }
+}
+
+/// The ZIOB runtime and device of a kv-demo store, for the driver.
+pub struct KvDemoHost {
+    runtime: Runtime,
+    spec: String,
+    emu_path: Option<PathBuf>,
+    _tmp: Option<tempfile::TempDir>,
+    options: Options,
+    run_on: RunOn,
+}
+
+impl KvDemoHost {
+    /// Starts the runtime (`--cores`) and settles the device (`--db` or a temporary `emu:`).
+    pub fn new(cfg: &BenchConfig) -> Result<KvDemoHost, EngineError> {
+        let cores = if cfg.cores > 0 {
+            cfg.cores
+        } else {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            cfg.threads.clamp(1, cpus)
+        };
+        let (spec, tmp) = match &cfg.db {
+            Some(s) => (s.clone(), None),
+            None => {
+                let t = tempfile::Builder::new()
+                    .prefix("kv-demo-")
+                    .tempdir()
+                    .map_err(err)?;
+                (
+                    format!("emu:{}", t.path().join("kv-demo.zns").display()),
+                    Some(t),
+                )
+            }
+        };
+        // `nvme:` needs 128-byte submission entries on every core.
+        let runtime = ziob::backends::runtime_builder_for(&spec)
+            .cores(cores)
+            .build()
+            .map_err(err)?;
+        let emu_path = spec
+            .strip_prefix("emu:")
+            .map(|p| PathBuf::from(p.split('?').next().unwrap_or(p)));
+        let shards = if cfg.shards > 0 { cfg.shards } else { cores };
+        let options = Options {
+            shards: cfg.shards,
+            write_buffer_bytes: (cfg.write_buffer_size / shards as u64).max(1) as usize,
+            target_file_bytes: cfg.target_file_size,
+            cache_bytes: cfg.cache_size,
+            bloom_bits_per_key: cfg.bloom_bits,
+            buffered: cfg.ziob_buffered,
+            buffer_bytes: cfg.ziob_buffer_size,
+            ..Options::default()
+        };
+        Ok(KvDemoHost {
+            runtime,
+            spec,
+            emu_path,
+            _tmp: tmp,
+            options,
+            run_on: cfg.run_on,
+        })
+    }
+
+    fn open_db(&self) -> Result<Db, EngineError> {
+        futures::executor::block_on(Db::open(
+            self.runtime.handle(),
+            &self.spec,
+            self.options.clone(),
+        ))
+        .map_err(err)
+    }
+}
+
+impl EngineHost for KvDemoHost {
+    type Engine = KvDemoEngine;
+
+    fn open(&mut self) -> Result<KvDemoEngine, EngineError> {
+        Ok(KvDemoEngine {
+            db: self.open_db()?,
+            placement: match self.run_on {
+                RunOn::Cores => Placement::Ziob(self.runtime.handle()),
+                RunOn::Threads => Placement::Threads,
+            },
+        })
+    }
+
+    fn close(&mut self, engine: KvDemoEngine) -> Result<(), EngineError> {
+        futures::executor::block_on(engine.db.close()).map_err(err)
+    }
+
+    fn destroy(&mut self) -> Result<(), EngineError> {
+        if self.spec.starts_with("mem:") {
+            return Ok(());
+        }
+        if let Some(p) = &self.emu_path {
+            if !p.exists() {
+                return Ok(());
+            }
+        }
+        // Only a device that opens as a kv-demo store is destroyed.
+        let db = self.open_db()?;
+        futures::executor::block_on(db.close()).map_err(err)?;
+        match &self.emu_path {
+            Some(p) => std::fs::remove_file(p).map_err(|e| err(format!("{}: {e}", p.display()))),
+            None => futures::executor::block_on(async {
+                let c = ziob::Client::open(
+                    self.runtime.handle(),
+                    &self.spec,
+                    ziob::ZiobConfig::default(),
+                )
+                .await?;
+                c.zone_action(ziob::ZoneAction::Reset, ziob::ZoneTarget::All)
+                    .await?;
+                c.close().await
+            })
+            .map_err(err),
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.spec.clone()
+    }
+}

@@ -1,0 +1,179 @@
+//! The `kv-demo` binary end to end on a temporary `emu:` device: db_bench's lines, read with
+//! the parser `rocksdb-bench` and `kv-bench` use for db_bench's own output; flag errors;
+//! a foreign device is refused and left alone.
+
+use std::process::{Command, Output};
+
+use ziob_benches::db_bench::Output as DbBenchOutput;
+
+fn kv_demo(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kv-demo"))
+        .args(args)
+        .output()
+        .expect("kv-demo runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn a_small_run_prints_db_bench_lines_that_the_db_bench_parser_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = format!("emu:{}", dir.path().join("dev.zns").display());
+    let db = format!("--db={spec}");
+    let out = kv_demo(&[
+        "--benchmarks=fillrandom,overwrite,readrandom,readseq,seekrandom,deleterandom,readrandom",
+        "--num=3000",
+        "--seed=42",
+        "--cores=1",
+        "--write_buffer_size=65536",
+        "--bloom_bits=10",
+        "--histogram",
+        "--statistics",
+        &db,
+    ]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // Piped: no progress bar, nothing on stderr.
+    assert_eq!(stderr, "");
+    let parsed = DbBenchOutput::parse(&stdout);
+    let names: Vec<&str> = parsed.results.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "fillrandom",
+            "overwrite",
+            "readrandom",
+            "readseq",
+            "seekrandom",
+            "deleterandom",
+            "readrandom"
+        ]
+    );
+    for r in &parsed.results {
+        if r.name != "readseq" {
+            assert_eq!(r.operations, Some(3000), "{r:?}");
+        }
+        assert!(r.ops_per_sec > 0.0 && r.micros_per_op > 0.0, "{r:?}");
+        assert!(r.seconds.is_some());
+    }
+    let fill = parsed.result("fillrandom").unwrap();
+    assert!(fill.mb_per_sec.is_some());
+    // The draws are db_bench's: with --seed=42 and 3000 keys, fillrandom + overwrite leave
+    // the keys readrandom then finds (the count depends only on the seed).
+    let reads: Vec<_> = parsed
+        .results
+        .iter()
+        .filter(|r| r.name == "readrandom")
+        .map(|r| r.found.unwrap())
+        .collect();
+    assert_eq!(reads[0].1, 3000);
+    assert!(reads[0].0 > 2000, "{reads:?}");
+    assert!(
+        reads[1].0 < reads[0].0,
+        "deleterandom removed keys: {reads:?}"
+    );
+    let readseq = parsed.result("readseq").unwrap();
+    assert!(readseq.operations.unwrap() > 2000);
+    assert!(stdout.contains("Microseconds per write:\nCount: 3000 "));
+    assert!(stdout.contains("Percentiles: P50: "));
+    assert!(parsed.ticker("kvdemo.bytes.written") > 0);
+}
+
+#[test]
+fn the_same_seed_finds_what_db_bench_finds() {
+    // db_bench 7.8.3: `--benchmarks=fillseq,fillrandom,overwrite,readrandom,readseq
+    // --num=20000 --seed=5 --compression_type=none` prints `(17362 of 20000 found)` and
+    // readseq `17251 operations`.
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("--db=emu:{}", dir.path().join("dev.zns").display());
+    let out = kv_demo(&[
+        "--benchmarks=fillseq,fillrandom,overwrite,readrandom,readseq",
+        "--num=20000",
+        "--seed=5",
+        &db,
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let parsed = DbBenchOutput::parse(&stdout);
+    assert_eq!(
+        parsed.result("readrandom").unwrap().found,
+        Some((17362, 20000))
+    );
+    assert_eq!(parsed.result("readseq").unwrap().operations, Some(17251));
+}
+
+#[test]
+fn bad_flags_and_foreign_devices_are_refused() {
+    let out = kv_demo(&["--benchmarks=fillrandom,nosuch"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("nosuch"));
+    let out = kv_demo(&["--threads=0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("--threads=0"));
+    let out = kv_demo(&["--compression_type=snappy"]);
+    assert!(text(&out.stderr).contains("only `none`"));
+    if !cfg!(feature = "peers") {
+        let out = kv_demo(&["--engine=fjall"]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(text(&out.stderr).contains("`peers` feature"));
+    }
+    // A file that is not a kv-demo device: the fill's "destroy" opens it first and refuses.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("foreign.zns");
+    let junk = vec![0xABu8; 1 << 20];
+    std::fs::write(&path, &junk).unwrap();
+    let out = kv_demo(&[
+        "--benchmarks=fillseq",
+        "--num=10",
+        &format!("--db=emu:{}", path.display()),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(text(&out.stderr).starts_with("kv-demo: kv-demo: "));
+    assert_eq!(std::fs::read(&path).unwrap(), junk, "left untouched");
+}
+
+/// Keys one db_bench thread with `seed` writes or reads at random: a draw for the database,
+/// then the key.
+fn drawn_keys(seed: u64, n: u64, num: u64) -> Vec<Vec<u8>> {
+    let mut r = kv_demo::bench::rng::Random64::new(seed);
+    (0..n)
+        .map(|_| {
+            r.next_u64();
+            kv_demo::bench::keys::key_from_int(r.next_u64() % num, 16)
+        })
+        .collect()
+}
+
+#[test]
+fn use_existing_db_reads_what_an_earlier_process_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("--db=emu:{}", dir.path().join("dev.zns").display());
+    let num = 4000u64;
+    let n = format!("--num={num}");
+    let out = kv_demo(&["--benchmarks=fillrandom", &n, "--seed=7", "--cores=1", &db]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = kv_demo(&[
+        "--benchmarks=fillseq,readrandom",
+        &n,
+        "--seed=9",
+        "--use_existing_db",
+        &db,
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("fillseq      : skipped (--use_existing_db is true)"));
+    // Each process's first thread draws from its seed + 1.
+    let written: std::collections::HashSet<_> = drawn_keys(8, num, num).into_iter().collect();
+    let want = drawn_keys(10, num, num)
+        .iter()
+        .filter(|k| written.contains(*k))
+        .count() as u64;
+    assert!(want > num / 2 && want < num, "{want}");
+    let parsed = DbBenchOutput::parse(&stdout);
+    assert_eq!(
+        parsed.result("readrandom").unwrap().found,
+        Some((want, num))
+    );
+}
