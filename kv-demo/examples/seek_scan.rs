@@ -73,7 +73,12 @@ fn main() {
         for _ in 0..n {
             let k = key(rng.below(n));
             let mut scan = db.scan(Some(&k), None, None).await.unwrap();
-            if scan.next().await.unwrap().is_some_and(|(got, _)| got[..] == k) {
+            if scan
+                .next()
+                .await
+                .unwrap()
+                .is_some_and(|(got, _)| got[..] == k)
+            {
                 found += 1;
             }
         }
