@@ -345,3 +345,68 @@ impl Scan {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// A memtable source (chunks growing from 2 to 256 entries) yields exactly the
+        /// memtable's entries from the start key, in order, each once, also when entries
+        /// are added between two reads (a source sees an added entry after its position or
+        /// not at all, never out of order or twice).
+        #[test]
+        fn mem_source_is_the_memtable_from_start(
+            keys in proptest::collection::btree_set((0u16..600, 1u64..4), 0..700),
+            later in proptest::collection::vec(0u16..600, 0..50),
+            start in 0u16..650,
+            add_every in 1usize..40,
+        ) {
+            let mut m = Memtable::new();
+            for (k, s) in &keys {
+                m.add(&k.to_be_bytes(), *s, Kind::Put, Bytes::from(vec![*s as u8]));
+            }
+            let mem = Arc::new(RwLock::new(m));
+            let from = ikey::seek_key(&start.to_be_bytes(), ikey::MAX_SEQ);
+            let mut src = MemSource::new(mem.clone(), &from);
+            let mut got: Vec<Entry> = Vec::new();
+            let mut later = later.into_iter().enumerate();
+            while let Some(e) = src.next_entry() {
+                got.push(e);
+                if got.len() % add_every == 0 {
+                    if let Some((i, k)) = later.next() {
+                        let mut m = mem.write().unwrap();
+                        m.add(&k.to_be_bytes(), 10 + i as u64, Kind::Put, Bytes::from(vec![1]));
+                    }
+                }
+            }
+            // Strictly increasing, at or after the start.
+            for w in got.windows(2) {
+                prop_assert!(ikey::order(&w[0].0, &w[1].0).is_lt());
+            }
+            if let Some(first) = got.first() {
+                prop_assert!(!ikey::order(&first.0, &from).is_lt());
+            }
+            // Every entry there from the beginning is returned, with its value.
+            let m = mem.read().unwrap();
+            let expected: Vec<Entry> = m
+                .iter_from(&from)
+                .filter(|(k, _)| ikey::decode(k).unwrap().1 < 10)
+                .map(|(k, v)| (k.to_vec(), v.clone()))
+                .collect();
+            let got_old: Vec<Entry> = got
+                .iter()
+                .filter(|(k, _)| ikey::decode(k).unwrap().1 < 10)
+                .cloned()
+                .collect();
+            prop_assert_eq!(got_old, expected);
+            // Whatever else it returned is in the memtable.
+            for (k, v) in &got {
+                let found = m.iter_from(k).next().map(|(k2, v2)| (k2.to_vec(), v2.clone()));
+                prop_assert_eq!(found, Some((k.clone(), v.clone())));
+            }
+        }
+    }
+}

@@ -259,7 +259,7 @@ impl Block {
 
 /// Entries of a [`Block`] in order: `(key, value)`; the value shares the block's memory.
 /// After an error the iterator ends.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct BlockIter {
     block: Block,
     offset: usize,

@@ -4,6 +4,7 @@
 //! one block read per lookup. Byte layout: `docs/format.md`, "kv-demo SSTable blocks" →
 //! "Table file".
 
+use std::collections::VecDeque;
 use std::future::Future;
 
 use bytes::Bytes;
@@ -378,6 +379,8 @@ impl<S: TableSource> Table<S> {
         let mut c = Cursor {
             index: self.index.seek(target, self.order)?,
             block: None,
+            ahead: VecDeque::new(),
+            loaded: 0,
         };
         if let Some(block) = self.next_block(&mut c).await? {
             c.block = Some(block.seek(target, self.order)?);
@@ -407,22 +410,69 @@ impl<S: TableSource> Table<S> {
     }
 
     async fn next_block(&self, c: &mut Cursor) -> std::result::Result<Option<Block>, TableError> {
-        match c.index.next() {
-            None => Ok(None),
-            Some(entry) => {
-                let (_, handle) = entry?;
-                let handle = BlockHandle::decode(&handle)?;
-                // The cache keeps decoded (checked) blocks: a hit costs no checksum and no
-                // restart-array check.
-                if let Some(block) = self.cache.get(self.id, handle.offset) {
-                    return Ok(Some(block));
-                }
-                let block = Block::decode(read_block(&self.source, handle).await?)?;
-                self.cache.insert(self.id, handle.offset, block.clone());
-                Ok(Some(block))
-            }
+        if let Some(block) = c.ahead.pop_front() {
+            return Ok(Some(block));
         }
+        let Some(entry) = c.index.next() else {
+            return Ok(None);
+        };
+        let (_, handle) = entry?;
+        let handle = BlockHandle::decode(&handle)?;
+        c.loaded = c.loaded.saturating_add(1);
+        // The cache keeps decoded (checked) blocks: a hit costs no checksum and no
+        // restart-array check.
+        if let Some(block) = self.cache.get(self.id, handle.offset) {
+            return Ok(Some(block));
+        }
+        if c.loaded < READAHEAD_AFTER {
+            let block = Block::decode(read_block(&self.source, handle).await?)?;
+            self.cache.insert(self.id, handle.offset, block.clone());
+            return Ok(Some(block));
+        }
+        // A sequential cursor: the following uncached blocks that lie right after this one,
+        // up to READAHEAD_BYTES, come with the same read.
+        let mut handles = vec![handle];
+        let mut end = block_end(handle)?;
+        while end - handle.offset < READAHEAD_BYTES {
+            let mut peek = c.index.clone();
+            let Some(Ok((_, h))) = peek.next() else { break };
+            let Ok(h) = BlockHandle::decode(&h) else {
+                break;
+            };
+            if h.offset != end || self.cache.get(self.id, h.offset).is_some() {
+                break;
+            }
+            let Ok(e) = block_end(h) else { break };
+            end = e;
+            handles.push(h);
+            c.index = peek;
+        }
+        let len = usize::try_from(end - handle.offset)
+            .map_err(|_| CorruptionError::new(format!("blocks up to {end}")))?;
+        let bytes = self.source.read_at(handle.offset, len).await?;
+        for h in handles {
+            let at = (h.offset - handle.offset) as usize;
+            let data = check_block(bytes.slice(at..at + h.len as usize + 4), h)?;
+            let block = Block::decode(data)?;
+            self.cache.insert(self.id, h.offset, block.clone());
+            c.ahead.push_back(block);
+        }
+        Ok(c.ahead.pop_front())
     }
+}
+
+/// Data blocks a cursor loads one by one before it reads ahead (a seek reads one or two).
+const READAHEAD_AFTER: u32 = 3;
+/// Most bytes of data blocks one read-ahead reads.
+const READAHEAD_BYTES: u64 = 64 << 10;
+
+/// Where the block at `h` and its checksum end.
+fn block_end(h: BlockHandle) -> std::result::Result<u64, TableError> {
+    h.offset
+        .checked_add(h.len)
+        .and_then(|e| e.checked_add(4))
+        .filter(|_| usize::try_from(h.len).is_ok_and(|l| l.checked_add(4).is_some()))
+        .ok_or_else(|| CorruptionError::new(format!("block length {}", h.len)).into())
 }
 
 /// Reads a block and checks its checksum.
@@ -434,7 +484,12 @@ async fn read_block<S: TableSource>(
         .ok()
         .filter(|l| l.checked_add(4).is_some())
         .ok_or_else(|| CorruptionError::new(format!("block length {}", h.len)))?;
-    let mut bytes = source.read_at(h.offset, len + 4).await?;
+    check_block(source.read_at(h.offset, len + 4).await?, h)
+}
+
+/// Checks the checksum of the block at `h` read with its checksum (`h.len + 4` bytes).
+fn check_block(mut bytes: Bytes, h: BlockHandle) -> std::result::Result<Bytes, TableError> {
+    let len = h.len as usize;
     let crc = bytes.split_off(len);
     if crc32c::crc32c(&bytes) != u32::from_le_bytes(crc[..].try_into().unwrap()) {
         return Err(CorruptionError::new(format!(
@@ -452,6 +507,10 @@ async fn read_block<S: TableSource>(
 pub struct Cursor {
     index: BlockIter,
     block: Option<BlockIter>,
+    /// Data blocks read ahead (the index is already past them), in order.
+    ahead: VecDeque<Block>,
+    /// Data blocks loaded so far (read-ahead starts at [`READAHEAD_AFTER`]).
+    loaded: u32,
 }
 
 /// Entries of a [`Table`] in key order, from where it was positioned.
@@ -548,6 +607,34 @@ mod tests {
         );
         assert_eq!(t.source.1.get(), reads, "a second pass read the source");
         assert!(cache.bytes() > 0);
+    }
+
+    #[test]
+    fn sequential_scans_read_ahead_and_seeks_do_not() {
+        let entries: BTreeMap<Vec<u8>, Vec<u8>> = (0u64..5000)
+            .map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 50]))
+            .collect();
+        let (file, _) = build(&entries, TableOptions::default());
+        let blocks = file.len() / 4096;
+        assert!(blocks > 40, "{blocks} blocks");
+        // No cache: what a scan sees comes from its read-ahead alone.
+        let t = open(file).unwrap();
+        let opened = t.source.1.get();
+        let all: Entries = entries.clone().into_iter().collect();
+        assert_eq!(scan(&t, b"").unwrap(), all);
+        let reads = t.source.1.get() - opened;
+        assert!(
+            reads * 8 < blocks,
+            "a full scan of {blocks} blocks took {reads} reads"
+        );
+        // From the middle too.
+        let from = 2500u64.to_be_bytes();
+        assert_eq!(scan(&t, &from).unwrap(), all[2500..].to_vec());
+        // A seek reads one block.
+        let before = t.source.1.get();
+        let got = block_on(t.seek_first(&4000u64.to_be_bytes(), false)).unwrap();
+        assert_eq!(got.unwrap().0, 4000u64.to_be_bytes().to_vec());
+        assert_eq!(t.source.1.get() - before, 1);
     }
 
     fn scan(t: &Table<Mem>, from: &[u8]) -> std::result::Result<Entries, TableError> {
