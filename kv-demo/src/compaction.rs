@@ -194,7 +194,7 @@ pub async fn run(
     sources.push(Source::Level(
         LevelSource::new(c.overlaps.clone(), &start).await?,
     ));
-    let mut merge = MergeIter::new(sources).await?;
+    let mut merge = MergeIter::new(sources);
     let oldest = ctx.snapshots.oldest(&ctx.seq);
     let mut outputs: Vec<FileMeta> = Vec::new();
     let mut writer: Option<(u64, TableWriter)> = None;

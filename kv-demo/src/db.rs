@@ -335,7 +335,9 @@ impl Db {
     /// Closes the store: waits for writes in progress, stops the background work (after
     /// the flush or compaction under way), syncs the WALs and the table files, closes the
     /// device. Other clones of this `Db` get [`DbError::Closed`] from then on. Memtables are
-    /// not flushed: the next open replays them from the WAL.
+    /// not flushed: the next open replays them from the WAL. If the last `Db` is dropped
+    /// without a finished close (this future dropped too), the same happens in a background
+    /// task; reopen the device only after a close that returned.
     pub async fn close(self) -> Result<(), DbError> {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Err(DbError::Closed);

@@ -204,24 +204,36 @@ impl Source {
 
 /// Entries of several sources in internal-key order; an internal key in several sources is
 /// returned once (the same key always has the same value: sequence numbers are unique).
+///
+/// Cancel-safe: a source is moved on only at the start of the next call (`stale`), so a
+/// call dropped at an await loses no entry.
 #[derive(Debug)]
 pub struct MergeIter {
     sources: Vec<Source>,
     heads: Vec<Option<Entry>>,
+    /// The head of each source was taken (or never read): read it before merging.
+    stale: Vec<bool>,
 }
 
 impl MergeIter {
     /// Merges `sources` (each already positioned).
-    pub async fn new(mut sources: Vec<Source>) -> Result<MergeIter, DbError> {
-        let mut heads = Vec::with_capacity(sources.len());
-        for s in &mut sources {
-            heads.push(s.next().await?);
+    pub fn new(sources: Vec<Source>) -> MergeIter {
+        let n = sources.len();
+        MergeIter {
+            sources,
+            heads: vec![None; n],
+            stale: vec![true; n],
         }
-        Ok(MergeIter { sources, heads })
     }
 
     /// The next entry, or `None` at the end.
     pub async fn next(&mut self) -> Result<Option<Entry>, DbError> {
+        for i in 0..self.sources.len() {
+            if self.stale[i] {
+                self.heads[i] = self.sources[i].next().await?;
+                self.stale[i] = false;
+            }
+        }
         let mut min: Option<usize> = None;
         for (i, h) in self.heads.iter().enumerate() {
             if let Some((k, _)) = h {
@@ -233,10 +245,13 @@ impl MergeIter {
         }
         let Some(m) = min else { return Ok(None) };
         let entry = self.heads[m].take().unwrap();
-        self.heads[m] = self.sources[m].next().await?;
+        self.stale[m] = true;
+        // The same internal key in other sources is the same entry (a source's keys are
+        // unique, so its next one is past it).
         for i in 0..self.heads.len() {
-            while self.heads[i].as_ref().is_some_and(|(k, _)| *k == entry.0) {
-                self.heads[i] = self.sources[i].next().await?;
+            if self.heads[i].as_ref().is_some_and(|(k, _)| *k == entry.0) {
+                self.heads[i] = None;
+                self.stale[i] = true;
             }
         }
         Ok(Some(entry))
@@ -302,11 +317,14 @@ impl ShardIter {
 
 /// A range scan over the whole store: the shards' visible keys merged in key order (a key
 /// lives in exactly one shard). Holds its snapshot and the tables it reads until dropped.
+/// Dropping a [`next`](Scan::next) future at any await loses nothing: the next call goes on
+/// from the same place.
 #[derive(Debug)]
 pub struct Scan {
     shards: Vec<ShardIter>,
     heads: Vec<Option<(Bytes, Bytes)>>,
-    started: bool,
+    /// The head of each shard was taken (or never read): read it before merging.
+    stale: Vec<bool>,
     /// Keeps the snapshot registered while the scan runs.
     _snapshot: Option<crate::snapshot::Snapshot>,
 }
@@ -314,22 +332,22 @@ pub struct Scan {
 impl Scan {
     /// Merges the shard iterators `shards`; `snapshot` stays registered until the scan ends.
     pub fn new(shards: Vec<ShardIter>, snapshot: Option<crate::snapshot::Snapshot>) -> Scan {
-        let heads = vec![None; shards.len()];
+        let n = shards.len();
         Scan {
             shards,
-            heads,
-            started: false,
+            heads: vec![None; n],
+            stale: vec![true; n],
             _snapshot: snapshot,
         }
     }
 
     /// The next `(key, value)` in key order, or `None` at the end.
     pub async fn next(&mut self) -> Result<Option<(Bytes, Bytes)>, DbError> {
-        if !self.started {
-            for (i, s) in self.shards.iter_mut().enumerate() {
-                self.heads[i] = s.next().await?;
+        for i in 0..self.shards.len() {
+            if self.stale[i] {
+                self.heads[i] = self.shards[i].next().await?;
+                self.stale[i] = false;
             }
-            self.started = true;
         }
         let mut min: Option<usize> = None;
         for (i, h) in self.heads.iter().enumerate() {
@@ -340,9 +358,8 @@ impl Scan {
             }
         }
         let Some(m) = min else { return Ok(None) };
-        let out = self.heads[m].take();
-        self.heads[m] = self.shards[m].next().await?;
-        Ok(out)
+        self.stale[m] = true;
+        Ok(self.heads[m].take())
     }
 }
 

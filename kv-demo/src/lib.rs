@@ -33,8 +33,9 @@
 //!   its core; one sequence number for all shards makes snapshots consistent across them.
 //! - **Durability**: each shard's [`wal`] is a zone log with group commit;
 //!   [`WriteOptions::sync`] returns once the write is durable; non-sync writes are durable
-//!   at the next sync, flush or close (they live in process memory until then, like ZIOB's
-//!   buffer). A batch spanning shards is logged whole to every involved shard's WAL, so it
+//!   at the next sync write to their shard, flush or close (they live in process memory
+//!   until then, like ZIOB's buffer; a sync write does not sync other shards' WALs). A `Db`
+//!   dropped without `close` closes itself in the background. A batch spanning shards is logged whole to every involved shard's WAL, so it
 //!   is recovered whole. Each shard's [`manifest`] records its tables; opening replays the
 //!   WALs past the manifest's recovery point. Layout: [`store`].
 //! - **Engine**: memtables ([`memtable`]) flushed in the background to L0 tables

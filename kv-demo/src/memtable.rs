@@ -28,6 +28,23 @@ impl PartialOrd for InternalKey {
 }
 
 /// What a lookup found.
+/// Where a lookup of one user key at one snapshot starts: its seek key
+/// ([`ikey::seek_key`]), made once per read.
+#[derive(Debug, Clone)]
+pub struct Seek(InternalKey);
+
+impl Seek {
+    /// The seek position of `user_key` at `snapshot`.
+    pub fn new(user_key: &[u8], snapshot: u64) -> Seek {
+        Seek(InternalKey(ikey::seek_key(user_key, snapshot)))
+    }
+
+    /// The internal key (for table lookups).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0 .0
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup {
     /// The newest visible version is this value.
@@ -63,8 +80,18 @@ impl Memtable {
 
     /// The newest version of `user_key` with a sequence number at most `snapshot`.
     pub fn get(&self, user_key: &[u8], snapshot: u64) -> Lookup {
-        let from = InternalKey(ikey::seek_key(user_key, snapshot));
-        match self.map.range(from..).next() {
+        self.get_at(user_key, &Seek::new(user_key, snapshot))
+    }
+
+    /// [`get`](Self::get) from a [`Seek`] made for `user_key` (one per read, for every
+    /// memtable and table it looks in).
+    pub fn get_at(&self, user_key: &[u8], seek: &Seek) -> Lookup {
+        use std::ops::Bound;
+        match self
+            .map
+            .range((Bound::Included(&seek.0), Bound::Unbounded))
+            .next()
+        {
             Some((k, v)) => match ikey::decode(&k.0) {
                 Some((uk, _, kind)) if uk == user_key => match kind {
                     Kind::Put => Lookup::Found(v.clone()),

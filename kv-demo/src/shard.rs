@@ -18,7 +18,7 @@ use crate::db_error::DbError;
 use crate::durable::ShardLog;
 use crate::ikey;
 use crate::iter::{first_ikey, LevelSource, MemSource, MergeIter, Source, TableSource};
-use crate::memtable::{Lookup, Memtable};
+use crate::memtable::{Lookup, Memtable, Seek};
 use crate::options::{L0_STOP_WRITES, MAX_IMMUTABLE_MEMTABLES};
 use crate::table_writer::TableWriter;
 use crate::version::{table_path, TableHandle, Version};
@@ -196,15 +196,7 @@ impl Shard {
             self.check()?;
             let (l0, full, imms) = {
                 let st = self.state();
-                // Full by memory, or by WAL bytes: a batch spanning shards is logged whole to
-                // each of them, so a shard's WAL can grow faster than its memtable, and the
-                // WAL's room is sized by the write buffer.
-                let limit = self.ctx.opts.write_buffer_bytes;
-                let mem = st.mem.read().unwrap_or_else(|e| e.into_inner());
-                let full = mem.approximate_bytes() >= limit
-                    || (!mem.is_empty() && self.wal_bytes.load(Ordering::Relaxed) >= limit as u64);
-                drop(mem);
-                (st.version.l0_count(), full, st.imms.len())
+                (st.version.l0_count(), self.is_full(&st), st.imms.len())
             };
             if l0 >= L0_STOP_WRITES || (full && imms >= MAX_IMMUTABLE_MEMTABLES) {
                 self.write_stalls.fetch_add(1, Ordering::Relaxed);
@@ -214,24 +206,35 @@ impl Shard {
                 continue;
             }
             if full {
-                self.switch_memtable().await?;
+                self.switch_memtable(true).await?;
             }
             return Ok(());
         }
     }
 
-    /// Makes the memtable immutable (if it holds anything) and starts a new one; wakes the
-    /// flush task.
-    pub async fn switch_memtable(&self) -> Result<(), DbError> {
+    /// Whether the memtable is full: by memory, or by WAL bytes (a batch spanning shards is
+    /// logged whole to each of them, so a shard's WAL can grow faster than its memtable, and
+    /// the WAL's room is sized by the write buffer).
+    fn is_full(&self, st: &ShardState) -> bool {
+        let limit = self.ctx.opts.write_buffer_bytes;
+        let mem = st.mem.read().unwrap_or_else(|e| e.into_inner());
+        mem.approximate_bytes() >= limit
+            || (!mem.is_empty() && self.wal_bytes.load(Ordering::Relaxed) >= limit as u64)
+    }
+
+    /// Makes the memtable immutable (if it holds anything; with `only_if_full`, if it is
+    /// still full once the gate is taken) and starts a new one; wakes the flush task.
+    pub async fn switch_memtable(&self, only_if_full: bool) -> Result<(), DbError> {
         let _g = self.gate.write().await;
-        if self
-            .state()
-            .mem
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_empty()
         {
-            return Ok(());
+            // Writers that saw the memtable full queue here one after another: only the
+            // first switches it, the others find a fresh one.
+            let st = self.state();
+            if st.mem.read().unwrap_or_else(|e| e.into_inner()).is_empty()
+                || (only_if_full && !self.is_full(&st))
+            {
+                return Ok(());
+            }
         }
         // Every batch in the memtable is queued for this WAL: wait until it is appended,
         // so the WAL position below is past all of them.
@@ -288,14 +291,19 @@ impl Shard {
         // Taken after the tree: any compaction that made `version` dropped only versions
         // this sequence cannot see.
         let snap = snapshot.unwrap_or_else(|| self.ctx.seq.visible());
+        let seek = Seek::new(key, snap);
         for m in std::iter::once(&mem).chain(imms.iter()) {
-            match m.read().unwrap_or_else(|e| e.into_inner()).get(key, snap) {
+            match m
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_at(key, &seek)
+            {
                 Lookup::Absent => {}
                 Lookup::Found(v) => return Ok(Some(v)),
                 Lookup::Deleted => return Ok(None),
             }
         }
-        Ok(crate::version::lookup_value(version.get(key, snap).await?))
+        Ok(crate::version::lookup_value(version.get(key, &seek).await?))
     }
 
     /// A merge of everything the shard holds, positioned at the internal key `start`.
@@ -322,12 +330,12 @@ impl Shard {
                 sources.push(Source::Level(run));
             }
         }
-        MergeIter::new(sources).await
+        Ok(MergeIter::new(sources))
     }
 
     /// Switches the memtable and waits until every immutable memtable is flushed.
     pub async fn flush(&self) -> Result<(), DbError> {
-        self.switch_memtable().await?;
+        self.switch_memtable(false).await?;
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
@@ -618,4 +626,65 @@ fn ikey_at(m: &Memtable, key: &[u8], seq: u64) -> Option<u64> {
     let (k, _) = m.iter_from(&from).next()?;
     let (uk, s, _) = ikey::decode(k)?;
     (uk == key).then_some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::Context;
+
+    use bytes::Bytes;
+
+    use crate::batch::WriteBatch;
+    use crate::options::Options;
+
+    /// Two writers that both saw the memtable full and wait for the gate: the first
+    /// switches it; the second, finding a fresh memtable with an entry in it, leaves it (it
+    /// used to switch it too: a one-entry memtable, a tiny L0 table, a stall sooner).
+    #[test]
+    fn writers_that_saw_the_memtable_full_switch_it_once() {
+        let rt = ziob::Runtime::builder().cores(1).build().unwrap();
+        futures::executor::block_on(async {
+            let opts = Options {
+                shards: 1,
+                write_buffer_bytes: 4096,
+                ..Options::default()
+            };
+            let (shards, _ctx, store) =
+                crate::open::open(rt.handle(), "mem:zones=16,zone_size=1M", opts)
+                    .await
+                    .unwrap();
+            let s = shards[0].clone();
+            let mut b = WriteBatch::new();
+            for i in 0..64u32 {
+                b.put(Bytes::from(i.to_be_bytes().to_vec()), vec![0u8; 100])
+                    .unwrap();
+            }
+            s.insert(b.ops().iter().enumerate().map(|(j, op)| (j as u64 + 1, op)));
+            {
+                let writer = s.gate.read().await;
+                let waker = futures::task::noop_waker();
+                let mut cx = Context::from_waker(&waker);
+                let mut a = pin!(s.make_room());
+                let mut c = pin!(s.make_room());
+                assert!(a.as_mut().poll(&mut cx).is_pending());
+                assert!(c.as_mut().poll(&mut cx).is_pending());
+                drop(writer);
+                a.await.unwrap();
+                assert_eq!(s.state().imms.len(), 1);
+                let mut one = WriteBatch::new();
+                one.put(&b"late"[..], &b"v"[..]).unwrap();
+                s.insert(one.ops().iter().map(|op| (100, op)));
+                c.await.unwrap();
+            }
+            assert_eq!(
+                s.state().imms.len(),
+                1,
+                "a memtable of one entry was switched"
+            );
+            drop((s, shards));
+            store.close().await.unwrap();
+        });
+    }
 }

@@ -12,7 +12,7 @@ use ziob_zonefs::ZoneFs;
 
 use crate::db_error::DbError;
 use crate::ikey::{self, Kind};
-use crate::memtable::Lookup;
+use crate::memtable::{Lookup, Seek};
 use crate::options::LEVELS;
 use crate::sst::cache::BlockCache;
 use crate::sst::table::Table;
@@ -140,13 +140,12 @@ impl TableHandle {
         self.smallest_user_key() <= hi && self.largest_user_key() >= lo
     }
 
-    /// The newest version of `key` at most `snapshot` in this table.
-    pub async fn get(&self, key: &[u8], snapshot: u64) -> Result<Lookup, DbError> {
+    /// The newest version of `key` at the snapshot of `seek` (made for `key`) in this table.
+    pub async fn get(&self, key: &[u8], seek: &Seek) -> Result<Lookup, DbError> {
         if key < self.smallest_user_key() || key > self.largest_user_key() {
             return Ok(Lookup::Absent);
         }
-        let seek = ikey::seek_key(key, snapshot);
-        match self.table().seek_first(&seek, true).await? {
+        match self.table().seek_first(seek.as_bytes(), true).await? {
             Some((k, v)) => match ikey::decode(&k) {
                 Some((uk, _, kind)) if uk == key => Ok(match kind {
                     Kind::Put => Lookup::Found(v),
@@ -252,11 +251,11 @@ impl Version {
         self.levels.iter().flatten()
     }
 
-    /// The newest version of `key` at most `snapshot` in the tables: L0 newest first, then
-    /// one table per level.
-    pub async fn get(&self, key: &[u8], snapshot: u64) -> Result<Lookup, DbError> {
+    /// The newest version of `key` at the snapshot of `seek` (made for `key`) in the
+    /// tables: L0 newest first, then one table per level.
+    pub async fn get(&self, key: &[u8], seek: &Seek) -> Result<Lookup, DbError> {
         for t in &self.levels[0] {
-            match t.get(key, snapshot).await? {
+            match t.get(key, seek).await? {
                 Lookup::Absent => {}
                 found => return Ok(found),
             }
@@ -264,7 +263,7 @@ impl Version {
         for level in &self.levels[1..] {
             let i = level.partition_point(|t| t.largest_user_key().cmp(key) == Ordering::Less);
             if let Some(t) = level.get(i) {
-                match t.get(key, snapshot).await? {
+                match t.get(key, seek).await? {
                     Lookup::Absent => {}
                     found => return Ok(found),
                 }

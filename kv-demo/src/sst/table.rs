@@ -381,6 +381,7 @@ impl<S: TableSource> Table<S> {
             block: None,
             ahead: VecDeque::new(),
             loaded: 0,
+            pending: None,
         };
         if let Some(block) = self.next_block(&mut c).await? {
             c.block = Some(block.seek(target, self.order)?);
@@ -409,32 +410,47 @@ impl<S: TableSource> Table<S> {
         }
     }
 
+    /// The cursor's next data block. Cancel-safe: the block's handle stays in the cursor
+    /// until the block is read, so a call dropped at its read (or failed) reads the same
+    /// block again next time instead of skipping it.
     async fn next_block(&self, c: &mut Cursor) -> std::result::Result<Option<Block>, TableError> {
         if let Some(block) = c.ahead.pop_front() {
             return Ok(Some(block));
         }
-        let Some(entry) = c.index.next() else {
-            return Ok(None);
+        let handle = match c.pending {
+            Some(h) => h,
+            None => match c.index.next() {
+                None => return Ok(None),
+                Some(entry) => {
+                    let (_, handle) = entry?;
+                    let h = BlockHandle::decode(&handle)?;
+                    c.pending = Some(h);
+                    c.loaded = c.loaded.saturating_add(1);
+                    h
+                }
+            },
         };
-        let (_, handle) = entry?;
-        let handle = BlockHandle::decode(&handle)?;
-        c.loaded = c.loaded.saturating_add(1);
         // The cache keeps decoded (checked) blocks: a hit costs no checksum and no
         // restart-array check.
         if let Some(block) = self.cache.get(self.id, handle.offset) {
+            c.pending = None;
             return Ok(Some(block));
         }
         if c.loaded < READAHEAD_AFTER {
             let block = Block::decode(read_block(&self.source, handle).await?)?;
             self.cache.insert(self.id, handle.offset, block.clone());
+            c.pending = None;
             return Ok(Some(block));
         }
         // A sequential cursor: the following uncached blocks that lie right after this one,
-        // up to READAHEAD_BYTES, come with the same read.
+        // up to READAHEAD_BYTES, come with the same read. The cursor's index moves past
+        // them only once they are read (cancel-safe); `after[j]` is the index past block
+        // `j + 1` of the read.
         let mut handles = vec![handle];
+        let mut after: Vec<BlockIter> = Vec::new();
         let mut end = block_end(handle)?;
         while end - handle.offset < READAHEAD_BYTES {
-            let mut peek = c.index.clone();
+            let mut peek = after.last().unwrap_or(&c.index).clone();
             let Some(Ok((_, h))) = peek.next() else { break };
             let Ok(h) = BlockHandle::decode(&h) else {
                 break;
@@ -445,19 +461,35 @@ impl<S: TableSource> Table<S> {
             let Ok(e) = block_end(h) else { break };
             end = e;
             handles.push(h);
-            c.index = peek;
+            after.push(peek);
         }
         let len = usize::try_from(end - handle.offset)
             .map_err(|_| CorruptionError::new(format!("blocks up to {end}")))?;
         let bytes = self.source.read_at(handle.offset, len).await?;
-        for h in handles {
+        let mut blocks = Vec::with_capacity(handles.len());
+        for h in &handles {
             let at = (h.offset - handle.offset) as usize;
-            let data = check_block(bytes.slice(at..at + h.len as usize + 4), h)?;
-            let block = Block::decode(data)?;
-            self.cache.insert(self.id, h.offset, block.clone());
-            c.ahead.push_back(block);
+            let block = check_block(bytes.slice(at..at + h.len as usize + 4), *h)
+                .and_then(|data| Ok(Block::decode(data)?));
+            match block {
+                Ok(block) => blocks.push(block),
+                // The first block's error is this call's; a later one is met (and read
+                // again) when the cursor gets there.
+                Err(e) if blocks.is_empty() => return Err(e),
+                Err(_) => break,
+            }
         }
-        Ok(c.ahead.pop_front())
+        for (h, block) in handles.iter().zip(&blocks) {
+            self.cache.insert(self.id, h.offset, block.clone());
+        }
+        if blocks.len() > 1 {
+            c.index = after.swap_remove(blocks.len() - 2);
+        }
+        c.pending = None;
+        let mut blocks = blocks.into_iter();
+        let first = blocks.next();
+        c.ahead.extend(blocks);
+        Ok(first)
     }
 }
 
@@ -509,8 +541,10 @@ pub struct Cursor {
     block: Option<BlockIter>,
     /// Data blocks read ahead (the index is already past them), in order.
     ahead: VecDeque<Block>,
-    /// Data blocks loaded so far (read-ahead starts at [`READAHEAD_AFTER`]).
+    /// Data blocks taken from the index so far (read-ahead starts at [`READAHEAD_AFTER`]).
     loaded: u32,
+    /// The data block taken from the index and not read yet (a read dropped or failed).
+    pending: Option<BlockHandle>,
 }
 
 /// Entries of a [`Table`] in key order, from where it was positioned.
