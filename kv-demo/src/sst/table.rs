@@ -775,5 +775,50 @@ mod tests {
             let read = open(file).and_then(|t| scan(&t, b""));
             prop_assert!(read.is_err(), "a flipped byte at {} of {} went unnoticed", at % n, n);
         }
+
+        /// A damaged data block met by a reading-ahead cursor: the entries before it come
+        /// out in order with none skipped, then the error (also when asked again).
+        #[test]
+        fn damaged_block_ends_a_scan_after_a_gapless_prefix(
+            n in 40u64..400,
+            which in any::<prop::sample::Index>(),
+            x in 1u8..=255,
+        ) {
+            let entries: BTreeMap<Vec<u8>, Vec<u8>> =
+                (0..n).map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 30])).collect();
+            let opts = TableOptions { block_bytes: 128, restart_interval: 4, bloom_bits_per_key: 0 };
+            let (file, _) = build(&entries, opts);
+            // Flip a byte of a data block's payload (after the first few blocks).
+            let t = open(file.clone()).unwrap();
+            let mut c = block_on(t.cursor_from(b"")).unwrap();
+            let mut handles = Vec::new();
+            while let Some(Ok((_, h))) = c.index.next() {
+                handles.push(BlockHandle::decode(&h).unwrap());
+            }
+            let h = handles[which.index(handles.len())];
+            let mut file = file;
+            file[h.offset as usize] ^= x;
+            let t = open(file).unwrap();
+            let all: Entries = entries.into_iter().collect();
+            let mut got = Vec::new();
+            let mut again = None;
+            let res: std::result::Result<(), TableError> = block_on(async {
+                let mut it = t.iter_from(b"").await?;
+                loop {
+                    match it.next().await {
+                        Ok(Some((k, v))) => got.push((k, v.to_vec())),
+                        Ok(None) => return Ok(()),
+                        Err(e) => {
+                            again = Some(it.next().await.is_err());
+                            return Err(e);
+                        }
+                    }
+                }
+            });
+            prop_assert!(res.is_err(), "a damaged block went unnoticed");
+            prop_assert_ne!(again, Some(false), "asked again after the error, it went on");
+            prop_assert!(got.len() < all.len());
+            prop_assert_eq!(&got[..], &all[..got.len()]);
+        }
     }
 }
