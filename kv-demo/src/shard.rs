@@ -319,11 +319,15 @@ impl Shard {
             sources.push(Source::Mem(MemSource::new(m, start)));
         }
         for t in &version.levels[0] {
-            sources.push(Source::Table(TableSource::new(t.clone(), start).await?));
+            // A table wholly before `start` has nothing to give: not even its index is read.
+            if !crate::ikey::order(&t.meta.largest, start).is_lt() {
+                sources.push(Source::Table(TableSource::new(t.clone(), start).await?));
+            }
         }
-        for level in &version.levels[1..] {
-            if !level.is_empty() {
-                sources.push(Source::Level(LevelSource::new(level.clone(), start).await?));
+        for level in 1..version.levels.len() {
+            if !version.levels[level].is_empty() {
+                let run = LevelSource::in_version(version.clone(), level, start).await?;
+                sources.push(Source::Level(run));
             }
         }
         Ok(MergeIter::new(sources))

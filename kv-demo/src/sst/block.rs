@@ -182,48 +182,53 @@ impl Block {
     }
 
     /// An iterator at the first entry whose key is at or after `target` in `order` (binary
-    /// search over the restart points, then a scan of one interval).
+    /// search over the restart points, then a scan of one interval; no allocation but the
+    /// iterator's key buffers).
     pub fn seek(&self, target: &[u8], order: KeyOrder) -> Result<BlockIter> {
         // The last restart whose key is before `target`: the entry sought is at or after it.
         let (mut lo, mut hi) = (0usize, self.restarts);
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
-            let (key, _, _) = self.entry_at(self.restart(mid), &[])?;
-            if order(&key, target) == Ordering::Less {
+            let at = self.restart(mid);
+            let e = self.parts(at, 0)?;
+            if e.shared != 0 {
+                return Err(CorruptionError::new(format!(
+                    "block: entry at {at}: a restart point shares {} bytes",
+                    e.shared
+                )));
+            }
+            if order(&self.data[e.key], target) == Ordering::Less {
                 lo = mid;
             } else {
                 hi = mid;
             }
         }
-        let mut it = BlockIter {
-            block: self.clone(),
-            offset: self.restart(lo),
-            key: Vec::new(),
-            failed: false,
-        };
-        loop {
-            let at = it.offset;
-            let saved = it.key.clone();
-            match it.next() {
-                None => return Ok(it),
-                Some(Err(e)) => return Err(e),
-                Some(Ok((key, _))) => {
-                    if order(&key, target) != Ordering::Less {
-                        it.offset = at;
-                        it.key = saved;
-                        return Ok(it);
-                    }
-                }
+        // `prev` is the key before `at` (what an iterator at `at` holds), `cur` the key at it.
+        let mut at = self.restart(lo);
+        let mut prev: Vec<u8> = Vec::new();
+        let mut cur: Vec<u8> = Vec::new();
+        while at < self.restarts_at {
+            let e = self.parts(at, prev.len())?;
+            cur.clear();
+            cur.extend_from_slice(&prev[..e.shared]);
+            cur.extend_from_slice(&self.data[e.key]);
+            if order(&cur, target) != Ordering::Less {
+                break;
             }
+            std::mem::swap(&mut prev, &mut cur);
+            at = e.next;
         }
+        Ok(BlockIter {
+            block: self.clone(),
+            offset: at,
+            key: prev,
+            failed: false,
+        })
     }
 
-    /// Decodes the entry at `offset` given the previous key: `(key, value range, next offset)`.
-    fn entry_at(
-        &self,
-        offset: usize,
-        prev: &[u8],
-    ) -> Result<(Vec<u8>, std::ops::Range<usize>, usize)> {
+    /// Decodes the entry at `offset` given the length of the previous key: where its
+    /// unshared key bytes and its value are, and where the next entry starts.
+    fn parts(&self, offset: usize, prev_len: usize) -> Result<EntryParts> {
         let bad = |what: &str| CorruptionError::new(format!("block: entry at {offset}: {what}"));
         let area = &self.data[..self.restarts_at];
         let mut at = offset;
@@ -236,10 +241,9 @@ impl Block {
         let shared = field("shared length")?;
         let unshared = field("unshared length")?;
         let value_len = field("value length")?;
-        if shared > prev.len() {
+        if shared > prev_len {
             return Err(bad(&format!(
-                "shares {shared} bytes with a {}-byte previous key",
-                prev.len()
+                "shares {shared} bytes with a {prev_len}-byte previous key"
             )));
         }
         let key_end = at
@@ -250,16 +254,30 @@ impl Block {
             .checked_add(value_len)
             .filter(|&e| e <= area.len())
             .ok_or_else(|| bad("value runs past the entries"))?;
-        let mut key = Vec::with_capacity(shared + unshared);
-        key.extend_from_slice(&prev[..shared]);
-        key.extend_from_slice(&area[at..key_end]);
-        Ok((key, key_end..value_end, value_end))
+        Ok(EntryParts {
+            shared,
+            key: at..key_end,
+            value: key_end..value_end,
+            next: value_end,
+        })
     }
+}
+
+/// Where the parts of one encoded entry are in its block.
+struct EntryParts {
+    /// Bytes shared with the previous key.
+    shared: usize,
+    /// The unshared key bytes.
+    key: std::ops::Range<usize>,
+    /// The value.
+    value: std::ops::Range<usize>,
+    /// Where the next entry starts.
+    next: usize,
 }
 
 /// Entries of a [`Block`] in order: `(key, value)`; the value shares the block's memory.
 /// After an error the iterator ends.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct BlockIter {
     block: Block,
     offset: usize,
@@ -274,11 +292,12 @@ impl Iterator for BlockIter {
         if self.failed || self.offset >= self.block.restarts_at {
             return None;
         }
-        match self.block.entry_at(self.offset, &self.key) {
-            Ok((key, value, next)) => {
-                self.offset = next;
-                self.key.clone_from(&key);
-                Some(Ok((key, self.block.data.slice(value))))
+        match self.block.parts(self.offset, self.key.len()) {
+            Ok(e) => {
+                self.offset = e.next;
+                self.key.truncate(e.shared);
+                self.key.extend_from_slice(&self.block.data[e.key]);
+                Some(Ok((self.key.clone(), self.block.data.slice(e.value))))
             }
             Err(e) => {
                 self.failed = true;

@@ -4,6 +4,7 @@
 //! one block read per lookup. Byte layout: `docs/format.md`, "kv-demo SSTable blocks" →
 //! "Table file".
 
+use std::collections::VecDeque;
 use std::future::Future;
 
 use bytes::Bytes;
@@ -378,6 +379,8 @@ impl<S: TableSource> Table<S> {
         let mut c = Cursor {
             index: self.index.seek(target, self.order)?,
             block: None,
+            ahead: VecDeque::new(),
+            loaded: 0,
             pending: None,
         };
         if let Some(block) = self.next_block(&mut c).await? {
@@ -411,6 +414,9 @@ impl<S: TableSource> Table<S> {
     /// until the block is read, so a call dropped at its read (or failed) reads the same
     /// block again next time instead of skipping it.
     async fn next_block(&self, c: &mut Cursor) -> std::result::Result<Option<Block>, TableError> {
+        if let Some(block) = c.ahead.pop_front() {
+            return Ok(Some(block));
+        }
         let handle = match c.pending {
             Some(h) => h,
             None => match c.index.next() {
@@ -419,23 +425,86 @@ impl<S: TableSource> Table<S> {
                     let (_, handle) = entry?;
                     let h = BlockHandle::decode(&handle)?;
                     c.pending = Some(h);
+                    c.loaded = c.loaded.saturating_add(1);
                     h
                 }
             },
         };
         // The cache keeps decoded (checked) blocks: a hit costs no checksum and no
         // restart-array check.
-        let block = match self.cache.get(self.id, handle.offset) {
-            Some(block) => block,
-            None => {
-                let block = Block::decode(read_block(&self.source, handle).await?)?;
-                self.cache.insert(self.id, handle.offset, block.clone());
-                block
+        if let Some(block) = self.cache.get(self.id, handle.offset) {
+            c.pending = None;
+            return Ok(Some(block));
+        }
+        if c.loaded < READAHEAD_AFTER {
+            let block = Block::decode(read_block(&self.source, handle).await?)?;
+            self.cache.insert(self.id, handle.offset, block.clone());
+            c.pending = None;
+            return Ok(Some(block));
+        }
+        // A sequential cursor: the following uncached blocks that lie right after this one,
+        // up to READAHEAD_BYTES, come with the same read. The cursor's index moves past
+        // them only once they are read (cancel-safe); `after[j]` is the index past block
+        // `j + 1` of the read.
+        let mut handles = vec![handle];
+        let mut after: Vec<BlockIter> = Vec::new();
+        let mut end = block_end(handle)?;
+        while end - handle.offset < READAHEAD_BYTES {
+            let mut peek = after.last().unwrap_or(&c.index).clone();
+            let Some(Ok((_, h))) = peek.next() else { break };
+            let Ok(h) = BlockHandle::decode(&h) else {
+                break;
+            };
+            if h.offset != end || self.cache.get(self.id, h.offset).is_some() {
+                break;
             }
-        };
+            let Ok(e) = block_end(h) else { break };
+            end = e;
+            handles.push(h);
+            after.push(peek);
+        }
+        let len = usize::try_from(end - handle.offset)
+            .map_err(|_| CorruptionError::new(format!("blocks up to {end}")))?;
+        let bytes = self.source.read_at(handle.offset, len).await?;
+        let mut blocks = Vec::with_capacity(handles.len());
+        for h in &handles {
+            let at = (h.offset - handle.offset) as usize;
+            let block = check_block(bytes.slice(at..at + h.len as usize + 4), *h)
+                .and_then(|data| Ok(Block::decode(data)?));
+            match block {
+                Ok(block) => blocks.push(block),
+                // The first block's error is this call's; a later one is met (and read
+                // again) when the cursor gets there.
+                Err(e) if blocks.is_empty() => return Err(e),
+                Err(_) => break,
+            }
+        }
+        for (h, block) in handles.iter().zip(&blocks) {
+            self.cache.insert(self.id, h.offset, block.clone());
+        }
+        if blocks.len() > 1 {
+            c.index = after.swap_remove(blocks.len() - 2);
+        }
         c.pending = None;
-        Ok(Some(block))
+        let mut blocks = blocks.into_iter();
+        let first = blocks.next();
+        c.ahead.extend(blocks);
+        Ok(first)
     }
+}
+
+/// Data blocks a cursor loads one by one before it reads ahead (a seek reads one or two).
+const READAHEAD_AFTER: u32 = 3;
+/// Most bytes of data blocks one read-ahead reads.
+const READAHEAD_BYTES: u64 = 64 << 10;
+
+/// Where the block at `h` and its checksum end.
+fn block_end(h: BlockHandle) -> std::result::Result<u64, TableError> {
+    h.offset
+        .checked_add(h.len)
+        .and_then(|e| e.checked_add(4))
+        .filter(|_| usize::try_from(h.len).is_ok_and(|l| l.checked_add(4).is_some()))
+        .ok_or_else(|| CorruptionError::new(format!("block length {}", h.len)).into())
 }
 
 /// Reads a block and checks its checksum.
@@ -447,7 +516,12 @@ async fn read_block<S: TableSource>(
         .ok()
         .filter(|l| l.checked_add(4).is_some())
         .ok_or_else(|| CorruptionError::new(format!("block length {}", h.len)))?;
-    let mut bytes = source.read_at(h.offset, len + 4).await?;
+    check_block(source.read_at(h.offset, len + 4).await?, h)
+}
+
+/// Checks the checksum of the block at `h` read with its checksum (`h.len + 4` bytes).
+fn check_block(mut bytes: Bytes, h: BlockHandle) -> std::result::Result<Bytes, TableError> {
+    let len = h.len as usize;
     let crc = bytes.split_off(len);
     if crc32c::crc32c(&bytes) != u32::from_le_bytes(crc[..].try_into().unwrap()) {
         return Err(CorruptionError::new(format!(
@@ -465,6 +539,10 @@ async fn read_block<S: TableSource>(
 pub struct Cursor {
     index: BlockIter,
     block: Option<BlockIter>,
+    /// Data blocks read ahead (the index is already past them), in order.
+    ahead: VecDeque<Block>,
+    /// Data blocks taken from the index so far (read-ahead starts at [`READAHEAD_AFTER`]).
+    loaded: u32,
     /// The data block taken from the index and not read yet (a read dropped or failed).
     pending: Option<BlockHandle>,
 }
@@ -563,6 +641,34 @@ mod tests {
         );
         assert_eq!(t.source.1.get(), reads, "a second pass read the source");
         assert!(cache.bytes() > 0);
+    }
+
+    #[test]
+    fn sequential_scans_read_ahead_and_seeks_do_not() {
+        let entries: BTreeMap<Vec<u8>, Vec<u8>> = (0u64..5000)
+            .map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 50]))
+            .collect();
+        let (file, _) = build(&entries, TableOptions::default());
+        let blocks = file.len() / 4096;
+        assert!(blocks > 40, "{blocks} blocks");
+        // No cache: what a scan sees comes from its read-ahead alone.
+        let t = open(file).unwrap();
+        let opened = t.source.1.get();
+        let all: Entries = entries.clone().into_iter().collect();
+        assert_eq!(scan(&t, b"").unwrap(), all);
+        let reads = t.source.1.get() - opened;
+        assert!(
+            reads * 8 < blocks,
+            "a full scan of {blocks} blocks took {reads} reads"
+        );
+        // From the middle too.
+        let from = 2500u64.to_be_bytes();
+        assert_eq!(scan(&t, &from).unwrap(), all[2500..].to_vec());
+        // A seek reads one block.
+        let before = t.source.1.get();
+        let got = block_on(t.seek_first(&4000u64.to_be_bytes(), false)).unwrap();
+        assert_eq!(got.unwrap().0, 4000u64.to_be_bytes().to_vec());
+        assert_eq!(t.source.1.get() - before, 1);
     }
 
     fn scan(t: &Table<Mem>, from: &[u8]) -> std::result::Result<Entries, TableError> {
@@ -668,6 +774,51 @@ mod tests {
             file[at % n] ^= x;
             let read = open(file).and_then(|t| scan(&t, b""));
             prop_assert!(read.is_err(), "a flipped byte at {} of {} went unnoticed", at % n, n);
+        }
+
+        /// A damaged data block met by a reading-ahead cursor: the entries before it come
+        /// out in order with none skipped, then the error (also when asked again).
+        #[test]
+        fn damaged_block_ends_a_scan_after_a_gapless_prefix(
+            n in 40u64..400,
+            which in any::<prop::sample::Index>(),
+            x in 1u8..=255,
+        ) {
+            let entries: BTreeMap<Vec<u8>, Vec<u8>> =
+                (0..n).map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 30])).collect();
+            let opts = TableOptions { block_bytes: 128, restart_interval: 4, bloom_bits_per_key: 0 };
+            let (file, _) = build(&entries, opts);
+            // Flip a byte of a data block's payload (after the first few blocks).
+            let t = open(file.clone()).unwrap();
+            let mut c = block_on(t.cursor_from(b"")).unwrap();
+            let mut handles = Vec::new();
+            while let Some(Ok((_, h))) = c.index.next() {
+                handles.push(BlockHandle::decode(&h).unwrap());
+            }
+            let h = handles[which.index(handles.len())];
+            let mut file = file;
+            file[h.offset as usize] ^= x;
+            let t = open(file).unwrap();
+            let all: Entries = entries.into_iter().collect();
+            let mut got = Vec::new();
+            let mut again = None;
+            let res: std::result::Result<(), TableError> = block_on(async {
+                let mut it = t.iter_from(b"").await?;
+                loop {
+                    match it.next().await {
+                        Ok(Some((k, v))) => got.push((k, v.to_vec())),
+                        Ok(None) => return Ok(()),
+                        Err(e) => {
+                            again = Some(it.next().await.is_err());
+                            return Err(e);
+                        }
+                    }
+                }
+            });
+            prop_assert!(res.is_err(), "a damaged block went unnoticed");
+            prop_assert_ne!(again, Some(false), "asked again after the error, it went on");
+            prop_assert!(got.len() < all.len());
+            prop_assert_eq!(&got[..], &all[..got.len()]);
         }
     }
 }
