@@ -27,7 +27,6 @@ impl PartialOrd for InternalKey {
     }
 }
 
-/// What a lookup found.
 /// Where a lookup of one user key at one snapshot starts: its seek key
 /// ([`ikey::seek_key`]), made once per read.
 #[derive(Debug, Clone)]
@@ -56,6 +55,7 @@ impl Seek {
     }
 }
 
+/// What a lookup found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup {
     /// The newest visible version is this value.
