@@ -92,7 +92,8 @@ impl MemSource {
         let chunk = self.chunk;
         self.chunk = (chunk * 2).min(MEM_CHUNK);
         // Room for a chunk of keys like the last one (no growth while the lock is held).
-        self.keys.reserve(chunk * self.from.as_bytes().len().max(24));
+        self.keys
+            .reserve(chunk * self.from.as_bytes().len().max(24));
         self.entries.reserve(chunk);
         let m = self.mem.read().unwrap_or_else(|e| e.into_inner());
         for (k, v) in m.iter_at(&self.from) {
