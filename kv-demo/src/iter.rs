@@ -3,8 +3,13 @@
 //! counts once), a [`ShardIter`] on top that shows what a snapshot sees (the newest version
 //! at most the snapshot, no deletions) within bounds, and [`Scan`], which merges the shards'
 //! iterators in key order.
+//!
+//! Every level steps in place: `step` moves to the next entry, `key`/`value` lend it until
+//! the next `step`. No entry is copied on the way up (a table's key is rebuilt in its block
+//! iterator's buffer, a memtable's chunk keeps its keys in one buffer), so a scan allocates
+//! nothing per entry. A `step` dropped at an await loses nothing: each level moves a source
+//! on only at the start of the next `step` (`stale`), and a source's own step is cancel-safe.
 
-use std::collections::VecDeque;
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
@@ -12,7 +17,7 @@ use bytes::Bytes;
 use crate::db_error::DbError;
 use crate::error::CorruptionError;
 use crate::ikey::{self, Kind};
-use crate::memtable::Memtable;
+use crate::memtable::{Memtable, Seek};
 use crate::sst::table::Cursor;
 use crate::version::{TableHandle, Version};
 
@@ -30,13 +35,19 @@ const MEM_CHUNK: usize = 256;
 /// goes on to chunks twice as large each time, up to [`MEM_CHUNK`].
 const MEM_FIRST_CHUNK: usize = 2;
 
-/// A memtable's entries from a start key, read in chunks under its lock.
+/// A memtable's entries from a start key, read in chunks under its lock; a chunk's keys sit
+/// back to back in one buffer.
 #[derive(Debug)]
 pub struct MemSource {
     mem: Arc<RwLock<Memtable>>,
-    buf: VecDeque<Entry>,
-    /// The last internal key taken (the next chunk starts after it), or the start.
-    from: Vec<u8>,
+    /// The chunk's keys, back to back.
+    keys: Vec<u8>,
+    /// The chunk's entries: where each key ends in `keys`, and its value.
+    entries: Vec<(usize, Bytes)>,
+    /// The current entry's index in `entries` (`entries.len()`: none yet).
+    pos: usize,
+    /// Where the next chunk starts: the last internal key taken, or the start.
+    from: Seek,
     /// Whether `from` was already returned (skip it when met again).
     from_taken: bool,
     done: bool,
@@ -49,39 +60,79 @@ impl MemSource {
     pub fn new(mem: Arc<RwLock<Memtable>>, start: &[u8]) -> MemSource {
         MemSource {
             mem,
-            buf: VecDeque::new(),
-            from: start.to_vec(),
+            keys: Vec::new(),
+            entries: Vec::new(),
+            pos: 0,
+            from: Seek::at(start),
             from_taken: false,
             done: false,
             chunk: MEM_FIRST_CHUNK,
         }
     }
 
-    /// The next entry, or `None` at the end.
-    pub fn next_entry(&mut self) -> Option<Entry> {
-        if self.buf.is_empty() && !self.done {
-            let chunk = self.chunk;
-            self.chunk = (chunk * 2).min(MEM_CHUNK);
-            let m = self.mem.read().unwrap_or_else(|e| e.into_inner());
-            for (k, v) in m.iter_from(&self.from) {
-                if self.from_taken && k == &self.from[..] {
-                    continue;
-                }
-                self.buf.push_back((k.to_vec(), v.clone()));
-                if self.buf.len() >= chunk {
-                    break;
-                }
-            }
-            if self.buf.len() < chunk {
-                self.done = true;
-            }
+    /// Moves to the next entry; `false` at the end.
+    pub fn step(&mut self) -> bool {
+        if self.pos + 1 < self.entries.len() {
+            self.pos += 1;
+            return true;
         }
-        let e = self.buf.pop_front()?;
-        if self.buf.is_empty() {
-            self.from.clone_from(&e.0);
+        if self.done {
+            self.pos = self.entries.len();
+            return false;
+        }
+        if !self.entries.is_empty() {
+            let n = self.entries.len();
+            let start = if n == 1 { 0 } else { self.entries[n - 2].0 };
+            self.from.set(&self.keys[start..self.entries[n - 1].0]);
             self.from_taken = true;
         }
-        Some(e)
+        self.keys.clear();
+        self.entries.clear();
+        self.pos = 0;
+        let chunk = self.chunk;
+        self.chunk = (chunk * 2).min(MEM_CHUNK);
+        // Room for a chunk of keys like the last one (no growth while the lock is held).
+        self.keys
+            .reserve(chunk * self.from.as_bytes().len().max(24));
+        self.entries.reserve(chunk);
+        let m = self.mem.read().unwrap_or_else(|e| e.into_inner());
+        for (k, v) in m.iter_at(&self.from) {
+            if self.from_taken && k == self.from.as_bytes() {
+                continue;
+            }
+            self.keys.extend_from_slice(k);
+            self.entries.push((self.keys.len(), v.clone()));
+            if self.entries.len() >= chunk {
+                break;
+            }
+        }
+        drop(m);
+        if self.entries.len() < chunk {
+            self.done = true;
+        }
+        !self.entries.is_empty()
+    }
+
+    fn at(&self, i: usize) -> (&[u8], &Bytes) {
+        let start = if i == 0 { 0 } else { self.entries[i - 1].0 };
+        let (end, v) = &self.entries[i];
+        (&self.keys[start..*end], v)
+    }
+
+    /// The current entry's internal key (after a [`step`](Self::step) that gave `true`).
+    pub fn key(&self) -> &[u8] {
+        self.at(self.pos).0
+    }
+
+    /// The current entry's value.
+    pub fn value(&self) -> &Bytes {
+        self.at(self.pos).1
+    }
+
+    /// The next entry, or `None` at the end.
+    pub fn next_entry(&mut self) -> Option<Entry> {
+        self.step()
+            .then(|| (self.key().to_vec(), self.value().clone()))
     }
 }
 
@@ -99,8 +150,8 @@ impl TableSource {
         Ok(TableSource { table, cursor })
     }
 
-    async fn next(&mut self) -> Result<Option<Entry>, DbError> {
-        Ok(self.table.table().cursor_next(&mut self.cursor).await?)
+    async fn step(&mut self) -> Result<bool, DbError> {
+        Ok(self.table.table().cursor_step(&mut self.cursor).await?)
     }
 }
 
@@ -160,24 +211,31 @@ impl LevelSource {
         })
     }
 
-    async fn next(&mut self) -> Result<Option<Entry>, DbError> {
+    /// Cancel-safe: dropped while the next table opens, the current (ended) table stays,
+    /// and the next call opens the same next table.
+    async fn step(&mut self) -> Result<bool, DbError> {
         loop {
             if let Some(cur) = &mut self.current {
-                if let Some(e) = cur.next().await? {
-                    return Ok(Some(e));
+                if cur.step().await? {
+                    return Ok(true);
                 }
             }
             match self.tables.tables().get(self.next_table) {
-                None => {
-                    self.current = None;
-                    return Ok(None);
-                }
+                None => return Ok(false),
                 Some(t) => {
                     self.current = Some(TableSource::new(t.clone(), &first_ikey()).await?);
                     self.next_table += 1;
                 }
             }
         }
+    }
+
+    fn cursor(&self) -> &Cursor {
+        &self
+            .current
+            .as_ref()
+            .expect("a level source with an entry has a table")
+            .cursor
     }
 }
 
@@ -193,11 +251,36 @@ pub enum Source {
 }
 
 impl Source {
-    async fn next(&mut self) -> Result<Option<Entry>, DbError> {
+    /// Moves to the next entry; `false` at the end.
+    async fn step(&mut self) -> Result<bool, DbError> {
         match self {
-            Source::Mem(m) => Ok(m.next_entry()),
-            Source::Table(t) => t.next().await,
-            Source::Level(l) => l.next().await,
+            Source::Mem(m) => Ok(m.step()),
+            Source::Table(t) => t.step().await,
+            Source::Level(l) => l.step().await,
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        match self {
+            Source::Mem(m) => m.key(),
+            Source::Table(t) => t.cursor.key(),
+            Source::Level(l) => l.cursor().key(),
+        }
+    }
+
+    fn value(&self) -> &[u8] {
+        match self {
+            Source::Mem(m) => m.value(),
+            Source::Table(t) => t.cursor.value(),
+            Source::Level(l) => l.cursor().value(),
+        }
+    }
+
+    fn value_bytes(&self) -> Bytes {
+        match self {
+            Source::Mem(m) => m.value().clone(),
+            Source::Table(t) => t.cursor.value_bytes(),
+            Source::Level(l) => l.cursor().value_bytes(),
         }
     }
 }
@@ -205,14 +288,17 @@ impl Source {
 /// Entries of several sources in internal-key order; an internal key in several sources is
 /// returned once (the same key always has the same value: sequence numbers are unique).
 ///
-/// Cancel-safe: a source is moved on only at the start of the next call (`stale`), so a
-/// call dropped at an await loses no entry.
+/// Cancel-safe: a source is moved on only at the start of the next [`step`](Self::step)
+/// (`stale`), so a step dropped at an await loses no entry.
 #[derive(Debug)]
 pub struct MergeIter {
     sources: Vec<Source>,
-    heads: Vec<Option<Entry>>,
-    /// The head of each source was taken (or never read): read it before merging.
+    /// Whether each source has a current entry (read when not stale).
+    valid: Vec<bool>,
+    /// The source's current entry was taken (or never read): step it before merging.
     stale: Vec<bool>,
+    /// The source whose entry is the current one.
+    cur: Option<usize>,
 }
 
 impl MergeIter {
@@ -221,40 +307,72 @@ impl MergeIter {
         let n = sources.len();
         MergeIter {
             sources,
-            heads: vec![None; n],
+            valid: vec![false; n],
             stale: vec![true; n],
+            cur: None,
         }
     }
 
-    /// The next entry, or `None` at the end.
-    pub async fn next(&mut self) -> Result<Option<Entry>, DbError> {
+    /// Moves to the next entry; `false` at the end.
+    pub async fn step(&mut self) -> Result<bool, DbError> {
+        self.cur = None;
         for i in 0..self.sources.len() {
             if self.stale[i] {
-                self.heads[i] = self.sources[i].next().await?;
+                self.valid[i] = self.sources[i].step().await?;
                 self.stale[i] = false;
             }
         }
         let mut min: Option<usize> = None;
-        for (i, h) in self.heads.iter().enumerate() {
-            if let Some((k, _)) = h {
+        for (i, s) in self.sources.iter().enumerate() {
+            if self.valid[i] {
                 match min {
-                    Some(m) if !ikey::order(k, &self.heads[m].as_ref().unwrap().0).is_lt() => {}
+                    Some(m) if !ikey::order(s.key(), self.sources[m].key()).is_lt() => {}
                     _ => min = Some(i),
                 }
             }
         }
-        let Some(m) = min else { return Ok(None) };
-        let entry = self.heads[m].take().unwrap();
+        let Some(m) = min else { return Ok(false) };
         self.stale[m] = true;
         // The same internal key in other sources is the same entry (a source's keys are
         // unique, so its next one is past it).
-        for i in 0..self.heads.len() {
-            if self.heads[i].as_ref().is_some_and(|(k, _)| *k == entry.0) {
-                self.heads[i] = None;
-                self.stale[i] = true;
+        if self.sources.len() > 1 {
+            let key = self.sources[m].key();
+            for (i, s) in self.sources.iter().enumerate() {
+                if i != m && self.valid[i] && !self.stale[i] && s.key() == key {
+                    self.stale[i] = true;
+                }
             }
         }
-        Ok(Some(entry))
+        self.cur = Some(m);
+        Ok(true)
+    }
+
+    fn current(&self) -> &Source {
+        &self.sources[self.cur.expect("a merge iterator at an entry")]
+    }
+
+    /// The current entry's internal key (after a [`step`](Self::step) that gave `true`).
+    pub fn key(&self) -> &[u8] {
+        self.current().key()
+    }
+
+    /// The current entry's value.
+    pub fn value(&self) -> &[u8] {
+        self.current().value()
+    }
+
+    /// The current entry's value as shared bytes (no copy).
+    pub fn value_bytes(&self) -> Bytes {
+        self.current().value_bytes()
+    }
+
+    /// The next entry, or `None` at the end.
+    pub async fn next(&mut self) -> Result<Option<Entry>, DbError> {
+        Ok(if self.step().await? {
+            Some((self.key().to_vec(), self.value_bytes()))
+        } else {
+            None
+        })
     }
 }
 
@@ -265,9 +383,11 @@ pub struct ShardIter {
     merge: MergeIter,
     snapshot: u64,
     end: Option<Vec<u8>>,
-    /// The user key last met (reused: no allocation per entry), valid when `has_last`.
+    /// The user key last met (reused: no allocation per entry), valid when `has_last`; the
+    /// current entry's key when `at_entry`.
     last_key: Vec<u8>,
     has_last: bool,
+    at_entry: bool,
     done: bool,
 }
 
@@ -280,18 +400,20 @@ impl ShardIter {
             end,
             last_key: Vec::new(),
             has_last: false,
+            at_entry: false,
             done: false,
         }
     }
 
-    /// The next visible `(key, value)`, or `None` at the end.
-    pub async fn next(&mut self) -> Result<Option<(Bytes, Bytes)>, DbError> {
+    /// Moves to the next visible entry; `false` at the end.
+    pub async fn step(&mut self) -> Result<bool, DbError> {
+        self.at_entry = false;
         while !self.done {
-            let Some((mut k, v)) = self.merge.next().await? else {
+            if !self.merge.step().await? {
                 self.done = true;
                 break;
-            };
-            let (uk, seq, kind) = ikey::decode(&k)
+            }
+            let (uk, seq, kind) = ikey::decode(self.merge.key())
                 .ok_or_else(|| CorruptionError::new("internal key during a scan"))?;
             if seq > self.snapshot || (self.has_last && self.last_key[..] == *uk) {
                 continue;
@@ -304,27 +426,54 @@ impl ShardIter {
             self.last_key.extend_from_slice(uk);
             self.has_last = true;
             if kind == Kind::Put {
-                // The internal key's own buffer becomes the user key (no copy).
-                let len = uk.len();
-                debug_assert_eq!(&k[..len], &self.last_key[..]);
-                k.truncate(len);
-                return Ok(Some((Bytes::from(k), v)));
+                self.at_entry = true;
+                return Ok(true);
             }
         }
-        Ok(None)
+        Ok(false)
+    }
+
+    /// The current entry's user key (after a [`step`](Self::step) that gave `true`).
+    pub fn key(&self) -> &[u8] {
+        &self.last_key
+    }
+
+    /// The current entry's value.
+    pub fn value(&self) -> &[u8] {
+        self.merge.value()
+    }
+
+    /// The current entry's value as shared bytes (no copy).
+    pub fn value_bytes(&self) -> Bytes {
+        self.merge.value_bytes()
+    }
+
+    /// The next visible `(key, value)`, or `None` at the end.
+    pub async fn next(&mut self) -> Result<Option<(Bytes, Bytes)>, DbError> {
+        Ok(if self.step().await? {
+            Some((Bytes::copy_from_slice(self.key()), self.value_bytes()))
+        } else {
+            None
+        })
     }
 }
 
 /// A range scan over the whole store: the shards' visible keys merged in key order (a key
 /// lives in exactly one shard). Holds its snapshot and the tables it reads until dropped.
-/// Dropping a [`next`](Scan::next) future at any await loses nothing: the next call goes on
-/// from the same place.
+/// Dropping a [`step`](Scan::step) or [`next`](Scan::next) future at any await loses
+/// nothing: the next call goes on from the same place.
+///
+/// [`step`](Scan::step) with [`current`](Scan::current) reads the entries in place (no
+/// allocation per entry); [`next`](Scan::next) hands each one out as owned bytes.
 #[derive(Debug)]
 pub struct Scan {
     shards: Vec<ShardIter>,
-    heads: Vec<Option<(Bytes, Bytes)>>,
-    /// The head of each shard was taken (or never read): read it before merging.
+    /// Whether each shard has a current entry (read when not stale).
+    valid: Vec<bool>,
+    /// The shard's current entry was taken (or never read): step it before merging.
     stale: Vec<bool>,
+    /// The shard whose entry is the current one.
+    cur: Option<usize>,
     /// Keeps the snapshot registered while the scan runs.
     _snapshot: Option<crate::snapshot::Snapshot>,
 }
@@ -335,31 +484,50 @@ impl Scan {
         let n = shards.len();
         Scan {
             shards,
-            heads: vec![None; n],
+            valid: vec![false; n],
             stale: vec![true; n],
+            cur: None,
             _snapshot: snapshot,
         }
     }
 
-    /// The next `(key, value)` in key order, or `None` at the end.
-    pub async fn next(&mut self) -> Result<Option<(Bytes, Bytes)>, DbError> {
+    /// Moves to the next `(key, value)` in key order: `true` if there is one (then
+    /// [`current`](Self::current) lends it until the next step), `false` at the end.
+    pub async fn step(&mut self) -> Result<bool, DbError> {
+        self.cur = None;
         for i in 0..self.shards.len() {
             if self.stale[i] {
-                self.heads[i] = self.shards[i].next().await?;
+                self.valid[i] = self.shards[i].step().await?;
                 self.stale[i] = false;
             }
         }
         let mut min: Option<usize> = None;
-        for (i, h) in self.heads.iter().enumerate() {
-            if let Some((k, _)) = h {
-                if min.is_none_or(|m| *k < self.heads[m].as_ref().unwrap().0) {
-                    min = Some(i);
-                }
+        for (i, s) in self.shards.iter().enumerate() {
+            if self.valid[i] && min.is_none_or(|m| s.key() < self.shards[m].key()) {
+                min = Some(i);
             }
         }
-        let Some(m) = min else { return Ok(None) };
+        let Some(m) = min else { return Ok(false) };
         self.stale[m] = true;
-        Ok(self.heads[m].take())
+        self.cur = Some(m);
+        Ok(true)
+    }
+
+    /// The entry the last [`step`](Self::step) moved to: `(key, value)`; `None` before the
+    /// first step, at the end, or after a step that failed or was dropped.
+    pub fn current(&self) -> Option<(&[u8], &[u8])> {
+        let s = &self.shards[self.cur?];
+        Some((s.key(), s.value()))
+    }
+
+    /// The next `(key, value)` in key order, or `None` at the end.
+    pub async fn next(&mut self) -> Result<Option<(Bytes, Bytes)>, DbError> {
+        Ok(if self.step().await? {
+            let s = &self.shards[self.cur.expect("stepped to an entry")];
+            Some((Bytes::copy_from_slice(s.key()), s.value_bytes()))
+        } else {
+            None
+        })
     }
 }
 

@@ -27,7 +27,6 @@ impl PartialOrd for InternalKey {
     }
 }
 
-/// What a lookup found.
 /// Where a lookup of one user key at one snapshot starts: its seek key
 /// ([`ikey::seek_key`]), made once per read.
 #[derive(Debug, Clone)]
@@ -39,12 +38,24 @@ impl Seek {
         Seek(InternalKey(ikey::seek_key(user_key, snapshot)))
     }
 
+    /// The position of the internal key `ikey` (where a scan goes on from).
+    pub fn at(ikey: &[u8]) -> Seek {
+        Seek(InternalKey(ikey.to_vec()))
+    }
+
+    /// Moves to the internal key `ikey`, reusing the buffer.
+    pub fn set(&mut self, ikey: &[u8]) {
+        self.0 .0.clear();
+        self.0 .0.extend_from_slice(ikey);
+    }
+
     /// The internal key (for table lookups).
     pub fn as_bytes(&self) -> &[u8] {
         &self.0 .0
     }
 }
 
+/// What a lookup found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup {
     /// The newest visible version is this value.
@@ -107,6 +118,14 @@ impl Memtable {
     pub fn iter_from<'a>(&'a self, from: &[u8]) -> impl Iterator<Item = (&'a [u8], &'a Bytes)> {
         self.map
             .range(InternalKey(from.to_vec())..)
+            .map(|(k, v)| (&k.0[..], v))
+    }
+
+    /// Every entry at or after the position `from`, in order (no key copied to start).
+    pub fn iter_at<'a>(&'a self, from: &Seek) -> impl Iterator<Item = (&'a [u8], &'a Bytes)> {
+        use std::ops::Bound;
+        self.map
+            .range((Bound::Included(&from.0), Bound::Unbounded))
             .map(|(k, v)| (&k.0[..], v))
     }
 

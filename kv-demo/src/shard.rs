@@ -523,10 +523,26 @@ impl Shard {
             self.ctx.table_options(),
         )
         .await?;
+        // As a compaction does: a version hidden by a newer one that every reader sees is
+        // not written (fillrandom's overwrites made tables a third larger than their data).
+        let oldest = self.ctx.snapshots.oldest(&self.ctx.seq);
         let mut src = MemSource::new(imm.mem.clone(), &first_ikey());
+        let (mut user_key, mut newer_seq) = (Vec::new(), u64::MAX);
         let mut n = 0u64;
-        while let Some((k, v)) = src.next_entry() {
-            w.add(&k, &v).await?;
+        while src.step() {
+            let (uk, seq, _) = ikey::decode(src.key())
+                .ok_or_else(|| crate::error::CorruptionError::new("internal key in a flush"))?;
+            if newer_seq == u64::MAX || user_key[..] != *uk {
+                user_key.clear();
+                user_key.extend_from_slice(uk);
+                newer_seq = u64::MAX;
+            }
+            let hidden = newer_seq <= oldest;
+            newer_seq = seq;
+            if hidden {
+                continue;
+            }
+            w.add(src.key(), src.value()).await?;
             n += 1;
             if n % 16 == 0 {
                 // Cooperative: the core also serves foreground I/O and reads.

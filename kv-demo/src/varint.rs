@@ -12,7 +12,14 @@ pub(crate) fn put(out: &mut Vec<u8>, mut v: u64) {
 
 /// Decodes a varint at the start of `buf`: the value and the bytes it took, or `None` if
 /// `buf` ends inside it or it does not fit 64 bits.
+#[inline]
 pub(crate) fn get(buf: &[u8]) -> Option<(u64, usize)> {
+    // One byte (lengths in blocks, mostly): no loop.
+    if let Some(&b) = buf.first() {
+        if b < 0x80 {
+            return Some((u64::from(b), 1));
+        }
+    }
     let mut v = 0u64;
     for (i, &b) in buf.iter().enumerate().take(10) {
         let bits = u64::from(b & 0x7f);

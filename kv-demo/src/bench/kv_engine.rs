@@ -49,7 +49,11 @@ impl Cursor for KvDemoCursor {
         R: Send,
         F: FnOnce(&[u8], &[u8]) -> R + Send,
     {
-        Ok(self.0.next().await.map_err(err)?.map(|(k, v)| f(&k, &v)))
+        // In place: no copy of the entry.
+        if !self.0.step().await.map_err(err)? {
+            return Ok(None);
+        }
+        Ok(self.0.current().map(|(k, v)| f(k, v)))
     }
 }
 

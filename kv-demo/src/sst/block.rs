@@ -177,6 +177,7 @@ impl Block {
             block: self.clone(),
             offset: 0,
             key: Vec::new(),
+            value: 0..0,
             failed: false,
         }
     }
@@ -205,8 +206,8 @@ impl Block {
         }
         // `prev` is the key before `at` (what an iterator at `at` holds), `cur` the key at it.
         let mut at = self.restart(lo);
-        let mut prev: Vec<u8> = Vec::new();
-        let mut cur: Vec<u8> = Vec::new();
+        let mut prev: Vec<u8> = Vec::with_capacity(target.len() + 16);
+        let mut cur: Vec<u8> = Vec::with_capacity(target.len() + 16);
         while at < self.restarts_at {
             let e = self.parts(at, prev.len())?;
             cur.clear();
@@ -222,6 +223,7 @@ impl Block {
             block: self.clone(),
             offset: at,
             key: prev,
+            value: 0..0,
             failed: false,
         })
     }
@@ -277,32 +279,75 @@ struct EntryParts {
 
 /// Entries of a [`Block`] in order: `(key, value)`; the value shares the block's memory.
 /// After an error the iterator ends.
+///
+/// Besides [`Iterator`] (an owned key per entry) it steps in place: [`step`](Self::step)
+/// moves to the next entry, [`key`](Self::key) and [`value`](Self::value) lend it (the key
+/// is rebuilt in one buffer, no allocation per entry).
 #[derive(Debug, Clone)]
 pub struct BlockIter {
     block: Block,
+    /// Where the next entry starts.
     offset: usize,
+    /// The current entry's key (before the first step: the key before `offset`).
     key: Vec<u8>,
+    /// The current entry's value in the block.
+    value: std::ops::Range<usize>,
     failed: bool,
 }
 
-impl Iterator for BlockIter {
-    type Item = Result<(Vec<u8>, Bytes)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.failed || self.offset >= self.block.restarts_at {
-            return None;
+impl BlockIter {
+    /// Moves to the next entry: `Ok(true)` if there is one (then [`key`](Self::key) and
+    /// [`value`](Self::value) are it), `Ok(false)` at the end. After an error every further
+    /// step errs too (a damaged block never reads as a shorter one).
+    pub fn step(&mut self) -> Result<bool> {
+        if self.failed {
+            return Err(CorruptionError::new("block: read on after a damaged entry"));
+        }
+        if self.offset >= self.block.restarts_at {
+            return Ok(false);
         }
         match self.block.parts(self.offset, self.key.len()) {
             Ok(e) => {
                 self.offset = e.next;
                 self.key.truncate(e.shared);
                 self.key.extend_from_slice(&self.block.data[e.key]);
-                Some(Ok((self.key.clone(), self.block.data.slice(e.value))))
+                self.value = e.value;
+                Ok(true)
             }
             Err(e) => {
                 self.failed = true;
-                Some(Err(e))
+                Err(e)
             }
+        }
+    }
+
+    /// The current entry's key (valid after a [`step`](Self::step) that gave `true`).
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// The current entry's value.
+    pub fn value(&self) -> &[u8] {
+        &self.block.data[self.value.clone()]
+    }
+
+    /// The current entry's value, sharing the block's memory.
+    pub fn value_bytes(&self) -> Bytes {
+        self.block.data.slice(self.value.clone())
+    }
+}
+
+impl Iterator for BlockIter {
+    type Item = Result<(Vec<u8>, Bytes)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        match self.step() {
+            Ok(true) => Some(Ok((self.key.clone(), self.value_bytes()))),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
         }
     }
 }
@@ -378,6 +423,27 @@ mod tests {
         }
     }
 
+    /// A damaged entry ends the block with an error, also when stepped on: never a
+    /// shorter block that reads as whole.
+    #[test]
+    fn a_damaged_entry_errs_on_every_later_step() {
+        let mut b = BlockBuilder::new(16, bytewise);
+        b.add(b"a", b"1");
+        b.add(b"b", b"2");
+        b.add(b"c", b"3");
+        let mut bytes = b.finish();
+        // The second entry's shared length (1 byte into it: shared=0 unshared=1 value=1
+        // "a" "1" then this one): claims 9 shared bytes with a 1-byte key.
+        bytes[5] = 9;
+        let block = Block::decode(Bytes::from(bytes)).unwrap();
+        let mut it = block.iter();
+        assert!(it.step().unwrap());
+        assert_eq!((it.key(), it.value()), (&b"a"[..], &b"1"[..]));
+        assert!(it.step().is_err());
+        assert!(it.step().is_err(), "stepped on past a damaged entry");
+        assert!(it.step().is_err());
+    }
+
     proptest! {
         #[test]
         fn round_trip_and_seek(
@@ -397,6 +463,12 @@ mod tests {
                 .unwrap();
             let want: Vec<(Vec<u8>, Vec<u8>)> = entries.clone().into_iter().collect();
             prop_assert_eq!(&read, &want);
+            let mut it = block.iter();
+            let mut stepped = Vec::new();
+            while it.step().unwrap() {
+                stepped.push((it.key().to_vec(), it.value().to_vec()));
+            }
+            prop_assert_eq!(&stepped, &want);
             for t in targets.iter().chain(entries.keys()) {
                 let got: Vec<Vec<u8>> = block
                     .seek(t, bytewise)

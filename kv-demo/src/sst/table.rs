@@ -394,17 +394,28 @@ impl<S: TableSource> Table<S> {
         &self,
         cursor: &mut Cursor,
     ) -> std::result::Result<Option<(Vec<u8>, Bytes)>, TableError> {
+        Ok(if self.cursor_step(cursor).await? {
+            Some((cursor.key().to_vec(), cursor.value_bytes()))
+        } else {
+            None
+        })
+    }
+
+    /// Moves `cursor` (a cursor of this table) to its next entry: `true` if there is one
+    /// (then [`Cursor::key`] and [`Cursor::value`] are it), `false` at the end. Cancel-safe:
+    /// a call dropped at its await (a block read) loses no entry, the next call goes on.
+    pub async fn cursor_step(&self, cursor: &mut Cursor) -> std::result::Result<bool, TableError> {
         loop {
             if let Some(it) = &mut cursor.block {
-                if let Some(entry) = it.next() {
-                    return Ok(Some(entry?));
+                if it.step()? {
+                    return Ok(true);
                 }
             }
             match self.next_block(cursor).await? {
                 Some(block) => cursor.block = Some(block.iter()),
                 None => {
                     cursor.block = None;
-                    return Ok(None);
+                    return Ok(false);
                 }
             }
         }
@@ -545,6 +556,25 @@ pub struct Cursor {
     loaded: u32,
     /// The data block taken from the index and not read yet (a read dropped or failed).
     pending: Option<BlockHandle>,
+}
+
+impl Cursor {
+    /// The current entry's key (valid after a [`Table::cursor_step`] that gave `true`).
+    pub fn key(&self) -> &[u8] {
+        self.block.as_ref().map_or(&[], |b| b.key())
+    }
+
+    /// The current entry's value.
+    pub fn value(&self) -> &[u8] {
+        self.block.as_ref().map_or(&[], |b| b.value())
+    }
+
+    /// The current entry's value, sharing the block's memory.
+    pub fn value_bytes(&self) -> Bytes {
+        self.block
+            .as_ref()
+            .map_or_else(Bytes::new, |b| b.value_bytes())
+    }
 }
 
 /// Entries of a [`Table`] in key order, from where it was positioned.
