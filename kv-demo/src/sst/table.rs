@@ -382,6 +382,7 @@ impl<S: TableSource> Table<S> {
             ahead: VecDeque::new(),
             loaded: 0,
             pending: None,
+            bad_handle: false,
         };
         if let Some(block) = self.next_block(&mut c).await? {
             c.block = Some(block.seek(target, self.order)?);
@@ -430,16 +431,22 @@ impl<S: TableSource> Table<S> {
         }
         let handle = match c.pending {
             Some(h) => h,
-            None => match c.index.next() {
-                None => return Ok(None),
-                Some(entry) => {
-                    let (_, handle) = entry?;
-                    let h = BlockHandle::decode(&handle)?;
-                    c.pending = Some(h);
-                    c.loaded = c.loaded.saturating_add(1);
-                    h
+            None => {
+                // A damaged index entry errs on this call and every later one (the index
+                // iterator stays failed; a handle that does not decode is kept as the
+                // error): a retry never skips to the next block or ends the table early.
+                if c.bad_handle {
+                    return Err(CorruptionError::new("index entry: block handle").into());
                 }
-            },
+                if !c.index.step()? {
+                    return Ok(None);
+                }
+                let h =
+                    BlockHandle::decode(c.index.value()).inspect_err(|_| c.bad_handle = true)?;
+                c.pending = Some(h);
+                c.loaded = c.loaded.saturating_add(1);
+                h
+            }
         };
         // The cache keeps decoded (checked) blocks: a hit costs no checksum and no
         // restart-array check.
@@ -556,6 +563,8 @@ pub struct Cursor {
     loaded: u32,
     /// The data block taken from the index and not read yet (a read dropped or failed).
     pending: Option<BlockHandle>,
+    /// The index entry taken last held no valid block handle: every later read errs.
+    bad_handle: bool,
 }
 
 impl Cursor {
