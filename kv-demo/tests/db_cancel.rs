@@ -165,7 +165,7 @@ fn cancelled_in_place_steps_skip_versions_and_lose_nothing() {
                 ..tiny_emu(3, 64)
             };
             let db = Db::open(rt.handle(), &dev.spec(), opts).await.unwrap();
-            const KEYS: u64 = 1200;
+            const KEYS: u64 = 2000;
             let w = WriteOptions::default();
             let mut rng = Rng(19);
             let mut model = std::collections::BTreeMap::new();
@@ -197,7 +197,7 @@ fn cancelled_in_place_steps_skip_versions_and_lose_nothing() {
             let mut got = Vec::new();
             let mut cancelled = 0;
             loop {
-                let polls = 1 + rng.below(3);
+                let polls = 1 + rng.below(2);
                 // `None`: the step was dropped.
                 let more = {
                     let mut f = Box::pin(scan.step());
@@ -231,7 +231,7 @@ fn cancelled_in_place_steps_skip_versions_and_lose_nothing() {
             assert_eq!(got.len(), want.len(), "{cancelled} cancelled steps");
             assert!(got == want, "scan lost, repeated or misread entries");
             assert!(
-                cancelled > 10,
+                cancelled > 5,
                 "too few scan steps were cancelled: {cancelled}"
             );
             db.close().await.unwrap();
