@@ -288,8 +288,9 @@ impl Shard {
             let imms: Vec<_> = st.imms.iter().rev().map(|i| i.mem.clone()).collect();
             (st.mem.clone(), imms, st.version.clone())
         };
-        // Taken after the tree: any compaction that made `version` dropped only versions
-        // this sequence cannot see.
+        // Taken after the tree: any flush or compaction that made `version` dropped only
+        // versions this sequence cannot see (one installed after the tree was taken left
+        // its immutable memtable in `imms`, read whole).
         let snap = snapshot.unwrap_or_else(|| self.ctx.seq.visible());
         let seek = Seek::new(key, snap);
         for m in std::iter::once(&mem).chain(imms.iter()) {

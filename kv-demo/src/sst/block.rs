@@ -278,7 +278,7 @@ struct EntryParts {
 }
 
 /// Entries of a [`Block`] in order: `(key, value)`; the value shares the block's memory.
-/// After an error the iterator ends.
+/// As an [`Iterator`] it ends after an error; [`step`](Self::step) errs on every later call.
 ///
 /// Besides [`Iterator`] (an owned key per entry) it steps in place: [`step`](Self::step)
 /// moves to the next entry, [`key`](Self::key) and [`value`](Self::value) lend it (the key

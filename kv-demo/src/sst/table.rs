@@ -382,6 +382,7 @@ impl<S: TableSource> Table<S> {
             ahead: VecDeque::new(),
             loaded: 0,
             pending: None,
+            bad_handle: false,
         };
         if let Some(block) = self.next_block(&mut c).await? {
             c.block = Some(block.seek(target, self.order)?);
@@ -430,16 +431,22 @@ impl<S: TableSource> Table<S> {
         }
         let handle = match c.pending {
             Some(h) => h,
-            None => match c.index.next() {
-                None => return Ok(None),
-                Some(entry) => {
-                    let (_, handle) = entry?;
-                    let h = BlockHandle::decode(&handle)?;
-                    c.pending = Some(h);
-                    c.loaded = c.loaded.saturating_add(1);
-                    h
+            None => {
+                // A damaged index entry errs on this call and every later one (the index
+                // iterator stays failed; a handle that does not decode is kept as the
+                // error): a retry never skips to the next block or ends the table early.
+                if c.bad_handle {
+                    return Err(CorruptionError::new("index entry: block handle").into());
                 }
-            },
+                if !c.index.step()? {
+                    return Ok(None);
+                }
+                let h =
+                    BlockHandle::decode(c.index.value()).inspect_err(|_| c.bad_handle = true)?;
+                c.pending = Some(h);
+                c.loaded = c.loaded.saturating_add(1);
+                h
+            }
         };
         // The cache keeps decoded (checked) blocks: a hit costs no checksum and no
         // restart-array check.
@@ -556,6 +563,8 @@ pub struct Cursor {
     loaded: u32,
     /// The data block taken from the index and not read yet (a read dropped or failed).
     pending: Option<BlockHandle>,
+    /// The index entry taken last held no valid block handle: every later read errs.
+    bad_handle: bool,
 }
 
 impl Cursor {
@@ -746,6 +755,109 @@ mod tests {
         for i in 0u64..2000 {
             assert!(!t.filter_excludes(&(2 * i).to_be_bytes()));
         }
+    }
+
+    /// `file` with its index block replaced by `entries` (restart interval 1), then
+    /// `damage` applied to the new index block's bytes (its checksum and the footer made to
+    /// match again, so only the index's decoder can notice).
+    fn with_index(
+        file: &[u8],
+        entries: &[(Vec<u8>, Vec<u8>)],
+        damage: impl FnOnce(&mut Vec<u8>),
+    ) -> Vec<u8> {
+        let n = file.len();
+        let mut footer = file[n - FOOTER_BYTES..].to_vec();
+        let index_at = u64::from_le_bytes(footer[12..20].try_into().unwrap()) as usize;
+        let mut b = BlockBuilder::new(1, bytewise);
+        for (k, v) in entries {
+            b.add(k, v);
+        }
+        let mut index = b.finish();
+        damage(&mut index);
+        footer[20..24].copy_from_slice(&(index.len() as u32).to_le_bytes());
+        let crc = crc32c::crc32c(&footer[..36]);
+        footer[36..40].copy_from_slice(&crc.to_le_bytes());
+        let mut out = file[..index_at].to_vec();
+        out.extend_from_slice(&index);
+        out.extend_from_slice(&crc32c::crc32c(&index).to_le_bytes());
+        out.extend_from_slice(&footer);
+        out
+    }
+
+    /// A damaged index entry (an undecodable block handle, or an entry that does not parse)
+    /// in a block whose checksum holds: a scan gives the entries before it with none skipped,
+    /// then errs on every later step — never the following blocks' entries (a gap) and never
+    /// a clean end (a shorter table).
+    #[test]
+    fn a_damaged_index_entry_errs_on_every_later_step() {
+        let entries: BTreeMap<Vec<u8>, Vec<u8>> = (0u64..300)
+            .map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 30]))
+            .collect();
+        let all: Entries = entries.clone().into_iter().collect();
+        let opts = TableOptions {
+            block_bytes: 128,
+            restart_interval: 4,
+            bloom_bits_per_key: 0,
+        };
+        let (file, _) = build(&entries, opts);
+        let t = open(file.clone()).unwrap();
+        let index: Vec<(Vec<u8>, Vec<u8>)> = t
+            .index
+            .iter()
+            .map(|e| e.map(|(k, v)| (k, v.to_vec())))
+            .collect::<Result<_>>()
+            .unwrap();
+        assert!(index.len() > 20, "{} blocks", index.len());
+        let mut checked = 0;
+        for j in 1..index.len() {
+            for parse in [false, true] {
+                let damaged = if parse {
+                    // Entry j claims to share 127 bytes with an 8-byte previous key.
+                    with_index(&file, &index, |b| {
+                        let at_restarts = b.len() - 4 - 4 * index.len();
+                        let r = at_restarts + 4 * j;
+                        let at = u32::from_le_bytes(b[r..r + 4].try_into().unwrap()) as usize;
+                        b[at] = 127;
+                    })
+                } else {
+                    // Entry j's handle is one truncated varint.
+                    let mut idx = index.clone();
+                    idx[j].1 = vec![0x80];
+                    with_index(&file, &idx, |_| {})
+                };
+                let t = open(damaged).unwrap();
+                // A seek that probes the damaged entry errs right away: nothing to check.
+                let Ok(mut c) = block_on(t.cursor_from(b"")) else {
+                    continue;
+                };
+                let mut got = Vec::new();
+                let err = loop {
+                    match block_on(t.cursor_step(&mut c)) {
+                        Ok(true) => got.push((c.key().to_vec(), c.value().to_vec())),
+                        Ok(false) => {
+                            panic!("entry {j} (parse {parse}): a damaged index ended cleanly")
+                        }
+                        Err(e) => break e,
+                    }
+                };
+                assert!(matches!(err, TableError::Corrupt(_)), "{err:?}");
+                assert!(got.len() < all.len());
+                assert_eq!(&got[..], &all[..got.len()], "entry {j} (parse {parse})");
+                for again in 0..3 {
+                    let next =
+                        block_on(t.cursor_step(&mut c)).map(|more| more.then(|| c.key().to_vec()));
+                    assert!(
+                        next.is_err(),
+                        "entry {j} (parse {parse}): step {again} after the error gave {next:?}"
+                    );
+                }
+                checked += 1;
+            }
+        }
+        assert!(
+            checked > index.len(),
+            "only {checked} damaged tables scanned"
+        );
     }
 
     proptest! {
