@@ -30,6 +30,7 @@ pub mod client_throughput;
 pub mod cpu;
 pub mod db_bench;
 pub mod fio;
+pub mod guest_run;
 pub mod meter;
 pub mod plain_uring;
 pub mod report;

@@ -1,8 +1,7 @@
 //! `--guest`: runs this binary again inside the QEMU guest (`cargo xtask vm-run`, the
 //! plumbing `rocksdb-bench` uses) for the guest modes, and reads back its results.json.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use crate::options::{Mode, Options};
 use crate::run::{find_kv_demo, Results};
@@ -51,32 +50,9 @@ pub fn guest_args(o: &Options, modes: &[Mode], out: &Path) -> Vec<String> {
 
 /// Boots the guest and runs the guest modes there; their results, or why there are none.
 pub fn run_in_guest(o: &Options, modes: &[Mode], out: &Path) -> Result<Results, String> {
-    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .ok_or("no workspace directory")?;
-    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let guest_out = out.join("guest");
-    std::fs::create_dir_all(&guest_out).map_err(|e| format!("{}: {e}", guest_out.display()))?;
-    let mut c = Command::new("cargo");
-    c.current_dir(&workspace)
-        .args(["xtask", "vm-run"])
-        .args(o.guest_vm_args.split_whitespace())
-        .arg("--out-dir")
-        .arg(out)
-        .arg("--")
-        .arg(&exe)
-        .args(guest_args(o, modes, &guest_out));
-    eprintln!("[kv-bench] guest: {c:?}");
-    let st = c.status().map_err(|e| format!("cargo xtask vm-run: {e}"))?;
-    let file = guest_out.join("results.json");
-    let text = std::fs::read_to_string(&file).map_err(|e| {
-        format!(
-            "the guest wrote no {} ({e}); vm-run exited {st}",
-            file.display()
-        )
-    })?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))
+    let args = guest_args(o, modes, &guest_out);
+    ziob_benches::guest_run::run_self_in_guest("kv-bench", &o.guest_vm_args, out, &guest_out, &args)
 }
 
 #[cfg(test)]
