@@ -33,6 +33,7 @@ pub mod fio;
 pub mod guest_run;
 pub mod meter;
 pub mod plain_uring;
+pub mod process;
 pub mod report;
 pub mod rng;
 pub mod spec;

@@ -6,12 +6,13 @@ use crate::meter::Sample;
 use crate::spec::{Mode, Runner, Workload};
 use crate::ziob_rt::ZiobExtra;
 
-/// Median of `xs` (mean of the middle two for even lengths); `None` when empty.
+/// Median of the finite values of `xs` (mean of the middle two for even counts); `None` when
+/// there are none.
 pub fn median(xs: &[f64]) -> Option<f64> {
-    if xs.is_empty() {
+    let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
         return None;
     }
-    let mut v = xs.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));
     let m = v.len() / 2;
     Some(if v.len() % 2 == 1 {

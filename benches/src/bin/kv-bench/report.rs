@@ -5,20 +5,7 @@ use std::fmt::Write as _;
 use crate::options::Mode;
 use crate::run::{Results, WriteCounters};
 
-/// Median of `xs` (mean of the middle two for an even count); `None` when empty.
-pub fn median(xs: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
+pub use ziob_benches::report::median;
 
 fn median_ops(r: &Results, m: Mode, sync: bool, vs: u64, bench: &str) -> Option<f64> {
     let xs: Vec<f64> = r

@@ -229,22 +229,6 @@ pub fn place(o: &Options, m: Mode) -> Result<Place, String> {
     })
 }
 
-fn run_cmd(words: &[String]) -> Result<(), String> {
-    let out = Command::new(&words[0])
-        .args(&words[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", words.join(" ")))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`{}` failed ({}): {}",
-            words.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(())
-}
-
 fn remove(p: &Path) {
     let _ = std::fs::remove_dir_all(p);
     let _ = std::fs::remove_file(p);
@@ -405,10 +389,10 @@ pub fn run_all(o: &Options, raw: Option<&Path>) -> Results {
                     let out = pl
                         .prepare
                         .iter()
-                        .try_for_each(|c| run_cmd(c))
+                        .try_for_each(|c| ziob_benches::process::run_checked(c))
                         .and_then(|()| run_process(program, &args, raw, &stem));
                     for c in &pl.cleanup {
-                        if let Err(e) = run_cmd(c) {
+                        if let Err(e) = ziob_benches::process::run_checked(c) {
                             eprintln!("[kv-bench] cleanup: {e}");
                         }
                     }

@@ -138,22 +138,6 @@ pub fn step_args(common: &[String], t: &Ready, value_size: u64, run: u32, b: Ben
     a
 }
 
-fn run_cmd(words: &[String]) -> Result<(), String> {
-    let out = Command::new(&words[0])
-        .args(&words[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", words.join(" ")))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`{}` failed ({}): {}",
-            words.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(())
-}
-
 fn tail(text: &str, lines: usize) -> String {
     let v: Vec<&str> = text.lines().collect();
     v[v.len().saturating_sub(lines)..].join("\n")
@@ -210,7 +194,7 @@ fn run_sequence(
     res: &mut Results,
 ) -> Result<(), String> {
     for c in &t.prepare {
-        run_cmd(c)?;
+        ziob_benches::process::run_checked(c)?;
     }
     let outcome = (|| {
         for b in o.sequence() {
@@ -258,7 +242,7 @@ fn run_sequence(
         Ok(())
     })();
     for c in &t.cleanup {
-        if let Err(e) = run_cmd(c) {
+        if let Err(e) = ziob_benches::process::run_checked(c) {
             eprintln!("[rocksdb-bench] cleanup: {e}");
         }
     }
