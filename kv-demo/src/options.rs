@@ -13,6 +13,11 @@ pub const MAX_IMMUTABLE_MEMTABLES: usize = 2;
 pub const LEVELS: usize = 7;
 /// Growth factor between the byte budgets of adjacent levels.
 pub const LEVEL_MULTIPLIER: u64 = 10;
+/// Entries a flush or compaction writes between two yields to the other tasks of its core.
+/// The core also runs the shard's foreground work (reads, the WAL pump); a background job
+/// that held it for a whole cooperative budget (64 units, about 1,000 entries: ~1 ms) made
+/// every read that waited for the device wait that long again for the core.
+pub const BACKGROUND_YIELD_EVERY: u64 = 16;
 
 /// How a store is opened. `Default` gives the values documented on each field.
 #[derive(Debug, Clone, PartialEq, Eq)]

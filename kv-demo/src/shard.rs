@@ -545,9 +545,9 @@ impl Shard {
             }
             w.add(src.key(), src.value()).await?;
             n += 1;
-            if n % 16 == 0 {
+            if n % crate::options::BACKGROUND_YIELD_EVERY == 0 {
                 // Cooperative: the core also serves foreground I/O and reads.
-                ziob::runtime::consume_budget().await;
+                ziob::runtime::yield_now().await;
             }
         }
         let summary = w.finish().await?;

@@ -125,7 +125,8 @@ impl Ziob<AnyDevice> {
 }
 
 impl<D: ZonedDevice> Ziob<D> {
-    /// Puts a buffer in front of `device` with one shard per core of the current runtime.
+    /// Puts a buffer in front of `device` with one shard per core of the current runtime
+    /// (or of its first [`ZiobConfig::cores`] cores).
     ///
     /// # Cancel safety
     /// If dropped part-way, the shards already started hold no data and stay, idle, until
@@ -133,7 +134,7 @@ impl<D: ZonedDevice> Ziob<D> {
     pub async fn with_device(device: D, config: ZiobConfig) -> Result<Ziob<D>> {
         let geometry = *device.geometry();
         config.validate(&geometry)?;
-        let cores = num_cores();
+        let cores = config.instance_cores(num_cores())?;
         let id = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
         for core in 0..cores {
             let (dev, cfg) = (device.clone(), config.clone());
@@ -222,6 +223,11 @@ impl<D: ZonedDevice> Ziob<D> {
             ziob: self.clone(),
             index: zone,
         }
+    }
+
+    /// How many cores the instance runs on (its shards are on cores `0..n`).
+    pub fn cores(&self) -> usize {
+        self.inner.cores
     }
 
     /// The core that owns `zone`.

@@ -176,12 +176,13 @@ pub struct Flags {
     /// kv-demo: ZIOB buffer budget per core (K/M/G); 0 = ZIOB's default
     #[arg(long = "ziob_buffer_size", default_value = "0", value_parser = byte_size)]
     pub ziob_buffer_size: u64,
-    /// kv-demo: runtime cores (one shard each unless --shards); 0 = one per benchmark
-    /// thread (--threads), at most the CPUs this process may use: a thread-per-core store
-    /// sized to its load (with more cores than client threads, most requests cross cores)
+    /// kv-demo: runtime cores (one shard each unless --shards); 0 = one per benchmark thread
+    /// that runs at once (--threads, plus readwhilewriting's writer if it is in the list), at
+    /// most the CPUs this process may use, with one shard per --threads: a thread-per-core
+    /// store sized to its load
     #[arg(long, default_value_t = 0)]
     pub cores: usize,
-    /// kv-demo: shards; 0 = one per runtime core
+    /// kv-demo: shards; 0 = one per runtime core when --cores is given, else one per --threads
     #[arg(long, default_value_t = 0)]
     pub shards: usize,
     /// kv-demo: where the benchmark threads run: `cores` = tasks on the ZIOB runtime's
@@ -265,9 +266,9 @@ pub struct BenchConfig {
     pub ziob_buffered: bool,
     /// ZIOB buffer budget per core (0 = default).
     pub ziob_buffer_size: u64,
-    /// Runtime cores (0 = min(threads, available parallelism)).
+    /// Runtime cores (0 = see `kv_engine::cores_and_shards`).
     pub cores: usize,
-    /// Shards (0 = one per core).
+    /// Shards (0 = see `kv_engine::cores_and_shards`).
     pub shards: usize,
     /// Where kv-demo's benchmark threads run.
     pub run_on: RunOn,

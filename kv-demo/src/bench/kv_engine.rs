@@ -6,8 +6,9 @@
 //! - `--target_file_size_base` → `target_file_bytes`; `--cache_size` → `cache_bytes`
 //!   (one cache for all shards); `--bloom_bits` → `bloom_bits_per_key`;
 //! - `--ziob=on|off` → `buffered`; `--ziob_buffer_size` → `buffer_bytes`;
-//!   `--shards` → `shards`; `--cores` → the ZIOB runtime's cores (default one per
-//!   benchmark thread, at most the CPUs);
+//!   `--shards` → `shards`; `--cores` → the ZIOB runtime's cores (see
+//!   [`cores_and_shards`] for the defaults); with fewer shards than cores, ZIOB runs on the
+//!   shards' cores only (`crate::open::ziob_config`);
 //! - `--sync` → `WriteOptions { sync }` on every write.
 //!
 //! The benchmark threads run as tasks on the runtime's cores ([`Placement::Ziob`]), where
@@ -25,7 +26,7 @@ use bytes::Bytes;
 use ziob::Runtime;
 
 use super::engine::{Cursor, Engine, EngineError, EngineHost, EngineStats, Placement};
-use super::flags::{BenchConfig, RunOn};
+use super::flags::{BenchConfig, BenchName, RunOn};
 use crate::{Db, Options, Scan, WriteOptions};
 
 const NAME: &str = "kv-demo";
@@ -105,15 +106,35 @@ pub struct KvDemoHost {
     run_on: RunOn,
 }
 
+/// The runtime cores and shards for `cfg` on a machine of `cpus` CPUs. `--cores` and
+/// `--shards` as given; `--shards` 0 = one per core. `--cores` 0 = one per benchmark thread
+/// that runs at once (`--threads`, plus readwhilewriting's writer when it is in the list), at
+/// most `cpus`, and then `--shards` 0 = one per `--threads`: the writer's core runs no shard,
+/// as db_bench's writer thread owns no data.
+pub fn cores_and_shards(cfg: &BenchConfig, cpus: usize) -> (usize, usize) {
+    if cfg.cores > 0 {
+        let shards = if cfg.shards > 0 {
+            cfg.shards
+        } else {
+            cfg.cores
+        };
+        return (cfg.cores, shards);
+    }
+    let writer = cfg.benchmarks.contains(&BenchName::Readwhilewriting);
+    let cores = (cfg.threads + usize::from(writer)).clamp(1, cpus.max(1));
+    let shards = if cfg.shards > 0 {
+        cfg.shards
+    } else {
+        cfg.threads.clamp(1, cores)
+    };
+    (cores, shards)
+}
+
 impl KvDemoHost {
     /// Starts the runtime (`--cores`) and settles the device (`--db` or a temporary `emu:`).
     pub fn new(cfg: &BenchConfig) -> Result<KvDemoHost, EngineError> {
-        let cores = if cfg.cores > 0 {
-            cfg.cores
-        } else {
-            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-            cfg.threads.clamp(1, cpus)
-        };
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let (cores, shards) = cores_and_shards(cfg, cpus);
         let (spec, tmp) = match &cfg.db {
             Some(s) => (s.clone(), None),
             None => {
@@ -135,9 +156,8 @@ impl KvDemoHost {
         let emu_path = spec
             .strip_prefix("emu:")
             .map(|p| PathBuf::from(p.split('?').next().unwrap_or(p)));
-        let shards = if cfg.shards > 0 { cfg.shards } else { cores };
         let options = Options {
-            shards: cfg.shards,
+            shards,
             write_buffer_bytes: (cfg.write_buffer_size / shards as u64).max(1) as usize,
             target_file_bytes: cfg.target_file_size,
             cache_bytes: cfg.cache_size,

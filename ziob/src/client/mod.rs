@@ -136,7 +136,7 @@ impl<D: ZonedDevice> Client<D> {
 
     /// Number of cores (and shards) the instance runs on.
     pub fn cores(&self) -> usize {
-        self.ziob.runtime_handle().cores()
+        self.ziob.cores()
     }
 
     /// The core that owns `zone`: where its operations run.
