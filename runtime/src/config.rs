@@ -94,7 +94,10 @@ pub struct Config {
     /// at once). A message or completion that arrives in this window is picked up without a
     /// wake-up through the kernel (an eventfd write and a scheduler wake-up of the core's
     /// thread, tens of µs in a VM). The window starts each time the core runs out of work,
-    /// so an idle runtime still sleeps: it costs at most this much CPU per burst of work.
+    /// so an idle runtime still sleeps: it costs at most this much CPU per burst of work. The
+    /// spin yields its CPU to other runnable threads and stops for a while (1 to 100 ms) when
+    /// it finds that another thread ran on its CPU meanwhile (a contended CPU), where
+    /// spinning would delay more than it saves.
     pub idle_spin: Duration,
     /// Tasks polled per loop turn before the reactor checks for completions.
     pub task_budget: usize,

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::op::table::OpTable;
 use crate::op::table::Waiter;
 use crate::ring::{Completion, Ring, RingId, RingInfo, Sqe};
+use crate::spin::{SpinGate, CONTENDED_GAP};
 use crate::task::{TaskHome, TaskWakers};
 
 /// A message from another thread to a core.
@@ -163,6 +164,8 @@ pub(crate) struct Core {
     busy_poll: bool,
     /// See [`Config::idle_spin`].
     idle_spin: Duration,
+    /// Whether the core may spin now (not for a while after a contended spin).
+    spin_gate: SpinGate,
     task_budget: usize,
     wake_buf: RefCell<Box<u64>>,
     wake_armed: Cell<bool>,
@@ -186,8 +189,12 @@ pub(crate) struct Core {
     pub(crate) enters: Cell<u64>,
     /// Statistics: times the core blocked in the kernel with nothing to do.
     pub(crate) sleeps: Cell<u64>,
+    /// Statistics: idle spins started.
+    pub(crate) spins: Cell<u64>,
     /// Statistics: idle spins ended by a message or completion (a sleep saved).
     pub(crate) spin_wakes: Cell<u64>,
+    /// Statistics: idle spins given up because another thread ran on the core's CPU.
+    pub(crate) spins_contended: Cell<u64>,
     /// Statistics: io_uring_enter calls that failed (other than EINTR).
     pub(crate) enter_errors: Cell<u64>,
     /// Statistics: tasks that panicked.
@@ -285,6 +292,7 @@ impl Core {
             policy: config.submit_policy,
             busy_poll: config.busy_poll,
             idle_spin: config.idle_spin,
+            spin_gate: SpinGate::default(),
             task_budget: config.task_budget,
             wake_buf: RefCell::new(Box::new(0)),
             wake_armed: Cell::new(false),
@@ -298,7 +306,9 @@ impl Core {
             injected_loop_panic: Cell::new(false),
             enters: Cell::new(0),
             sleeps: Cell::new(0),
+            spins: Cell::new(0),
             spin_wakes: Cell::new(0),
+            spins_contended: Cell::new(0),
             enter_errors: Cell::new(0),
             task_panics: Cell::new(0),
             callback_panics: Cell::new(0),
@@ -663,7 +673,10 @@ impl Core {
             }
             // Keep polling for a while before blocking: what arrives in the window costs no
             // wake-up through the kernel. The sleep below then runs the protocol as before.
-            if !self.idle_spin.is_zero() && self.spin_idle(need_getevents) {
+            if !self.idle_spin.is_zero()
+                && self.spin_gate.allows()
+                && self.spin_idle(need_getevents)
+            {
                 continue;
             }
             // Nothing runnable: block in the kernel until a completion or a message arrives.
@@ -697,6 +710,13 @@ impl Core {
     /// only raise `mail`, no syscall), and after the window the loop sets `sleeping` and
     /// drains the mailbox once more before it blocks, as without a spin.
     ///
+    /// Every look at the clock (about every µs) the core yields its CPU to any other runnable
+    /// thread (the core it waits for, a thread of the application). If the clock then shows
+    /// a long gap ([`CONTENDED_GAP`]), another thread did run there: the CPU is contended, a
+    /// yield costs the core a scheduler slice during which it sees no message (only a
+    /// sleeping thread is woken with priority), so the core stops spinning for a while (see
+    /// [`crate::spin`]) and sleeps.
+    ///
     /// Completions that wait for task work the kernel runs when the core enters it
     /// (cooperative or deferred task running; the ring reports them with `IORING_SQ_TASKRUN`)
     /// are posted by a non-blocking `io_uring_enter` with `GETEVENTS` when the flag is seen:
@@ -715,11 +735,14 @@ impl Core {
                 return true;
             }
         }
+        self.spins.set(self.spins.get() + 1);
         let start = Instant::now();
+        let mut last_look = start;
         let mut spins = 0u32;
         loop {
             if self.remote.mail.load(Ordering::Relaxed) {
                 self.spin_wakes.set(self.spin_wakes.get() + 1);
+                self.spin_gate.clean();
                 return true;
             }
             let kernel_work = self.ring.borrow_mut().kernel_work_pending();
@@ -731,20 +754,43 @@ impl Core {
             }
             if self.reap() > 0 {
                 self.spin_wakes.set(self.spin_wakes.get() + 1);
+                self.spin_gate.clean();
                 return true;
             }
             spins += 1;
             if spins % SPIN_CLOCK_EVERY == 0 {
-                if start.elapsed() >= self.idle_spin {
+                let now = Instant::now();
+                if now.duration_since(last_look) >= CONTENDED_GAP {
+                    // Preempted while spinning.
+                    return self.contended_spin(now);
+                }
+                if now.duration_since(start) >= self.idle_spin {
+                    self.spin_gate.clean();
                     return false;
                 }
                 // Another thread runnable on this CPU (the core this one waits for, a thread
                 // of the application) runs first: the spin only uses a CPU nobody else wants.
                 // SAFETY: sched_yield has no arguments.
                 unsafe { libc::sched_yield() };
+                last_look = Instant::now();
+                if last_look.duration_since(now) >= CONTENDED_GAP {
+                    // The yield let another thread run: checked before the mail flag, which
+                    // may have been raised meanwhile.
+                    return self.contended_spin(last_look);
+                }
             }
             std::hint::spin_loop();
         }
+    }
+
+    /// Ends a spin that saw another thread run on the core's CPU: spinning pauses for a while
+    /// (see [`crate::spin`]). Returns `true`: the loop runs another turn, for what may have
+    /// arrived meanwhile, and then sleeps.
+    #[cold]
+    fn contended_spin(&self, now: Instant) -> bool {
+        self.spins_contended.set(self.spins_contended.get() + 1);
+        self.spin_gate.contended(now);
+        true
     }
 
     /// Drops every queued task instead of running it: its future drops, and its in-flight ops

@@ -17,7 +17,8 @@
 //! or thread, or a completion, that arrives soon after costs no wake-up through the kernel;
 //! then it blocks in `io_uring_enter` until a completion, a timer or a message arrives (a
 //! sender wakes it with an eventfd write). The window restarts after each burst of work only:
-//! an idle runtime sleeps.
+//! an idle runtime sleeps. The spin yields its CPU to any other runnable thread, and pauses
+//! for a while when its CPU turns out to be wanted by other threads.
 //!
 //! ## Buffers and cancellation
 //! Ops take their buffer by value and give it back with the result ([`IoBuf`], [`IoBufMut`],
@@ -54,6 +55,7 @@ pub mod op;
 mod registry;
 mod ring;
 mod runtime;
+mod spin;
 mod task;
 #[doc(hidden)]
 pub mod testing;

@@ -389,9 +389,14 @@ pub struct CoreStats {
     pub enter_errors: u64,
     /// Times the core blocked in the kernel because it had nothing to do.
     pub sleeps: u64,
-    /// Idle spins ([`Builder::idle_spin`](crate::Builder::idle_spin)) that a message or a
-    /// completion ended before the core would have blocked in the kernel.
+    /// Idle spins ([`Builder::idle_spin`](crate::Builder::idle_spin)) started.
+    pub spins: u64,
+    /// Idle spins that a message or a completion ended before the core would have blocked
+    /// in the kernel.
     pub spin_wakes: u64,
+    /// Idle spins given up because another thread ran on the core's CPU meanwhile (after
+    /// one the core does not spin for a while).
+    pub spins_contended: u64,
 }
 
 /// Counters of the current core (zeros off-core).
@@ -406,7 +411,9 @@ pub fn core_stats() -> CoreStats {
             callback_panics: c.callback_panics.get(),
             enter_errors: c.enter_errors.get(),
             sleeps: c.sleeps.get(),
+            spins: c.spins.get(),
             spin_wakes: c.spin_wakes.get(),
+            spins_contended: c.spins_contended.get(),
         }
     })
     .unwrap_or_default()

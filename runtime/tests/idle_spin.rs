@@ -5,7 +5,14 @@
 //! of its thread, never through wall-clock speed: messages and completions that arrive in the
 //! window are picked up without a sleep, ones that arrive after it find the core asleep and
 //! still wake it (a lost wake-up is a hang, turned into a failure by a watchdog), a spin of
-//! zero sleeps every time as before, and an idle core stops spinning and blocks.
+//! zero sleeps every time as before, an idle core stops spinning and blocks, and a core whose
+//! CPU another thread wants stops spinning for a while.
+//!
+//! A spin that sees another thread run on its CPU (as other tests, builds or benchmarks on a
+//! busy machine do) gives up and pauses spinning, which legitimately turns would-be spin
+//! wake-ups into sleeps: the tests that expect spins to catch their messages repeat their
+//! measurement until one run saw no contention (on a machine too busy for that they check
+//! only that everything was answered).
 //!
 //! The tests take one lock: spinning cores of one test would steal the CPUs (this machine
 //! may have two) another test's cores need to see their messages in time.
@@ -52,9 +59,42 @@ fn stats_of(rt: &Runtime, core: usize) -> CoreStats {
     rt.run_on(core, || async { core_stats() }).unwrap()
 }
 
+/// Attempts at a measurement without contention.
+const ATTEMPTS: usize = 20;
+
+/// What a measurement saw on the core it watched.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    sleeps: u64,
+    spin_wakes: u64,
+    contended: u64,
+}
+
+impl Seen {
+    fn between(before: CoreStats, after: CoreStats) -> Seen {
+        Seen {
+            sleeps: after.sleeps - before.sleeps,
+            spin_wakes: after.spin_wakes - before.spin_wakes,
+            contended: after.spins_contended - before.spins_contended,
+        }
+    }
+}
+
+/// Runs `measure` until a run saw no contention, and checks that run with `check`.
+fn first_uncontended(mut measure: impl FnMut() -> Option<Seen>, check: impl Fn(Seen)) {
+    for _ in 0..ATTEMPTS {
+        let Some(seen) = measure() else { return };
+        if seen.contended == 0 {
+            check(seen);
+            return;
+        }
+    }
+    eprintln!("every run saw another thread on a spinning core's CPU: spins not checked");
+}
+
 /// `ROUNDS` round trips from a task on core 0 to core 1, one at a time; core 1's sleeps and
 /// spin wake-ups during them.
-fn core_to_core_round_trips(spin: Duration) -> (u64, u64) {
+fn core_to_core_round_trips(spin: Duration) -> Seen {
     with_watchdog(Duration::from_secs(60), move || {
         let rt = Runtime::builder().cores(2).idle_spin(spin).build().unwrap();
         let before = stats_of(&rt, 1);
@@ -65,27 +105,34 @@ fn core_to_core_round_trips(spin: Duration) -> (u64, u64) {
             }
         })
         .unwrap();
-        let after = stats_of(&rt, 1);
-        (
-            after.sleeps - before.sleeps,
-            after.spin_wakes - before.spin_wakes,
-        )
+        let mut seen = Seen::between(before, stats_of(&rt, 1));
+        // Core 0 pausing its spin (it then answers late) is contention too.
+        seen.contended += stats_of(&rt, 0).spins_contended;
+        seen
     })
 }
 
 #[test]
 fn messages_in_the_spin_window_need_no_sleep() {
-    let (sleeps, spin_wakes) = core_to_core_round_trips(IDLE_SPIN_MAX);
-    assert!(
-        sleeps < QUARTER && spin_wakes >= ROUNDS - QUARTER,
-        "with a {IDLE_SPIN_MAX:?} spin core 1 slept {sleeps} times and caught {spin_wakes} \
-         messages spinning in {ROUNDS} round trips"
+    first_uncontended(
+        || Some(core_to_core_round_trips(IDLE_SPIN_MAX)),
+        |Seen {
+             sleeps, spin_wakes, ..
+         }| {
+            assert!(
+                sleeps < QUARTER && spin_wakes >= ROUNDS - QUARTER,
+                "with a {IDLE_SPIN_MAX:?} spin core 1 slept {sleeps} times and caught \
+                 {spin_wakes} messages spinning in {ROUNDS} round trips"
+            )
+        },
     );
 }
 
 #[test]
 fn without_a_spin_the_core_sleeps_between_messages() {
-    let (sleeps, spin_wakes) = core_to_core_round_trips(Duration::ZERO);
+    let Seen {
+        sleeps, spin_wakes, ..
+    } = core_to_core_round_trips(Duration::ZERO);
     assert_eq!(spin_wakes, 0, "a zero spin never spins");
     assert!(
         sleeps >= QUARTER,
@@ -95,7 +142,7 @@ fn without_a_spin_the_core_sleeps_between_messages() {
 
 /// `ROUNDS` timers of 100 µs awaited one after the other on a one-core runtime; the core's
 /// sleeps and spin wake-ups meanwhile.
-fn timers(spin: Duration, defer_taskrun: bool) -> Option<(u64, u64)> {
+fn timers(spin: Duration, defer_taskrun: bool) -> Option<Seen> {
     with_watchdog(Duration::from_secs(60), move || {
         let rt = Runtime::builder()
             .cores(1)
@@ -111,11 +158,7 @@ fn timers(spin: Duration, defer_taskrun: bool) -> Option<(u64, u64)> {
             for _ in 0..ROUNDS {
                 sleep(Duration::from_micros(100)).await.unwrap();
             }
-            let after = core_stats();
-            Some((
-                after.sleeps - before.sleeps,
-                after.spin_wakes - before.spin_wakes,
-            ))
+            Some(Seen::between(before, core_stats()))
         })
         .unwrap()
     })
@@ -126,15 +169,25 @@ fn completions_in_the_spin_window_need_no_sleep() {
     // With DEFER_TASKRUN the timers' completions are posted only by an `io_uring_enter` with
     // GETEVENTS: the spin must notice the kernel's IORING_SQ_TASKRUN flag and enter.
     for defer in [false, true] {
-        let Some((sleeps, spin_wakes)) = timers(IDLE_SPIN_MAX, defer) else {
-            continue;
-        };
-        assert!(
-            sleeps < QUARTER && spin_wakes >= ROUNDS - QUARTER,
-            "defer_taskrun {defer}: with a {IDLE_SPIN_MAX:?} spin the core slept {sleeps} times \
-             and caught {spin_wakes} completions spinning in {ROUNDS} timers of 100 µs"
+        first_uncontended(
+            || timers(IDLE_SPIN_MAX, defer),
+            |Seen {
+                 sleeps, spin_wakes, ..
+             }| {
+                assert!(
+                    sleeps < QUARTER && spin_wakes >= ROUNDS - QUARTER,
+                    "defer_taskrun {defer}: with a {IDLE_SPIN_MAX:?} spin the core slept \
+                     {sleeps} times and caught {spin_wakes} completions spinning in {ROUNDS} \
+                     timers of 100 µs"
+                )
+            },
         );
-        let (sleeps, spin_wakes) = timers(Duration::ZERO, defer).unwrap();
+        let Some(Seen {
+            sleeps, spin_wakes, ..
+        }) = timers(Duration::ZERO, defer)
+        else {
+            continue; // no DEFER_TASKRUN here
+        };
         assert_eq!(spin_wakes, 0);
         assert!(
             sleeps >= QUARTER,
@@ -244,9 +297,13 @@ fn messages_around_the_end_of_the_window_are_never_lost() {
         for t in threads {
             t.join().unwrap();
         }
-        let after = stats_of(&rt, 0);
-        // Both paths were taken: some messages found the core spinning, some asleep.
-        assert!(after.sleeps > before.sleeps && after.spin_wakes > before.spin_wakes);
+        let seen = Seen::between(before, stats_of(&rt, 0));
+        // Both paths were taken: some messages found the core spinning (unless every spin
+        // found its CPU wanted by another thread), some asleep.
+        assert!(
+            seen.sleeps > 0 && (seen.spin_wakes > 0 || seen.contended > 0),
+            "{seen:?}"
+        );
     });
 }
 
@@ -263,5 +320,71 @@ fn busy_poll_never_sleeps_whatever_the_spin() {
         thread::sleep(Duration::from_millis(20));
         let after = stats_of(&rt, 0);
         assert_eq!(after.sleeps, before.sleeps);
+    });
+}
+
+/// Pins the calling thread to `cpu`.
+fn pin_to(cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it (cpu < CPU_SETSIZE: it came
+    // from sched_getcpu); sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0
+        );
+    }
+}
+
+#[test]
+fn a_core_whose_cpu_is_contended_stops_spinning() {
+    // A thread pinned to the core's CPU burns it: a spin that yields finds that thread ran
+    // meanwhile, and the core stops spinning for a while (it sleeps, and is woken with the
+    // scheduler's priority for sleepers) instead of spinning at every idle moment. Its calls
+    // are still answered.
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    with_watchdog(Duration::from_secs(60), || {
+        let rt = Runtime::builder()
+            .cores(1)
+            .pin_cores(true)
+            .idle_spin(IDLE_SPIN_MAX)
+            .build()
+            .unwrap();
+        // SAFETY: sched_getcpu has no arguments.
+        let cpu = rt
+            .block_on(|| async { unsafe { libc::sched_getcpu() } })
+            .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let hog = {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                pin_to(cpu as usize);
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        thread::sleep(Duration::from_millis(20));
+        let handle = rt.handle();
+        let before = stats_of(&rt, 0);
+        for i in 0..ROUNDS {
+            thread::sleep(Duration::from_micros(200));
+            let got = futures::executor::block_on(handle.call(0, move || async move { i }));
+            assert_eq!(got.unwrap(), i);
+        }
+        let after = stats_of(&rt, 0);
+        stop.store(true, Ordering::Relaxed);
+        hog.join().unwrap();
+        let (spins, contended) = (
+            after.spins - before.spins,
+            after.spins_contended - before.spins_contended,
+        );
+        assert!(
+            contended > 0 && spins < QUARTER,
+            "with a thread burning its CPU the core spun {spins} times in {ROUNDS} idle \
+             moments ({contended} seen contended)"
+        );
     });
 }
