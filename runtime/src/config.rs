@@ -21,10 +21,10 @@ pub const FIXED_BUFFERS_MAX: u32 = 16384;
 pub const BUFFER_CACHE_BYTES_DEFAULT: usize = 64 << 20;
 
 /// Default of [`Config::idle_spin`]: how long a core that ran out of work keeps polling before
-/// it blocks in the kernel, 50 µs. Measured on a 2-CPU VM
-/// (`benches/results/2026-12-02-rt-spin/`): it halves a core-to-core round trip (5.0 → 1.9 µs p50) and speeds up
-/// kv-demo with two cores (writes by 1.4-1.7×); 20 µs caught too few round trips, 200 µs gave
-/// no more and spins four times longer after each burst of work.
+/// it blocks in the kernel, 50 µs. Measured on a shared 2-CPU VM
+/// (`benches/results/2026-12-02-rt-spin/`): a core-to-core round trip 5.1 → 2.2 µs p50,
+/// kv-demo `--cores=2` writes 1.4-1.7× faster under moderate load (200 µs gave no more and
+/// spins four times longer after each burst of work); under heavy load mixed, within noise.
 pub const IDLE_SPIN_DEFAULT: Duration = Duration::from_micros(50);
 /// Longest [`Config::idle_spin`] accepted, 10 ms: a core that should never block is
 /// [`Config::busy_poll`]; past a few scheduler ticks a spin only burns the CPU.
