@@ -149,10 +149,11 @@ impl KvDemoHost {
             }
         };
         // `nvme:` needs 128-byte submission entries on every core.
-        let runtime = ziob::backends::runtime_builder_for(&spec)
-            .cores(cores)
-            .build()
-            .map_err(err)?;
+        let mut builder = ziob::backends::runtime_builder_for(&spec).cores(cores);
+        if let Some(us) = cfg.idle_spin_us {
+            builder = builder.idle_spin(std::time::Duration::from_micros(us));
+        }
+        let runtime = builder.build().map_err(err)?;
         let emu_path = spec
             .strip_prefix("emu:")
             .map(|p| PathBuf::from(p.split('?').next().unwrap_or(p)));
