@@ -21,11 +21,13 @@ pub const FIXED_BUFFERS_MAX: u32 = 16384;
 pub const BUFFER_CACHE_BYTES_DEFAULT: usize = 64 << 20;
 
 /// Default of [`Config::idle_spin`]: how long a core that ran out of work keeps polling before
-/// it blocks in the kernel, 50 µs. Measured on a shared 2-CPU VM
-/// (`benches/results/2026-12-02-rt-spin/`): a core-to-core round trip 5.1 → 2.2 µs p50,
-/// kv-demo `--cores=2` writes 1.4-1.7× faster under moderate load (200 µs gave no more and
-/// spins four times longer after each burst of work); under heavy load mixed, within noise.
-pub const IDLE_SPIN_DEFAULT: Duration = Duration::from_micros(50);
+/// it blocks in the kernel — zero, it blocks at once. Measured on a shared 2-CPU VM
+/// (`benches/results/2026-12-02-rt-spin/`), 50 µs made a core-to-core round trip 5.1 → 2.2 µs
+/// p50 and RocksDB-on-ZIOB fillrandom 1.3× faster, but kv-demo with its shard on core 0 and
+/// the readwhilewriting writer on core 1 (its default on 2 CPUs) 10× slower on
+/// readwhilewriting and seekrandom (`--idle_spin_us=50` against `=0`, alternated, quiet
+/// machine). So the spin is opt-in until it is understood.
+pub const IDLE_SPIN_DEFAULT: Duration = Duration::ZERO;
 /// Longest [`Config::idle_spin`] accepted, 10 ms: a core that should never block is
 /// [`Config::busy_poll`]; past a few scheduler ticks a spin only burns the CPU.
 pub const IDLE_SPIN_MAX: Duration = Duration::from_millis(10);
@@ -184,8 +186,8 @@ pub struct Builder {
 
 impl Builder {
     /// A builder with the defaults: one core, 256 ring entries, adaptive submission,
-    /// single-issuer and cooperative task running, no fixed buffers, no pinning, an idle spin
-    /// of [`IDLE_SPIN_DEFAULT`].
+    /// single-issuer and cooperative task running, no fixed buffers, no pinning, no idle spin
+    /// ([`IDLE_SPIN_DEFAULT`]).
     pub fn new() -> Self {
         Builder::default()
     }

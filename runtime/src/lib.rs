@@ -13,7 +13,7 @@
 //!    [`SubmitPolicy::Batched`]) and reap completions, waking exactly the task each belongs to.
 //!
 //! With nothing to do, the core keeps polling its mailbox and completion queue for
-//! [`Builder::idle_spin`] (default [`IDLE_SPIN_DEFAULT`]), so that a message from another core
+//! [`Builder::idle_spin`] (default [`IDLE_SPIN_DEFAULT`]: zero, opt-in), so that a message from another core
 //! or thread, or a completion, that arrives soon after costs no wake-up through the kernel;
 //! then it blocks in `io_uring_enter` until a completion, a timer or a message arrives (a
 //! sender wakes it with an eventfd write). The window restarts after each burst of work only:

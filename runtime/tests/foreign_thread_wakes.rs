@@ -2,7 +2,7 @@
 //! lost: every round trip below leaves the core idle (blocked in `io_uring_enter`) until a
 //! plain OS thread wakes the waiting task through the core's mailbox, mail flag and eventfd.
 //! A lost wake-up shows as a hang, which the watchdog turns into a failure. Run without an
-//! idle spin (every wake-up goes through the eventfd) and with the default one (most arrive
+//! idle spin (every wake-up goes through the eventfd) and with a 50 µs one (most arrive
 //! while the core still spins, some as it gives up).
 
 use std::sync::mpsc;
@@ -43,7 +43,7 @@ fn wakes_from_plain_threads_reach_a_sleeping_core() {
 
 #[test]
 fn wakes_from_plain_threads_reach_a_spinning_core() {
-    round_trips(Runtime::builder());
+    round_trips(Runtime::builder().idle_spin(Duration::from_micros(50)));
 }
 
 fn round_trips(builder: ziob_runtime::Builder) {

@@ -177,7 +177,7 @@ pub struct Flags {
     #[arg(long = "ziob_buffer_size", default_value = "0", value_parser = byte_size)]
     pub ziob_buffer_size: u64,
     /// kv-demo: how long (µs) an idle runtime core polls before it sleeps in the kernel;
-    /// default the runtime's (50), 0 = sleep at once, at most 10000
+    /// default the runtime's (0 = sleep at once), at most 10000
     #[arg(long = "idle_spin_us")]
     pub idle_spin_us: Option<u64>,
     /// kv-demo: runtime cores (one shard each unless --shards); 0 = one per benchmark thread
