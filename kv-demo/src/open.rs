@@ -20,8 +20,9 @@ use crate::version_edit::VersionEdit;
 
 /// The ZIOB settings `opts` ask for on a runtime of `runtime_cores` cores. With fewer
 /// shards asked for than cores, ZIOB runs on the shards' cores only (shard `i` is on core
-/// `i`): every zone is then owned by a core that runs a shard, and a shard's own reads and
-/// writes (flush, compaction, WAL) never cross cores; the other cores run callers only.
+/// `i`): every zone is then owned by a core that runs a shard, and the other cores run
+/// callers only. With one shard, its own reads and writes (flush, compaction, WAL) never
+/// cross cores; with several they still may, as the zone file system places no zone by core.
 /// (`shards` 0 asks for every core; [`open`] then fits the instance to the store's count.)
 pub fn ziob_config(opts: &Options, runtime_cores: usize) -> ZiobConfig {
     let mut c = ZiobConfig {
