@@ -220,10 +220,9 @@ fn a_one_shard_store_on_two_cores_keeps_ziob_on_its_core_across_reopens() {
                     db.close().await.unwrap();
                 }
             }
-            let err = Db::open(rt.handle(), &dev.spec(), tiny_emu(2, 64))
-                .await
-                .err()
-                .expect("two shards asked of a one-shard store");
+            let Err(err) = Db::open(rt.handle(), &dev.spec(), tiny_emu(2, 64)).await else {
+                panic!("two shards asked of a one-shard store opened");
+            };
             assert!(matches!(err, kv_demo::DbError::InvalidArgument(_)), "{err}");
             let db = Db::open(rt.handle(), &dev.spec(), tiny_emu(0, 64))
                 .await
