@@ -124,6 +124,9 @@ impl Db {
 
     /// Opens the store on the device of `client` (a ZIOB instance the caller made: e.g. over
     /// a device it keeps for fault injection). Closing the store closes `client`'s instance.
+    /// The instance's cores are the caller's choice ([`ziob::ZiobConfig::cores`]): `shards`
+    /// 0 makes a new store with one shard per core of the instance, and a shard on a core
+    /// without a ZIOB shard reaches its zones across cores.
     pub async fn open_on(
         handle: ziob::runtime::Handle,
         client: ziob::Client,

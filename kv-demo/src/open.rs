@@ -20,8 +20,10 @@ use crate::version_edit::VersionEdit;
 
 /// The ZIOB settings `opts` ask for on a runtime of `runtime_cores` cores. With fewer
 /// shards asked for than cores, ZIOB runs on the shards' cores only (shard `i` is on core
-/// `i`): every zone is then owned by a core that runs a shard, and a shard's own reads and
-/// writes (flush, compaction, WAL) never cross cores; the other cores run callers only.
+/// `i`): every zone is then owned by a core that runs a shard, and the other cores run
+/// callers only. With one shard, its own reads and writes (flush, compaction, WAL) never
+/// cross cores; with several they still may, as the zone file system places no zone by core.
+/// (`shards` 0 asks for every core; [`open`] then fits the instance to the store's count.)
 pub fn ziob_config(opts: &Options, runtime_cores: usize) -> ZiobConfig {
     let mut c = ZiobConfig {
         buffered: opts.buffered,
@@ -58,13 +60,26 @@ pub async fn open(
     opts: Options,
 ) -> Result<Opened, DbError> {
     opts.validate()?;
-    let store = Store::open_spec(
-        handle.clone(),
-        spec,
-        ziob_config(&opts, handle.cores()),
-        &store_options(&opts),
-    )
-    .await?;
+    let cores = handle.cores();
+    let asked = ziob_config(&opts, cores);
+    let mut store =
+        Store::open_spec(handle.clone(), spec, asked.clone(), &store_options(&opts)).await?;
+    // `shards` 0 takes an existing store's own count, known only once the instance is open:
+    // if that count wants ZIOB on fewer cores than it now runs on, open it again so.
+    let fitted = Options {
+        shards: store.shards(),
+        ..opts.clone()
+    };
+    if opts.shards == 0 && ziob_config(&fitted, cores).cores != asked.cores {
+        store.close().await?;
+        store = Store::open_spec(
+            handle.clone(),
+            spec,
+            ziob_config(&fitted, cores),
+            &store_options(&fitted),
+        )
+        .await?;
+    }
     match recover(handle, store.clone(), opts).await {
         Ok(parts) => Ok(parts),
         Err(e) => {

@@ -22,8 +22,10 @@ pub const BACKGROUND_YIELD_EVERY: u64 = 16;
 /// How a store is opened. `Default` gives the values documented on each field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
-    /// Shards (independent LSM trees, keys routed by hash); 0 = one per runtime core
-    /// (default 0).
+    /// Shards (independent LSM trees, keys routed by hash); 0 = an existing store's own
+    /// count, one per runtime core for a new store (default 0). Shard `i` runs on core
+    /// `i % cores`; with fewer shards than runtime cores, ZIOB runs on the shards' cores only
+    /// (`open::ziob_config`). A count other than an existing store's is refused.
     pub shards: usize,
     /// Memtable size per shard in bytes before it is flushed to a table (default 16 MiB).
     pub write_buffer_bytes: usize,

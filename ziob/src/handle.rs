@@ -81,7 +81,8 @@ impl<D: ZonedDevice> Drop for Inner<D> {
 }
 
 /// A ZIOB instance: a zoned device with a zone write buffer in front of it, sharded over the
-/// runtime's cores. Clone it freely and use it from any core.
+/// runtime's cores (or its first [`ZiobConfig::cores`]). Clone it freely and use it from any
+/// core: calls from a core without a shard go to the owner like any other.
 ///
 /// # Durability
 /// A completed [`append`](Ziob::append) or [`write_at`](Ziob::write_at) means the data is in
@@ -114,7 +115,8 @@ pub struct Ziob<D: ZonedDevice = AnyDevice> {
 
 impl Ziob<AnyDevice> {
     /// Opens the device named by `spec` (e.g. `emu:/var/tmp/dev.zns`, `mem:zones=64,zone_size=64M`)
-    /// and starts a shard on every core. Call it from a runtime core.
+    /// and starts a shard on every core (or on the first [`ZiobConfig::cores`]). Call it from
+    /// a runtime core.
     ///
     /// # Cancel safety
     /// As [`Ziob::with_device`].

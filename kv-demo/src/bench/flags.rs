@@ -186,7 +186,8 @@ pub struct Flags {
     /// store sized to its load
     #[arg(long, default_value_t = 0)]
     pub cores: usize,
-    /// kv-demo: shards; 0 = one per runtime core when --cores is given, else one per --threads
+    /// kv-demo: shards of a new store; 0 = one per runtime core when --cores is given, else
+    /// one per --threads (with --use_existing_db, 0 = the store's own count)
     #[arg(long, default_value_t = 0)]
     pub shards: usize,
     /// kv-demo: where the benchmark threads run: `cores` = tasks on the ZIOB runtime's

@@ -102,7 +102,11 @@ pub struct KvDemoHost {
     spec: String,
     emu_path: Option<PathBuf>,
     _tmp: Option<tempfile::TempDir>,
+    /// The options of a new store (the device is blank after `destroy`).
     options: Options,
+    /// `--shards` as given: 0 = an existing store's own count.
+    shards_given: usize,
+    use_existing_db: bool,
     run_on: RunOn,
 }
 
@@ -173,17 +177,20 @@ impl KvDemoHost {
             emu_path,
             _tmp: tmp,
             options,
+            shards_given: cfg.shards,
+            use_existing_db: cfg.use_existing_db,
             run_on: cfg.run_on,
         })
     }
 
-    fn open_db(&self) -> Result<Db, EngineError> {
-        futures::executor::block_on(Db::open(
-            self.runtime.handle(),
-            &self.spec,
-            self.options.clone(),
-        ))
-        .map_err(err)
+    /// Opens the store with `shards` (0 = an existing store's own count).
+    fn open_db(&self, shards: usize) -> Result<Db, EngineError> {
+        let options = Options {
+            shards,
+            ..self.options.clone()
+        };
+        futures::executor::block_on(Db::open(self.runtime.handle(), &self.spec, options))
+            .map_err(err)
     }
 }
 
@@ -191,8 +198,16 @@ impl EngineHost for KvDemoHost {
     type Engine = KvDemoEngine;
 
     fn open(&mut self) -> Result<KvDemoEngine, EngineError> {
+        // Without --use_existing_db the device was just destroyed: a new store of the shards
+        // chosen for this run. With it, an existing store keeps its own count unless
+        // --shards names one (a store made by a run of other --threads still opens).
+        let shards = if self.use_existing_db {
+            self.shards_given
+        } else {
+            self.options.shards
+        };
         Ok(KvDemoEngine {
-            db: self.open_db()?,
+            db: self.open_db(shards)?,
             placement: match self.run_on {
                 RunOn::Cores => Placement::Ziob(self.runtime.handle()),
                 RunOn::Threads => Placement::Threads,
@@ -213,8 +228,8 @@ impl EngineHost for KvDemoHost {
                 return Ok(());
             }
         }
-        // Only a device that opens as a kv-demo store is destroyed.
-        let db = self.open_db()?;
+        // Only a device that opens as a kv-demo store (of any shard count) is destroyed.
+        let db = self.open_db(0)?;
         futures::executor::block_on(db.close()).map_err(err)?;
         match &self.emu_path {
             Some(p) => std::fs::remove_file(p).map_err(|e| err(format!("{}: {e}", p.display()))),
