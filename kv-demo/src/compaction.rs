@@ -203,9 +203,9 @@ pub async fn run(
     let mut n = 0u64;
     while let Some((k, v)) = merge.next().await? {
         n += 1;
-        if n % 16 == 0 {
+        if n % crate::options::BACKGROUND_YIELD_EVERY == 0 {
             // Cooperative: the core also serves foreground I/O and reads.
-            ziob::runtime::consume_budget().await;
+            ziob::runtime::yield_now().await;
         }
         let (uk, seq, kind) = ikey::decode(&k).ok_or_else(|| {
             crate::error::CorruptionError::new("internal key during a compaction")

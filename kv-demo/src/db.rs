@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 use ziob_zonefs::{FsStats, SpaceUsage, ZoneFs};
 
 use crate::batch::WriteBatch;
@@ -123,6 +124,9 @@ impl Db {
 
     /// Opens the store on the device of `client` (a ZIOB instance the caller made: e.g. over
     /// a device it keeps for fault injection). Closing the store closes `client`'s instance.
+    /// The instance's cores are the caller's choice ([`ziob::ZiobConfig::cores`]): `shards`
+    /// 0 makes a new store with one shard per core of the instance, and a shard on a core
+    /// without a ZIOB shard reaches its zones across cores.
     pub async fn open_on(
         handle: ziob::runtime::Handle,
         client: ziob::Client,
@@ -207,11 +211,14 @@ impl Db {
             return Ok(());
         }
         let n = self.inner.shards.len();
-        let routes: Vec<usize> = batch.ops().iter().map(|op| shard_of(&op.key, n)).collect();
+        // Inline up to a few shards: a put allocates none of these lists.
+        let routes: SmallVec<[usize; 4]> =
+            batch.ops().iter().map(|op| shard_of(&op.key, n)).collect();
         let mut involved = routes.clone();
         involved.sort_unstable();
         involved.dedup();
-        let shards: Vec<&Arc<Shard>> = involved.iter().map(|&s| &self.inner.shards[s]).collect();
+        let shards: SmallVec<[&Arc<Shard>; 4]> =
+            involved.iter().map(|&s| &self.inner.shards[s]).collect();
         // Encoded once, at sequence 0 until the numbers are allocated.
         let mut record = Vec::with_capacity(batch.payload_bytes() + 16 + 4 * batch.len());
         batch.encode(0, &mut record);
@@ -227,7 +234,7 @@ impl Db {
             s.log.wait_room().await?;
         }
         // In shard order: a memtable switch takes one gate exclusively, so no cycle.
-        let mut gates = Vec::with_capacity(shards.len());
+        let mut gates = SmallVec::with_capacity(shards.len());
         for s in &shards {
             gates.push(s.gate.read().await);
         }
@@ -255,7 +262,8 @@ impl Db {
         };
         // Every involved shard's WAL gets the whole batch, queued before any memtable
         // sees it: replay of any one of them restores all of it.
-        let mut tickets = Vec::with_capacity(shards.len());
+        let mut tickets: SmallVec<[Result<u64, DbError>; 4]> =
+            SmallVec::with_capacity(shards.len());
         let record_bytes = record.len();
         for (i, s) in shards.iter().enumerate() {
             s.count_wal_bytes(record_bytes);
@@ -268,7 +276,9 @@ impl Db {
             tickets.push(s.log.enqueue(payload));
         }
         drop(apply);
-        let tickets = tickets.into_iter().collect::<Result<Vec<u64>, DbError>>()?;
+        let tickets = tickets
+            .into_iter()
+            .collect::<Result<SmallVec<[u64; 4]>, DbError>>()?;
         if w.sync {
             futures::future::try_join_all(shards.iter().zip(tickets).map(|(s, t)| async move {
                 s.log.wait_appended(t).await?;
@@ -420,7 +430,7 @@ struct Apply<'a> {
     routes: &'a [usize],
     batch: &'a WriteBatch,
     start: u64,
-    gates: Vec<tokio::sync::RwLockReadGuard<'a, ()>>,
+    gates: SmallVec<[tokio::sync::RwLockReadGuard<'a, ()>; 4]>,
 }
 
 impl Drop for Apply<'_> {

@@ -77,6 +77,14 @@ impl ShardLog {
 
     /// Waits while the queue holds [`QUEUE_BYTES_MAX`] bytes or more.
     pub async fn wait_room(&self) -> Result<(), DbError> {
+        // Fast path, without registering a waiter.
+        {
+            let s = self.state();
+            self.failed(&s)?;
+            if s.pending_bytes < QUEUE_BYTES_MAX {
+                return Ok(());
+            }
+        }
         loop {
             let progress = self.queue.progress.notified();
             tokio::pin!(progress);

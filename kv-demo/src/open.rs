@@ -18,10 +18,16 @@ use crate::store::{Store, StoreOptions};
 use crate::version::{TableHandle, Version};
 use crate::version_edit::VersionEdit;
 
-/// The ZIOB settings `opts` ask for.
-pub fn ziob_config(opts: &Options) -> ZiobConfig {
+/// The ZIOB settings `opts` ask for on a runtime of `runtime_cores` cores. With fewer
+/// shards asked for than cores, ZIOB runs on the shards' cores only (shard `i` is on core
+/// `i`): every zone is then owned by a core that runs a shard, and the other cores run
+/// callers only. With one shard, its own reads and writes (flush, compaction, WAL) never
+/// cross cores; with several they still may, as the zone file system places no zone by core.
+/// (`shards` 0 asks for every core; [`open`] then fits the instance to the store's count.)
+pub fn ziob_config(opts: &Options, runtime_cores: usize) -> ZiobConfig {
     let mut c = ZiobConfig {
         buffered: opts.buffered,
+        cores: (opts.shards > 0 && opts.shards < runtime_cores).then_some(opts.shards),
         ..ZiobConfig::default()
     };
     if opts.buffer_bytes > 0 {
@@ -54,13 +60,26 @@ pub async fn open(
     opts: Options,
 ) -> Result<Opened, DbError> {
     opts.validate()?;
-    let store = Store::open_spec(
-        handle.clone(),
-        spec,
-        ziob_config(&opts),
-        &store_options(&opts),
-    )
-    .await?;
+    let cores = handle.cores();
+    let asked = ziob_config(&opts, cores);
+    let mut store =
+        Store::open_spec(handle.clone(), spec, asked.clone(), &store_options(&opts)).await?;
+    // `shards` 0 takes an existing store's own count, known only once the instance is open:
+    // if that count wants ZIOB on fewer cores than it now runs on, open it again so.
+    let fitted = Options {
+        shards: store.shards(),
+        ..opts.clone()
+    };
+    if opts.shards == 0 && ziob_config(&fitted, cores).cores != asked.cores {
+        store.close().await?;
+        store = Store::open_spec(
+            handle.clone(),
+            spec,
+            ziob_config(&fitted, cores),
+            &store_options(&fitted),
+        )
+        .await?;
+    }
     match recover(handle, store.clone(), opts).await {
         Ok(parts) => Ok(parts),
         Err(e) => {
@@ -206,4 +225,26 @@ pub async fn remove_orphans(fs: &ZoneFs, shard: usize, live: &[u64]) -> Result<(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ziob_runs_on_the_shard_cores_when_there_are_fewer_shards_than_cores() {
+        let cores_for = |shards: usize, runtime_cores: usize| {
+            let opts = Options {
+                shards,
+                ..Options::default()
+            };
+            ziob_config(&opts, runtime_cores).cores
+        };
+        assert_eq!(cores_for(1, 2), Some(1));
+        assert_eq!(cores_for(3, 8), Some(3));
+        // Unspecified, one per core, or more shards than cores: every core.
+        assert_eq!(cores_for(0, 2), None);
+        assert_eq!(cores_for(2, 2), None);
+        assert_eq!(cores_for(5, 2), None);
+    }
 }

@@ -13,12 +13,19 @@ pub const MAX_IMMUTABLE_MEMTABLES: usize = 2;
 pub const LEVELS: usize = 7;
 /// Growth factor between the byte budgets of adjacent levels.
 pub const LEVEL_MULTIPLIER: u64 = 10;
+/// Entries a flush or compaction writes between two yields to the other tasks of its core.
+/// The core also runs the shard's foreground work (reads, the WAL pump); a background job
+/// that held it for a whole cooperative budget (64 units, about 1,000 entries: ~1 ms) made
+/// every read that waited for the device wait that long again for the core.
+pub const BACKGROUND_YIELD_EVERY: u64 = 16;
 
 /// How a store is opened. `Default` gives the values documented on each field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
-    /// Shards (independent LSM trees, keys routed by hash); 0 = one per runtime core
-    /// (default 0).
+    /// Shards (independent LSM trees, keys routed by hash); 0 = an existing store's own
+    /// count, one per runtime core for a new store (default 0). Shard `i` runs on core
+    /// `i % cores`; with fewer shards than runtime cores, ZIOB runs on the shards' cores only
+    /// (`open::ziob_config`). A count other than an existing store's is refused.
     pub shards: usize,
     /// Memtable size per shard in bytes before it is flushed to a table (default 16 MiB).
     pub write_buffer_bytes: usize,

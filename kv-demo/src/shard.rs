@@ -24,6 +24,17 @@ use crate::table_writer::TableWriter;
 use crate::version::{table_path, TableHandle, Version};
 use crate::version_edit::{FileMeta, VersionEdit};
 
+/// What a writer finds in [`Shard::make_room`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Room {
+    /// Write now.
+    Free,
+    /// Switch the full memtable, then write.
+    SwitchFirst,
+    /// Wait for a flush or compaction.
+    Stalled,
+}
+
 /// A memtable waiting for its flush.
 #[derive(Debug, Clone)]
 struct Immutable {
@@ -189,27 +200,41 @@ impl Shard {
     /// Waits until the shard can take a write: switches a full memtable, waits (async) while
     /// too many immutable memtables or L0 tables wait for background work.
     pub async fn make_room(&self) -> Result<(), DbError> {
-        loop {
+        // Fast path: room now, and no waiter registered (and unregistered) to learn it.
+        let mut room = self.room()?;
+        while room == Room::Stalled {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            self.check()?;
-            let (l0, full, imms) = {
-                let st = self.state();
-                (st.version.l0_count(), self.is_full(&st), st.imms.len())
-            };
-            if l0 >= L0_STOP_WRITES || (full && imms >= MAX_IMMUTABLE_MEMTABLES) {
+            room = self.room()?;
+            if room == Room::Stalled {
                 self.write_stalls.fetch_add(1, Ordering::Relaxed);
                 self.compact_work.notify_one();
                 self.flush_work.notify_one();
                 changed.await;
-                continue;
+                room = self.room()?;
             }
-            if full {
-                self.switch_memtable(true).await?;
-            }
-            return Ok(());
         }
+        if room == Room::SwitchFirst {
+            self.switch_memtable(true).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether a writer may go on now (see [`make_room`](Self::make_room)).
+    fn room(&self) -> Result<Room, DbError> {
+        self.check()?;
+        let st = self.state();
+        let (l0, full, imms) = (st.version.l0_count(), self.is_full(&st), st.imms.len());
+        Ok(
+            if l0 >= L0_STOP_WRITES || (full && imms >= MAX_IMMUTABLE_MEMTABLES) {
+                Room::Stalled
+            } else if full {
+                Room::SwitchFirst
+            } else {
+                Room::Free
+            },
+        )
     }
 
     /// Whether the memtable is full: by memory, or by WAL bytes (a batch spanning shards is
@@ -545,9 +570,9 @@ impl Shard {
             }
             w.add(src.key(), src.value()).await?;
             n += 1;
-            if n % 16 == 0 {
+            if n % crate::options::BACKGROUND_YIELD_EVERY == 0 {
                 // Cooperative: the core also serves foreground I/O and reads.
-                ziob::runtime::consume_budget().await;
+                ziob::runtime::yield_now().await;
             }
         }
         let summary = w.finish().await?;

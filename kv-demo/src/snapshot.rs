@@ -77,6 +77,11 @@ impl Sequencer {
     /// visible: its writer's next read sees it, even while an earlier write still waits for
     /// its sync).
     pub async fn wait_visible(&self, seq: u64) {
+        // Fast path: no waiter is registered (and unregistered) when there is nothing to wait
+        // for, the common case of a put.
+        if self.visible() >= seq {
+            return;
+        }
         loop {
             let published = self.published.notified();
             tokio::pin!(published);

@@ -377,3 +377,29 @@ fn readwhilewriting_reports_the_readers_only_and_histograms_print() {
         "unknown counters are not printed"
     );
 }
+
+#[test]
+fn default_cores_count_the_readwhilewriting_writer_and_shards_the_readers() {
+    use kv_demo::bench::kv_engine::cores_and_shards;
+    let all = "--benchmarks=fillseq,readrandom,readwhilewriting";
+    let no_rww = "--benchmarks=fillseq,readrandom";
+    // (flags, CPUs) -> (cores, shards)
+    let cases: [(&[&str], usize, (usize, usize)); 8] = [
+        (&[all], 2, (2, 1)),
+        (&[all], 1, (1, 1)),
+        (&[no_rww], 2, (1, 1)),
+        (&[all, "--threads=2"], 2, (2, 2)),
+        (&[all, "--threads=2"], 8, (3, 2)),
+        (&[all, "--shards=2"], 2, (2, 2)),
+        // Given cores: one shard per core unless --shards.
+        (&[all, "--cores=2"], 8, (2, 2)),
+        (&[no_rww, "--cores=3", "--shards=1"], 8, (3, 1)),
+    ];
+    for (flags, cpus, want) in cases {
+        assert_eq!(
+            cores_and_shards(&config(flags), cpus),
+            want,
+            "{flags:?} on {cpus} CPUs"
+        );
+    }
+}

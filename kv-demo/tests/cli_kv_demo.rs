@@ -177,3 +177,42 @@ fn use_existing_db_reads_what_an_earlier_process_wrote() {
         Some((want, num))
     );
 }
+
+/// A store keeps the shard count it was made with: a run of other `--threads` or `--cores`
+/// reads it with `--use_existing_db` and replaces it without.
+#[test]
+fn runs_with_other_thread_counts_reuse_or_replace_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("--db=emu:{}", dir.path().join("dev.zns").display());
+    let ok = |args: &[&str]| {
+        let out = kv_demo(args);
+        let stdout = text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{args:?}\n{stdout}{}",
+            text(&out.stderr)
+        );
+        DbBenchOutput::parse(&stdout)
+    };
+    // One shard (one core), then read by two threads on two cores, and by readwhilewriting
+    // (three cores' worth of threads).
+    ok(&["--benchmarks=fillseq", "--num=2000", "--cores=1", &db]);
+    for flags in [
+        ["--benchmarks=readrandom", "--cores=2"],
+        ["--benchmarks=readrandom", "--threads=2"],
+        ["--benchmarks=readwhilewriting", "--threads=2"],
+    ] {
+        let parsed = ok(&[flags[0], flags[1], "--num=2000", "--use_existing_db", &db]);
+        let found = parsed.results[0].found.unwrap();
+        assert!(found.0 > 0, "{flags:?}: {found:?}");
+    }
+    // Without --use_existing_db the one-shard store is destroyed and a two-shard one made.
+    let parsed = ok(&[
+        "--benchmarks=fillseq,readrandom",
+        "--num=2000",
+        "--threads=2",
+        &db,
+    ]);
+    let found = parsed.result("readrandom").unwrap().found.unwrap();
+    assert!(found.0 == found.1 && found.0 > 0, "{found:?}");
+}

@@ -182,3 +182,53 @@ fn atomic_rounds(seed: u64) {
         }
     }
 }
+
+/// A one-shard store on a two-core runtime: ZIOB runs on the shard's core only, whether a
+/// reopen names the count (1) or takes the store's own (0), through crashes and clean closes,
+/// and every acknowledged `sync` write is back; a count the store lacks is refused.
+#[test]
+fn a_one_shard_store_on_two_cores_keeps_ziob_on_its_core_across_reopens() {
+    with_watchdog(300, || {
+        let dev = EmuFile::new("one-shard");
+        let rt = Runtime::builder().cores(2).build().unwrap();
+        let sync = WriteOptions { sync: true };
+        let mut model = BTreeMap::new();
+        let mut rng = Rng(41);
+        futures::executor::block_on(async {
+            for (round, shards) in [1usize, 0, 0, 1, 0].into_iter().enumerate() {
+                let db = Db::open(rt.handle(), &dev.spec(), tiny_emu(shards, 64))
+                    .await
+                    .unwrap();
+                assert_eq!(db.shards(), 1, "round {round}");
+                assert_eq!(
+                    db.fs().client().cores(),
+                    1,
+                    "round {round} (shards {shards}): ZIOB on core 0 only"
+                );
+                assert_eq!(all(&db).await, model, "round {round}: after reopen");
+                for i in 0..300u64 {
+                    let k = key(rng.below(150));
+                    let v = format!("o{round}-{i}-{}", "w".repeat(rng.below(90) as usize));
+                    db.put(k.clone(), v.clone().into_bytes(), &sync)
+                        .await
+                        .unwrap();
+                    model.insert(k, v.into_bytes());
+                }
+                if round % 2 == 0 {
+                    db.abandon().await.unwrap();
+                } else {
+                    db.close().await.unwrap();
+                }
+            }
+            let Err(err) = Db::open(rt.handle(), &dev.spec(), tiny_emu(2, 64)).await else {
+                panic!("two shards asked of a one-shard store opened");
+            };
+            assert!(matches!(err, kv_demo::DbError::InvalidArgument(_)), "{err}");
+            let db = Db::open(rt.handle(), &dev.spec(), tiny_emu(0, 64))
+                .await
+                .unwrap();
+            assert_eq!(all(&db).await, model, "at the end");
+            db.close().await.unwrap();
+        });
+    });
+}

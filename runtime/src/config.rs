@@ -1,5 +1,7 @@
 //! Runtime configuration: the builder and the knobs it sets.
 
+use std::time::Duration;
+
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 
@@ -17,6 +19,18 @@ pub const FIXED_BUFFERS_MAX: u32 = 16384;
 /// the allocator and faulted in again (at 32 MiB, 16 KiB appends to one emu zone ran at about
 /// half the rate).
 pub const BUFFER_CACHE_BYTES_DEFAULT: usize = 64 << 20;
+
+/// Default of [`Config::idle_spin`]: how long a core that ran out of work keeps polling before
+/// it blocks in the kernel — zero, it blocks at once. Measured on a shared 2-CPU VM
+/// (`benches/results/2026-12-02-rt-spin/`), 50 µs made a core-to-core round trip 5.1 → 2.2 µs
+/// p50 and RocksDB-on-ZIOB fillrandom 1.3× faster, but kv-demo with its shard on core 0 and
+/// the readwhilewriting writer on core 1 (its default on 2 CPUs) 10× slower on
+/// readwhilewriting and seekrandom (`--idle_spin_us=50` against `=0`, alternated, quiet
+/// machine). So the spin is opt-in until it is understood.
+pub const IDLE_SPIN_DEFAULT: Duration = Duration::ZERO;
+/// Longest [`Config::idle_spin`] accepted, 10 ms: a core that should never block is
+/// [`Config::busy_poll`]; past a few scheduler ticks a spin only burns the CPU.
+pub const IDLE_SPIN_MAX: Duration = Duration::from_millis(10);
 
 /// When the reactor hands queued submissions to the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +91,16 @@ pub struct Config {
     pub fixed_buffers: FixedBufferConfig,
     /// Never block in the kernel; spin instead (SPDK-style polling). Off by default.
     pub busy_poll: bool,
+    /// How long an idle core keeps polling its mailbox and completion queue before it blocks
+    /// in the kernel (default [`IDLE_SPIN_DEFAULT`], at most [`IDLE_SPIN_MAX`]; zero blocks
+    /// at once). A message or completion that arrives in this window is picked up without a
+    /// wake-up through the kernel (an eventfd write and a scheduler wake-up of the core's
+    /// thread, tens of µs in a VM). The window starts each time the core runs out of work,
+    /// so an idle runtime still sleeps: it costs at most this much CPU per burst of work. The
+    /// spin yields its CPU to other runnable threads and stops for a while (1 to 100 ms) when
+    /// it finds that another thread ran on its CPU meanwhile (a contended CPU), where
+    /// spinning would delay more than it saves.
+    pub idle_spin: Duration,
     /// Tasks polled per loop turn before the reactor checks for completions.
     pub task_budget: usize,
     /// Ring flags to treat as unsupported, as if the kernel lacked them (for tests of the
@@ -102,6 +126,7 @@ impl Default for Config {
             },
             fixed_buffers: FixedBufferConfig::default(),
             busy_poll: false,
+            idle_spin: IDLE_SPIN_DEFAULT,
             task_budget: 128,
             simulate_unsupported: RingFlags::default(),
             buffer_cache_bytes: BUFFER_CACHE_BYTES_DEFAULT,
@@ -137,6 +162,13 @@ impl Config {
                 fb.size_bytes
             )));
         }
+        if self.idle_spin > IDLE_SPIN_MAX {
+            return Err(Error::InvalidConfig(format!(
+                "idle_spin must be at most {IDLE_SPIN_MAX:?} (use busy_poll for a core that \
+                 never blocks), got {:?}",
+                self.idle_spin
+            )));
+        }
         if self.task_budget == 0 {
             return Err(Error::InvalidConfig(
                 "task_budget must be at least 1".into(),
@@ -154,7 +186,8 @@ pub struct Builder {
 
 impl Builder {
     /// A builder with the defaults: one core, 256 ring entries, adaptive submission,
-    /// single-issuer and cooperative task running, no fixed buffers, no pinning.
+    /// single-issuer and cooperative task running, no fixed buffers, no pinning, no idle spin
+    /// ([`IDLE_SPIN_DEFAULT`]).
     pub fn new() -> Self {
         Builder::default()
     }
@@ -221,6 +254,13 @@ impl Builder {
         self.config.busy_poll = on;
         self
     }
+    /// How long an idle core keeps polling its mailbox and completion queue before it blocks
+    /// in the kernel (default [`IDLE_SPIN_DEFAULT`], at most [`IDLE_SPIN_MAX`]; zero blocks at
+    /// once). See [`Config::idle_spin`].
+    pub fn idle_spin(mut self, spin: Duration) -> Self {
+        self.config.idle_spin = spin;
+        self
+    }
     /// Tasks polled per loop turn before completions are reaped (default 128).
     pub fn task_budget(mut self, n: usize) -> Self {
         self.config.task_budget = n;
@@ -262,11 +302,22 @@ mod tests {
             ),
             (Builder::new().fixed_buffers(4, 1000), "multiple of 4096"),
             (Builder::new().fixed_buffers(20000, 4096), "at most 16384"),
+            (
+                Builder::new().idle_spin(IDLE_SPIN_MAX + Duration::from_nanos(1)),
+                "idle_spin must be at most 10ms",
+            ),
+            (
+                Builder::new().idle_spin(Duration::from_secs(3600)),
+                "use busy_poll",
+            ),
         ];
         for (b, want) in cases {
             let err = b.config().validate().unwrap_err().to_string();
             assert!(err.contains(want), "{err} should contain {want}");
         }
         Builder::new().config().validate().unwrap();
+        for ok in [Duration::ZERO, Duration::from_micros(1), IDLE_SPIN_MAX] {
+            Builder::new().idle_spin(ok).config().validate().unwrap();
+        }
     }
 }

@@ -6,6 +6,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use async_task::Runnable;
 
@@ -15,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::op::table::OpTable;
 use crate::op::table::Waiter;
 use crate::ring::{Completion, Ring, RingId, RingInfo, Sqe};
+use crate::spin::{SpinGate, CONTENDED_GAP};
 use crate::task::{TaskHome, TaskWakers};
 
 /// A message from another thread to a core.
@@ -136,6 +138,10 @@ const ADAPTIVE_LOW_WATER: usize = 4;
 /// busy.
 const ADAPTIVE_BATCH: usize = 8;
 
+/// Spin iterations of [`Core::spin_idle`] between two looks at the clock (each iteration is a
+/// few loads and a `spin_loop` hint, tens of ns: the clock is read every µs or so).
+const SPIN_CLOCK_EVERY: u32 = 32;
+
 /// User data of the eventfd read that wakes a sleeping core.
 pub(crate) const WAKE_USER_DATA: u64 = u64::MAX;
 /// User data of entries whose completion nobody waits for (cancellations).
@@ -156,6 +162,10 @@ pub(crate) struct Core {
     inbox: mpsc::Receiver<Message>,
     policy: SubmitPolicy,
     busy_poll: bool,
+    /// See [`Config::idle_spin`].
+    idle_spin: Duration,
+    /// Whether the core may spin now (not for a while after a contended spin).
+    spin_gate: SpinGate,
     task_budget: usize,
     wake_buf: RefCell<Box<u64>>,
     wake_armed: Cell<bool>,
@@ -177,6 +187,14 @@ pub(crate) struct Core {
     pub(crate) injected_loop_panic: Cell<bool>,
     /// Statistics: io_uring_enter calls made.
     pub(crate) enters: Cell<u64>,
+    /// Statistics: times the core blocked in the kernel with nothing to do.
+    pub(crate) sleeps: Cell<u64>,
+    /// Statistics: idle spins started.
+    pub(crate) spins: Cell<u64>,
+    /// Statistics: idle spins ended by a message or completion (a sleep saved).
+    pub(crate) spin_wakes: Cell<u64>,
+    /// Statistics: idle spins given up because another thread ran on the core's CPU.
+    pub(crate) spins_contended: Cell<u64>,
     /// Statistics: io_uring_enter calls that failed (other than EINTR).
     pub(crate) enter_errors: Cell<u64>,
     /// Statistics: tasks that panicked.
@@ -273,6 +291,8 @@ impl Core {
             inbox,
             policy: config.submit_policy,
             busy_poll: config.busy_poll,
+            idle_spin: config.idle_spin,
+            spin_gate: SpinGate::default(),
             task_budget: config.task_budget,
             wake_buf: RefCell::new(Box::new(0)),
             wake_armed: Cell::new(false),
@@ -285,6 +305,10 @@ impl Core {
             injected_enter_error: Cell::new(None),
             injected_loop_panic: Cell::new(false),
             enters: Cell::new(0),
+            sleeps: Cell::new(0),
+            spins: Cell::new(0),
+            spin_wakes: Cell::new(0),
+            spins_contended: Cell::new(0),
             enter_errors: Cell::new(0),
             task_panics: Cell::new(0),
             callback_panics: Cell::new(0),
@@ -647,6 +671,14 @@ impl Core {
             if self.ring.borrow_mut().sq_pending() == 0 && !need_getevents && self.reap() > 0 {
                 continue;
             }
+            // Keep polling for a while before blocking: what arrives in the window costs no
+            // wake-up through the kernel. The sleep below then runs the protocol as before.
+            if !self.idle_spin.is_zero()
+                && self.spin_gate.allows()
+                && self.spin_idle(need_getevents)
+            {
+                continue;
+            }
             // Nothing runnable: block in the kernel until a completion or a message arrives.
             self.arm_wake();
             self.remote.sleeping.store(true, Ordering::SeqCst);
@@ -654,6 +686,7 @@ impl Core {
                 self.remote.sleeping.store(false, Ordering::SeqCst);
                 continue;
             }
+            self.sleeps.set(self.sleeps.get() + 1);
             self.enter(true, false);
             // Relaxed is enough: a stale `true` only costs a sender a needless kick, and the
             // next sleep stores `true` with SeqCst again.
@@ -666,6 +699,98 @@ impl Core {
             check_inbox = !self.wake_armed.get();
         }
         self.shutdown();
+    }
+
+    /// Polls the mailbox flag and the completion queue for up to [`Config::idle_spin`] after
+    /// the core ran out of work, before it blocks in the kernel. Returns `true` as soon as a
+    /// message may be waiting or completions were reaped (the loop then runs another turn),
+    /// `false` when the window passed with nothing (the core then goes to sleep).
+    ///
+    /// The sleep protocol is untouched: `sleeping` stays clear while the core spins (senders
+    /// only raise `mail`, no syscall), and after the window the loop sets `sleeping` and
+    /// drains the mailbox once more before it blocks, as without a spin.
+    ///
+    /// Every look at the clock (about every µs) the core yields its CPU to any other runnable
+    /// thread (the core it waits for, a thread of the application). If the clock then shows
+    /// a long gap ([`CONTENDED_GAP`]), another thread did run there: the CPU is contended, a
+    /// yield costs the core a scheduler slice during which it sees no message (only a
+    /// sleeping thread is woken with priority), so the core stops spinning for a while (see
+    /// [`crate::spin`]) and sleeps.
+    ///
+    /// Completions that wait for task work the kernel runs when the core enters it
+    /// (cooperative or deferred task running; the ring reports them with `IORING_SQ_TASKRUN`)
+    /// are posted by a non-blocking `io_uring_enter` with `GETEVENTS` when the flag is seen:
+    /// the spin makes no syscall while nothing completes.
+    #[cold]
+    #[inline(never)]
+    fn spin_idle(&self, need_getevents: bool) -> bool {
+        // Entries tasks queued this turn would go with the blocking enter: hand them to the
+        // kernel now so that their completions can arrive while the core spins.
+        if self.ring.borrow_mut().sq_pending() > 0 {
+            self.enter(false, need_getevents);
+            if self.fatal.borrow().is_some() {
+                return true; // the loop stops the core
+            }
+            if self.reap() > 0 {
+                return true;
+            }
+        }
+        self.spins.set(self.spins.get() + 1);
+        let start = Instant::now();
+        let mut last_look = start;
+        let mut spins = 0u32;
+        loop {
+            if self.remote.mail.load(Ordering::Relaxed) {
+                self.spin_wakes.set(self.spin_wakes.get() + 1);
+                self.spin_gate.clean();
+                return true;
+            }
+            let kernel_work = self.ring.borrow_mut().kernel_work_pending();
+            if kernel_work {
+                self.enter(false, true);
+                if self.fatal.borrow().is_some() {
+                    return true;
+                }
+            }
+            if self.reap() > 0 {
+                self.spin_wakes.set(self.spin_wakes.get() + 1);
+                self.spin_gate.clean();
+                return true;
+            }
+            spins += 1;
+            if spins % SPIN_CLOCK_EVERY == 0 {
+                let now = Instant::now();
+                if now.duration_since(last_look) >= CONTENDED_GAP {
+                    // Preempted while spinning.
+                    return self.contended_spin(now);
+                }
+                if now.duration_since(start) >= self.idle_spin {
+                    self.spin_gate.clean();
+                    return false;
+                }
+                // Another thread runnable on this CPU (the core this one waits for, a thread
+                // of the application) runs first: the spin only uses a CPU nobody else wants.
+                // SAFETY: sched_yield has no arguments.
+                unsafe { libc::sched_yield() };
+                last_look = Instant::now();
+                if last_look.duration_since(now) >= CONTENDED_GAP {
+                    // The yield let another thread run: checked before the mail flag, which
+                    // may have been raised meanwhile.
+                    return self.contended_spin(last_look);
+                }
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Ends a spin that saw another thread run on the core's CPU: spinning pauses for a while
+    /// (see [`crate::spin`]). Returns `true`: the loop runs another turn, for what may have
+    /// arrived meanwhile, and then sleeps.
+    #[cold]
+    fn contended_spin(&self, now: Instant) -> bool {
+        self.spins_contended.set(self.spins_contended.get() + 1);
+        self.spin_gate.contended(now);
+        true
     }
 
     /// Drops every queued task instead of running it: its future drops, and its in-flight ops

@@ -12,8 +12,13 @@
 //! 4. Hand queued SQEs to the kernel (one `io_uring_enter` per turn under
 //!    [`SubmitPolicy::Batched`]) and reap completions, waking exactly the task each belongs to.
 //!
-//! With nothing to do, the core blocks in `io_uring_enter` until a completion, a timer or a
-//! message arrives.
+//! With nothing to do, the core keeps polling its mailbox and completion queue for
+//! [`Builder::idle_spin`] (default [`IDLE_SPIN_DEFAULT`]: zero, opt-in), so that a message from another core
+//! or thread, or a completion, that arrives soon after costs no wake-up through the kernel;
+//! then it blocks in `io_uring_enter` until a completion, a timer or a message arrives (a
+//! sender wakes it with an eventfd write). The window restarts after each burst of work only:
+//! an idle runtime sleeps. The spin yields its CPU to any other runnable thread, and pauses
+//! for a while when its CPU turns out to be wanted by other threads.
 //!
 //! ## Buffers and cancellation
 //! Ops take their buffer by value and give it back with the result ([`IoBuf`], [`IoBufMut`],
@@ -50,6 +55,7 @@ pub mod op;
 mod registry;
 mod ring;
 mod runtime;
+mod spin;
 mod task;
 #[doc(hidden)]
 pub mod testing;
@@ -60,7 +66,8 @@ pub use buf::{
 };
 pub use config::{
     Builder, Config, FixedBufferConfig, RingFlags, SubmitPolicy, BUFFER_CACHE_BYTES_DEFAULT,
-    FIXED_BUFFERS_MAX, RING_ENTRIES_DEFAULT, RING_ENTRIES_MAX, RING_ENTRIES_MIN,
+    FIXED_BUFFERS_MAX, IDLE_SPIN_DEFAULT, IDLE_SPIN_MAX, RING_ENTRIES_DEFAULT, RING_ENTRIES_MAX,
+    RING_ENTRIES_MIN,
 };
 pub use error::{Error, Result};
 pub use fs::{File, OpenOptions};

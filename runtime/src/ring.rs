@@ -87,6 +87,16 @@ fn check_nodrop(has_nodrop: bool) -> Result<()> {
     }
 }
 
+/// Whether a ring set up with `flags` also asks for `IORING_SETUP_TASKRUN_FLAG`: the kernel
+/// then sets `IORING_SQ_TASKRUN` while completion work waits for the core to enter the
+/// kernel (see [`Ring::kernel_work_pending`]). It is valid with cooperative or deferred task
+/// running (both newer than it, so a kernel that grants either grants it too) and refused with
+/// SQPOLL; without either the kernel interrupts the core to post completions, and the flag
+/// is not needed.
+fn reports_taskrun(flags: &RingFlags) -> bool {
+    (flags.coop_taskrun || flags.defer_taskrun) && flags.sqpoll_idle_ms.is_none()
+}
+
 impl Ring {
     /// Creates a ring for `config`, dropping optional flags the kernel refuses. SQE128 and
     /// SQPOLL are required when asked for: refusing them is an error that says what to change.
@@ -169,6 +179,9 @@ impl Ring {
                 if flags.coop_taskrun {
                     b.setup_coop_taskrun();
                 }
+                if reports_taskrun(flags) {
+                    b.setup_taskrun_flag();
+                }
                 b.setup_cqsize(entries * 4);
                 b.build(entries)
             }};
@@ -242,6 +255,24 @@ impl Ring {
         match self {
             Ring::Normal(r) => r.completion().len(),
             Ring::Big(r) => r.completion().len(),
+        }
+    }
+
+    /// Whether completions wait in the kernel for an `io_uring_enter` (with
+    /// `IORING_ENTER_GETEVENTS`) to post them: task work is pending (`IORING_SQ_TASKRUN`, set
+    /// on rings with cooperative or deferred task running, see `reports_taskrun`) or the CQ
+    /// overflowed. On other rings the kernel posts completions without being entered.
+    #[inline]
+    pub(crate) fn kernel_work_pending(&mut self) -> bool {
+        match self {
+            Ring::Normal(r) => {
+                let sq = r.submission();
+                sq.taskrun() || sq.cq_overflow()
+            }
+            Ring::Big(r) => {
+                let sq = r.submission();
+                sq.taskrun() || sq.cq_overflow()
+            }
         }
     }
 

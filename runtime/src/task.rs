@@ -387,6 +387,16 @@ pub struct CoreStats {
     /// `io_uring_enter` calls that failed (EINTR aside). Transient ones (EAGAIN, EBUSY) are
     /// retried; any other stops the core ([`Error::CoreDead`]).
     pub enter_errors: u64,
+    /// Times the core blocked in the kernel because it had nothing to do.
+    pub sleeps: u64,
+    /// Idle spins ([`Builder::idle_spin`](crate::Builder::idle_spin)) started.
+    pub spins: u64,
+    /// Idle spins that a message or a completion ended before the core would have blocked
+    /// in the kernel.
+    pub spin_wakes: u64,
+    /// Idle spins given up because another thread ran on the core's CPU meanwhile (after
+    /// one the core does not spin for a while).
+    pub spins_contended: u64,
 }
 
 /// Counters of the current core (zeros off-core).
@@ -400,6 +410,10 @@ pub fn core_stats() -> CoreStats {
             task_panics: c.task_panics.get(),
             callback_panics: c.callback_panics.get(),
             enter_errors: c.enter_errors.get(),
+            sleeps: c.sleeps.get(),
+            spins: c.spins.get(),
+            spin_wakes: c.spin_wakes.get(),
+            spins_contended: c.spins_contended.get(),
         }
     })
     .unwrap_or_default()

@@ -27,6 +27,12 @@ pub struct ZiobConfig {
     pub writeback_unit_bytes: Option<u64>,
     /// A zone not written for this long has its whole blocks written back. `None` = never.
     pub idle_writeback: Option<Duration>,
+    /// How many of the runtime's cores the instance runs on: its shards sit on cores
+    /// `0..n` and zone `z` is owned by core `z % n` ([`crate::placement`]); calls from the
+    /// other cores (and from plain threads) are sent there. `None` (the default) = every
+    /// core. Fewer cores suit a caller whose own work lives on those cores (e.g. a store
+    /// with one shard on core 0): its reads and writes then never cross cores.
+    pub cores: Option<usize>,
 }
 
 impl Default for ZiobConfig {
@@ -36,6 +42,7 @@ impl Default for ZiobConfig {
             shard_budget_bytes: SHARD_BUDGET_BYTES_DEFAULT,
             writeback_unit_bytes: None,
             idle_writeback: Some(IDLE_WRITEBACK_DEFAULT),
+            cores: None,
         }
     }
 }
@@ -67,6 +74,18 @@ impl ZiobConfig {
                 let u = WRITEBACK_UNIT_BYTES_DEFAULT.min(cap);
                 Ok((u / bs).max(1) * bs)
             }
+        }
+    }
+
+    /// The cores the instance runs on for a runtime of `runtime_cores` cores: the
+    /// configured count, which must be between 1 and `runtime_cores`, or all of them.
+    pub fn instance_cores(&self, runtime_cores: usize) -> Result<usize> {
+        match self.cores {
+            None => Ok(runtime_cores),
+            Some(n) if n >= 1 && n <= runtime_cores => Ok(n),
+            Some(n) => Err(ZiobError::Config(format!(
+                "the instance cannot run on {n} cores: the runtime has {runtime_cores} (choose 1 to {runtime_cores}, or None for all)"
+            ))),
         }
     }
 

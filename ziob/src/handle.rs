@@ -81,7 +81,8 @@ impl<D: ZonedDevice> Drop for Inner<D> {
 }
 
 /// A ZIOB instance: a zoned device with a zone write buffer in front of it, sharded over the
-/// runtime's cores. Clone it freely and use it from any core.
+/// runtime's cores (or its first [`ZiobConfig::cores`]). Clone it freely and use it from any
+/// core: calls from a core without a shard go to the owner like any other.
 ///
 /// # Durability
 /// A completed [`append`](Ziob::append) or [`write_at`](Ziob::write_at) means the data is in
@@ -114,7 +115,8 @@ pub struct Ziob<D: ZonedDevice = AnyDevice> {
 
 impl Ziob<AnyDevice> {
     /// Opens the device named by `spec` (e.g. `emu:/var/tmp/dev.zns`, `mem:zones=64,zone_size=64M`)
-    /// and starts a shard on every core. Call it from a runtime core.
+    /// and starts a shard on every core (or on the first [`ZiobConfig::cores`]). Call it from
+    /// a runtime core.
     ///
     /// # Cancel safety
     /// As [`Ziob::with_device`].
@@ -125,7 +127,8 @@ impl Ziob<AnyDevice> {
 }
 
 impl<D: ZonedDevice> Ziob<D> {
-    /// Puts a buffer in front of `device` with one shard per core of the current runtime.
+    /// Puts a buffer in front of `device` with one shard per core of the current runtime
+    /// (or of its first [`ZiobConfig::cores`] cores).
     ///
     /// # Cancel safety
     /// If dropped part-way, the shards already started hold no data and stay, idle, until
@@ -133,7 +136,7 @@ impl<D: ZonedDevice> Ziob<D> {
     pub async fn with_device(device: D, config: ZiobConfig) -> Result<Ziob<D>> {
         let geometry = *device.geometry();
         config.validate(&geometry)?;
-        let cores = num_cores();
+        let cores = config.instance_cores(num_cores())?;
         let id = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
         for core in 0..cores {
             let (dev, cfg) = (device.clone(), config.clone());
@@ -222,6 +225,11 @@ impl<D: ZonedDevice> Ziob<D> {
             ziob: self.clone(),
             index: zone,
         }
+    }
+
+    /// How many cores the instance runs on (its shards are on cores `0..n`).
+    pub fn cores(&self) -> usize {
+        self.inner.cores
     }
 
     /// The core that owns `zone`.

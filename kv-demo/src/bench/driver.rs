@@ -257,6 +257,20 @@ pub fn write_statistics(s: &EngineStats, out: &mut dyn Write) -> std::io::Result
 
 type ThreadOutcome = (Stats, Option<(u64, u64)>);
 
+/// The runtime core benchmark thread `tid` (of `n`) runs on: thread *i* on core *i* mod
+/// `cores`, except that readwhilewriting's readers (threads 1..) come first and its writer
+/// (thread 0) last. The readers are what the benchmark measures: with one reader on a
+/// two-core store whose shard is on core 0, the reader runs on core 0, next to the data it
+/// reads, and the writer on core 1.
+fn core_of(bench: BenchName, tid: usize, n: usize, cores: usize) -> usize {
+    let slot = if bench == BenchName::Readwhilewriting {
+        (tid + n - 1) % n
+    } else {
+        tid
+    };
+    slot % cores
+}
+
 fn run_threads<E: Engine>(
     engine: &Arc<E>,
     works: Vec<Work>,
@@ -281,12 +295,13 @@ fn run_threads<E: Engine>(
         }),
         Placement::Ziob(handle) => {
             let cores = handle.cores().max(1);
+            let n = works.len();
             let calls: Vec<_> = works
                 .into_iter()
-                .enumerate()
-                .map(|(i, w)| {
+                .map(|w| {
                     let e = engine.clone();
-                    handle.call(i % cores, move || thread_body(e, w))
+                    let core = core_of(w.bench, w.tid, n, cores);
+                    handle.call(core, move || thread_body(e, w))
                 })
                 .collect();
             futures::executor::block_on(futures::future::join_all(calls))
@@ -496,4 +511,26 @@ async fn delete_random<E: Engine>(
         tick(w, i + 1).await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readwhilewriting_puts_its_readers_first_and_its_writer_last() {
+        // One reader: the reader (thread 1) on core 0 with the shard, the writer on core 1.
+        assert_eq!(core_of(BenchName::Readwhilewriting, 1, 2, 2), 0);
+        assert_eq!(core_of(BenchName::Readwhilewriting, 0, 2, 2), 1);
+        // Three readers on three cores: readers on 0, 1, 2, the writer shares core 0.
+        let cores: Vec<_> = (0..4)
+            .map(|t| core_of(BenchName::Readwhilewriting, t, 4, 3))
+            .collect();
+        assert_eq!(cores, vec![0, 0, 1, 2]);
+        // Everything else: thread i on core i mod cores; one core takes all.
+        for t in 0..4 {
+            assert_eq!(core_of(BenchName::Readrandom, t, 4, 3), t % 3);
+            assert_eq!(core_of(BenchName::Readwhilewriting, t, 4, 1), 0);
+        }
+    }
 }

@@ -176,12 +176,18 @@ pub struct Flags {
     /// kv-demo: ZIOB buffer budget per core (K/M/G); 0 = ZIOB's default
     #[arg(long = "ziob_buffer_size", default_value = "0", value_parser = byte_size)]
     pub ziob_buffer_size: u64,
-    /// kv-demo: runtime cores (one shard each unless --shards); 0 = one per benchmark
-    /// thread (--threads), at most the CPUs this process may use: a thread-per-core store
-    /// sized to its load (with more cores than client threads, most requests cross cores)
+    /// kv-demo: how long (µs) an idle runtime core polls before it sleeps in the kernel;
+    /// default the runtime's (0 = sleep at once), at most 10000
+    #[arg(long = "idle_spin_us")]
+    pub idle_spin_us: Option<u64>,
+    /// kv-demo: runtime cores (one shard each unless --shards); 0 = one per benchmark thread
+    /// that runs at once (--threads, plus readwhilewriting's writer if it is in the list), at
+    /// most the CPUs this process may use, with one shard per --threads: a thread-per-core
+    /// store sized to its load
     #[arg(long, default_value_t = 0)]
     pub cores: usize,
-    /// kv-demo: shards; 0 = one per runtime core
+    /// kv-demo: shards of a new store; 0 = one per runtime core when --cores is given, else
+    /// one per --threads (with --use_existing_db, 0 = the store's own count)
     #[arg(long, default_value_t = 0)]
     pub shards: usize,
     /// kv-demo: where the benchmark threads run: `cores` = tasks on the ZIOB runtime's
@@ -265,9 +271,11 @@ pub struct BenchConfig {
     pub ziob_buffered: bool,
     /// ZIOB buffer budget per core (0 = default).
     pub ziob_buffer_size: u64,
-    /// Runtime cores (0 = min(threads, available parallelism)).
+    /// Idle spin of the runtime's cores in µs (None = the runtime's default).
+    pub idle_spin_us: Option<u64>,
+    /// Runtime cores (0 = see `kv_engine::cores_and_shards`).
     pub cores: usize,
-    /// Shards (0 = one per core).
+    /// Shards (0 = see `kv_engine::cores_and_shards`).
     pub shards: usize,
     /// Where kv-demo's benchmark threads run.
     pub run_on: RunOn,
@@ -351,6 +359,7 @@ impl Flags {
             db: self.db.clone(),
             ziob_buffered: self.ziob == OnOff::On,
             ziob_buffer_size: self.ziob_buffer_size,
+            idle_spin_us: self.idle_spin_us,
             cores: self.cores,
             shards: self.shards,
             run_on: self.run_on,

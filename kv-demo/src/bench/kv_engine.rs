@@ -6,8 +6,9 @@
 //! - `--target_file_size_base` → `target_file_bytes`; `--cache_size` → `cache_bytes`
 //!   (one cache for all shards); `--bloom_bits` → `bloom_bits_per_key`;
 //! - `--ziob=on|off` → `buffered`; `--ziob_buffer_size` → `buffer_bytes`;
-//!   `--shards` → `shards`; `--cores` → the ZIOB runtime's cores (default one per
-//!   benchmark thread, at most the CPUs);
+//!   `--shards` → `shards`; `--cores` → the ZIOB runtime's cores (see
+//!   [`cores_and_shards`] for the defaults); with fewer shards than cores, ZIOB runs on the
+//!   shards' cores only (`crate::open::ziob_config`);
 //! - `--sync` → `WriteOptions { sync }` on every write.
 //!
 //! The benchmark threads run as tasks on the runtime's cores ([`Placement::Ziob`]), where
@@ -25,7 +26,7 @@ use bytes::Bytes;
 use ziob::Runtime;
 
 use super::engine::{Cursor, Engine, EngineError, EngineHost, EngineStats, Placement};
-use super::flags::{BenchConfig, RunOn};
+use super::flags::{BenchConfig, BenchName, RunOn};
 use crate::{Db, Options, Scan, WriteOptions};
 
 const NAME: &str = "kv-demo";
@@ -101,19 +102,43 @@ pub struct KvDemoHost {
     spec: String,
     emu_path: Option<PathBuf>,
     _tmp: Option<tempfile::TempDir>,
+    /// The options of a new store (the device is blank after `destroy`).
     options: Options,
+    /// `--shards` as given: 0 = an existing store's own count.
+    shards_given: usize,
+    use_existing_db: bool,
     run_on: RunOn,
+}
+
+/// The runtime cores and shards for `cfg` on a machine of `cpus` CPUs. `--cores` and
+/// `--shards` as given; `--shards` 0 = one per core. `--cores` 0 = one per benchmark thread
+/// that runs at once (`--threads`, plus readwhilewriting's writer when it is in the list), at
+/// most `cpus`, and then `--shards` 0 = one per `--threads`: the writer's core runs no shard,
+/// as db_bench's writer thread owns no data.
+pub fn cores_and_shards(cfg: &BenchConfig, cpus: usize) -> (usize, usize) {
+    if cfg.cores > 0 {
+        let shards = if cfg.shards > 0 {
+            cfg.shards
+        } else {
+            cfg.cores
+        };
+        return (cfg.cores, shards);
+    }
+    let writer = cfg.benchmarks.contains(&BenchName::Readwhilewriting);
+    let cores = (cfg.threads + usize::from(writer)).clamp(1, cpus.max(1));
+    let shards = if cfg.shards > 0 {
+        cfg.shards
+    } else {
+        cfg.threads.clamp(1, cores)
+    };
+    (cores, shards)
 }
 
 impl KvDemoHost {
     /// Starts the runtime (`--cores`) and settles the device (`--db` or a temporary `emu:`).
     pub fn new(cfg: &BenchConfig) -> Result<KvDemoHost, EngineError> {
-        let cores = if cfg.cores > 0 {
-            cfg.cores
-        } else {
-            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-            cfg.threads.clamp(1, cpus)
-        };
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let (cores, shards) = cores_and_shards(cfg, cpus);
         let (spec, tmp) = match &cfg.db {
             Some(s) => (s.clone(), None),
             None => {
@@ -128,16 +153,16 @@ impl KvDemoHost {
             }
         };
         // `nvme:` needs 128-byte submission entries on every core.
-        let runtime = ziob::backends::runtime_builder_for(&spec)
-            .cores(cores)
-            .build()
-            .map_err(err)?;
+        let mut builder = ziob::backends::runtime_builder_for(&spec).cores(cores);
+        if let Some(us) = cfg.idle_spin_us {
+            builder = builder.idle_spin(std::time::Duration::from_micros(us));
+        }
+        let runtime = builder.build().map_err(err)?;
         let emu_path = spec
             .strip_prefix("emu:")
             .map(|p| PathBuf::from(p.split('?').next().unwrap_or(p)));
-        let shards = if cfg.shards > 0 { cfg.shards } else { cores };
         let options = Options {
-            shards: cfg.shards,
+            shards,
             write_buffer_bytes: (cfg.write_buffer_size / shards as u64).max(1) as usize,
             target_file_bytes: cfg.target_file_size,
             cache_bytes: cfg.cache_size,
@@ -152,17 +177,20 @@ impl KvDemoHost {
             emu_path,
             _tmp: tmp,
             options,
+            shards_given: cfg.shards,
+            use_existing_db: cfg.use_existing_db,
             run_on: cfg.run_on,
         })
     }
 
-    fn open_db(&self) -> Result<Db, EngineError> {
-        futures::executor::block_on(Db::open(
-            self.runtime.handle(),
-            &self.spec,
-            self.options.clone(),
-        ))
-        .map_err(err)
+    /// Opens the store with `shards` (0 = an existing store's own count).
+    fn open_db(&self, shards: usize) -> Result<Db, EngineError> {
+        let options = Options {
+            shards,
+            ..self.options.clone()
+        };
+        futures::executor::block_on(Db::open(self.runtime.handle(), &self.spec, options))
+            .map_err(err)
     }
 }
 
@@ -170,8 +198,16 @@ impl EngineHost for KvDemoHost {
     type Engine = KvDemoEngine;
 
     fn open(&mut self) -> Result<KvDemoEngine, EngineError> {
+        // Without --use_existing_db the device was just destroyed: a new store of the shards
+        // chosen for this run. With it, an existing store keeps its own count unless
+        // --shards names one (a store made by a run of other --threads still opens).
+        let shards = if self.use_existing_db {
+            self.shards_given
+        } else {
+            self.options.shards
+        };
         Ok(KvDemoEngine {
-            db: self.open_db()?,
+            db: self.open_db(shards)?,
             placement: match self.run_on {
                 RunOn::Cores => Placement::Ziob(self.runtime.handle()),
                 RunOn::Threads => Placement::Threads,
@@ -192,8 +228,8 @@ impl EngineHost for KvDemoHost {
                 return Ok(());
             }
         }
-        // Only a device that opens as a kv-demo store is destroyed.
-        let db = self.open_db()?;
+        // Only a device that opens as a kv-demo store (of any shard count) is destroyed.
+        let db = self.open_db(0)?;
         futures::executor::block_on(db.close()).map_err(err)?;
         match &self.emu_path {
             Some(p) => std::fs::remove_file(p).map_err(|e| err(format!("{}: {e}", p.display()))),

@@ -99,7 +99,8 @@ impl<D: ZonedDevice> std::fmt::Debug for Client<D> {
 
 impl Client<AnyDevice> {
     /// Opens the device named by `spec` (as [`Ziob::open`]) on the runtime of `handle`, from
-    /// any thread: the instance is built on core 0 and its shards on every core.
+    /// any thread: the instance is built on core 0 and its shards on every core (or on the
+    /// first [`ZiobConfig::cores`]).
     ///
     /// # Cancel safety
     /// If dropped part-way, the shards already started hold no data and stay, idle, until
@@ -136,7 +137,7 @@ impl<D: ZonedDevice> Client<D> {
 
     /// Number of cores (and shards) the instance runs on.
     pub fn cores(&self) -> usize {
-        self.ziob.runtime_handle().cores()
+        self.ziob.cores()
     }
 
     /// The core that owns `zone`: where its operations run.
