@@ -1,7 +1,7 @@
 //! Cross-core round trips and the CPU they cost, for each `idle_spin` given.
 //!
 //! `cargo run --release -p ziob-runtime --example cross_core_ping -- [ROUND_TRIPS] [REPEAT]
-//! [SPIN_US,...]` (defaults: 20000, 3, `0,default`). For every spin value it builds a two-core
+//! [SPIN_US,...]` (defaults: 20000, 3, `0,50`; `default` = the runtime's default). For every spin value it builds a two-core
 //! runtime and measures, `REPEAT` times:
 //! - `core->core`: a task on core 0 awaits `call_on(1, ..)` of an empty future, one at a time;
 //! - `core->core nop`: the same, the future on core 1 awaiting a `nop` op;
@@ -117,7 +117,7 @@ fn main() {
     let repeat: usize = args.get(1).map_or(3, |a| a.parse().unwrap());
     let spins: Vec<Duration> = args
         .get(2)
-        .map_or("0,default", |s| s.as_str())
+        .map_or("0,50", |s| s.as_str())
         .split(',')
         .map(|s| match s {
             "default" => IDLE_SPIN_DEFAULT,

@@ -21,12 +21,12 @@ pub const FIXED_BUFFERS_MAX: u32 = 16384;
 pub const BUFFER_CACHE_BYTES_DEFAULT: usize = 64 << 20;
 
 /// Default of [`Config::idle_spin`]: how long a core that ran out of work keeps polling before
-/// it blocks in the kernel — zero, it blocks at once. Measured on a shared 2-CPU VM
-/// (`benches/results/2026-12-02-rt-spin/`), 50 µs made a core-to-core round trip 5.1 → 2.2 µs
-/// p50 and RocksDB-on-ZIOB fillrandom 1.3× faster, but kv-demo with its shard on core 0 and
-/// the readwhilewriting writer on core 1 (its default on 2 CPUs) 10× slower on
-/// readwhilewriting and seekrandom (`--idle_spin_us=50` against `=0`, alternated, quiet
-/// machine). So the spin is opt-in until it is understood.
+/// it blocks in the kernel — zero, it blocks at once. On a shared 2-CPU VM 50 µs made a
+/// core-to-core round trip 5.1 → 2.2 µs p50 and RocksDB-on-ZIOB fillrandom 1.3× faster
+/// (`benches/results/2026-12-02-rt-spin/`), but kv-demo with its shard on core 0 and the
+/// readwhilewriting writer on core 1 (its default on 2 CPUs) about 10× slower on
+/// readwhilewriting and seekrandom (`benches/results/2026-12-02-idle-spin-kv/`). So the
+/// spin is opt-in until that is understood.
 pub const IDLE_SPIN_DEFAULT: Duration = Duration::ZERO;
 /// Longest [`Config::idle_spin`] accepted, 10 ms: a core that should never block is
 /// [`Config::busy_poll`]; past a few scheduler ticks a spin only burns the CPU.

@@ -138,8 +138,9 @@ const ADAPTIVE_LOW_WATER: usize = 4;
 /// busy.
 const ADAPTIVE_BATCH: usize = 8;
 
-/// Spin iterations of [`Core::spin_idle`] between two looks at the clock (each iteration is a
-/// few loads and a `spin_loop` hint, tens of ns: the clock is read every µs or so).
+/// Spin iterations of [`Core::spin_idle`] between two looks at the clock (each iteration
+/// reads the mail flag, the ring's SQ flags and the CQ, and gives a `spin_loop` hint: tens
+/// of ns, so the clock is read every µs or so).
 const SPIN_CLOCK_EVERY: u32 = 32;
 
 /// User data of the eventfd read that wakes a sleeping core.
@@ -720,7 +721,7 @@ impl Core {
     /// Completions that wait for task work the kernel runs when the core enters it
     /// (cooperative or deferred task running; the ring reports them with `IORING_SQ_TASKRUN`)
     /// are posted by a non-blocking `io_uring_enter` with `GETEVENTS` when the flag is seen:
-    /// the spin makes no syscall while nothing completes.
+    /// while nothing completes, the spin's only syscalls are its `sched_yield`s.
     #[cold]
     #[inline(never)]
     fn spin_idle(&self, need_getevents: bool) -> bool {

@@ -12,13 +12,14 @@
 //! 4. Hand queued SQEs to the kernel (one `io_uring_enter` per turn under
 //!    [`SubmitPolicy::Batched`]) and reap completions, waking exactly the task each belongs to.
 //!
-//! With nothing to do, the core keeps polling its mailbox and completion queue for
-//! [`Builder::idle_spin`] (default [`IDLE_SPIN_DEFAULT`]: zero, opt-in), so that a message from another core
-//! or thread, or a completion, that arrives soon after costs no wake-up through the kernel;
-//! then it blocks in `io_uring_enter` until a completion, a timer or a message arrives (a
-//! sender wakes it with an eventfd write). The window restarts after each burst of work only:
-//! an idle runtime sleeps. The spin yields its CPU to any other runnable thread, and pauses
-//! for a while when its CPU turns out to be wanted by other threads.
+//! With nothing to do, the core blocks in `io_uring_enter` until a completion, a timer or a
+//! message arrives (a sender wakes it with an eventfd write). With [`Builder::idle_spin`] set
+//! (default [`IDLE_SPIN_DEFAULT`]: zero, opt-in) it first keeps polling its mailbox and
+//! completion queue that long, so that a message from another core or thread, or a
+//! completion, that arrives soon after costs no wake-up through the kernel. The window
+//! restarts after each burst of work only: an idle runtime sleeps. The spin yields its CPU to
+//! any other runnable thread, and pauses for a while when its CPU turns out to be wanted by
+//! other threads.
 //!
 //! ## Buffers and cancellation
 //! Ops take their buffer by value and give it back with the result ([`IoBuf`], [`IoBufMut`],

@@ -90,9 +90,9 @@ fn check_nodrop(has_nodrop: bool) -> Result<()> {
 /// Whether a ring set up with `flags` also asks for `IORING_SETUP_TASKRUN_FLAG`: the kernel
 /// then sets `IORING_SQ_TASKRUN` while completion work waits for the core to enter the
 /// kernel (see [`Ring::kernel_work_pending`]). It is valid with cooperative or deferred task
-/// running (both newer than it, so a kernel that grants either grants it too) and refused with
-/// SQPOLL; without either the kernel interrupts the core to post completions, and the flag
-/// is not needed.
+/// running (cooperative came in the same release, 5.19, deferred later, so a kernel that
+/// grants either grants it too) and refused with SQPOLL; without either the kernel
+/// interrupts the core to post completions, and the flag is not needed.
 fn reports_taskrun(flags: &RingFlags) -> bool {
     (flags.coop_taskrun || flags.defer_taskrun) && flags.sqpoll_idle_ms.is_none()
 }
@@ -108,6 +108,7 @@ impl Ring {
                 config.ring_entries,
                 &try_flags,
                 &config.simulate_unsupported,
+                !config.idle_spin.is_zero(),
             ) {
                 Ok(ring) => {
                     check_nodrop(ring.has_nodrop())?;
@@ -160,7 +161,14 @@ impl Ring {
         }
     }
 
-    fn try_new(entries: u32, flags: &RingFlags, simulate: &RingFlags) -> io::Result<Ring> {
+    /// `spins`: the core has an idle spin, which asks for `IORING_SETUP_TASKRUN_FLAG` (see
+    /// `reports_taskrun`); without one the ring is set up exactly as before the spin existed.
+    fn try_new(
+        entries: u32,
+        flags: &RingFlags,
+        simulate: &RingFlags,
+        spins: bool,
+    ) -> io::Result<Ring> {
         if simulated_refusal(flags, simulate) {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
@@ -179,7 +187,7 @@ impl Ring {
                 if flags.coop_taskrun {
                     b.setup_coop_taskrun();
                 }
-                if reports_taskrun(flags) {
+                if spins && reports_taskrun(flags) {
                     b.setup_taskrun_flag();
                 }
                 b.setup_cqsize(entries * 4);

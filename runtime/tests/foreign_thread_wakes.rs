@@ -1,9 +1,9 @@
 //! Wakes from threads that are not cores reach a core that keeps going to sleep, and none is
-//! lost: every round trip below leaves the core idle (blocked in `io_uring_enter`) until a
-//! plain OS thread wakes the waiting task through the core's mailbox, mail flag and eventfd.
-//! A lost wake-up shows as a hang, which the watchdog turns into a failure. Run without an
-//! idle spin (every wake-up goes through the eventfd) and with a 50 µs one (most arrive
-//! while the core still spins, some as it gives up).
+//! lost: in every round trip below the core runs out of work and goes idle until a plain OS
+//! thread wakes the waiting task through the core's mailbox, mail flag and (if the core
+//! blocks in `io_uring_enter`) eventfd. A lost wake-up shows as a hang, which the watchdog
+//! turns into a failure. Run without an idle spin (the core blocks at once) and with a 50 µs
+//! one (a wake-up may then come while the core spins or as it gives up).
 
 use std::sync::mpsc;
 use std::thread;

@@ -300,6 +300,15 @@ impl Flags {
         if self.threads == 0 {
             return Err(invalid("threads", "0".into(), "must be at least 1"));
         }
+        if let Some(us) = self.idle_spin_us {
+            if u128::from(us) > ziob::runtime::IDLE_SPIN_MAX.as_micros() {
+                return Err(invalid(
+                    "idle_spin_us",
+                    us.to_string(),
+                    "must be at most 10000",
+                ));
+            }
+        }
         if !(self.compression_ratio > 0.0 && self.compression_ratio <= 1.0) {
             return Err(invalid(
                 "compression_ratio",
@@ -431,10 +440,12 @@ mod tests {
             (&["--key_size=0"][..], "key_size"),
             (&["--compression_type=snappy"][..], "compression_type"),
             (&["--compression_ratio=0"][..], "compression_ratio"),
+            (&["--idle_spin_us=10001"][..], "idle_spin_us"),
         ] {
             let e = parse(args).unwrap().check().unwrap_err();
             assert!(e.to_string().starts_with(&format!("--{flag}=")), "{e}");
         }
+        assert!(parse(&["--idle_spin_us=10000"]).unwrap().check().is_ok());
         let fj = parse(&["--engine=fjall"]).unwrap().check();
         if cfg!(feature = "peers") {
             assert!(fj.is_ok());
