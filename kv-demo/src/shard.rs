@@ -211,8 +211,8 @@ impl Shard {
                 self.write_stalls.fetch_add(1, Ordering::Relaxed);
                 self.compact_work.notify_one();
                 self.flush_work.notify_one();
+                // The loop registers again before it looks: no wake-up is lost.
                 changed.await;
-                room = self.room()?;
             }
         }
         if room == Room::SwitchFirst {
