@@ -3,8 +3,6 @@
 //! CPU per op comes from the job's `usr_cpu` + `sys_cpu` (percent of the job's runtime), the
 //! same user + system accounting the in-process runners take from `getrusage`.
 
-use std::process::Command;
-
 use serde_json::Value;
 
 use crate::meter::Sample;
@@ -40,18 +38,10 @@ pub fn args(spec: &RunSpec, fixed: bool) -> Vec<String> {
 
 /// Runs fio and turns its JSON into a [`Sample`].
 pub fn run(spec: &RunSpec, fixed: bool) -> Result<Sample, String> {
-    let out = Command::new("fio")
-        .args(args(spec, fixed))
-        .output()
-        .map_err(|e| format!("cannot run fio (apt-get install fio): {e}"))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        return Err(format!(
-            "fio failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
+    let mut words = vec!["fio".to_string()];
+    words.extend(args(spec, fixed));
+    let stdout = crate::process::output_checked(&words)
+        .map_err(|e| format!("{e} (fio: apt-get install fio)"))?;
     parse(&stdout)
 }
 

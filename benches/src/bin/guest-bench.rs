@@ -49,18 +49,11 @@ struct Row {
 }
 
 fn fio(args: &[String]) -> Result<f64, String> {
-    let out = Command::new("fio")
-        .args(args)
-        .arg("--output-format=json")
-        .output()
-        .map_err(|e| format!("cannot run fio: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "fio {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("fio json: {e}"))?;
+    let mut words = vec!["fio".to_string()];
+    words.extend_from_slice(args);
+    words.push("--output-format=json".into());
+    let stdout = ziob_benches::process::output_checked(&words)?;
+    let v: Value = serde_json::from_str(&stdout).map_err(|e| format!("fio json: {e}"))?;
     let job = &v["jobs"][0];
     let iops =
         job["read"]["iops"].as_f64().unwrap_or(0.0) + job["write"]["iops"].as_f64().unwrap_or(0.0);

@@ -17,7 +17,6 @@
 //! ```
 
 use std::cell::RefCell;
-use std::process::Command;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -237,19 +236,9 @@ fn fio(
         "--output-format=json".into(),
     ];
     args.extend_from_slice(extra);
-    let out = Command::new("fio")
-        .args(&args)
-        .output()
-        .map_err(|e| format!("cannot run fio: {e}"))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        return Err(format!(
-            "fio {} failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
+    let mut words = vec!["fio".to_string()];
+    words.extend(args);
+    let stdout = ziob_benches::process::output_checked(&words)?;
     let start = stdout.find('{').ok_or("fio printed no JSON")?;
     let v: Value = serde_json::from_str(&stdout[start..]).map_err(|e| format!("fio JSON: {e}"))?;
     let s = &v["jobs"][0][direction];
