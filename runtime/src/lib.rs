@@ -77,5 +77,6 @@ pub use ring::{Completion, RingInfo};
 pub use runtime::{Handle, Runtime};
 pub use task::{
     call_on, consume_budget, core_id, core_stats, handle, num_cores, on_core, register_poller,
-    ring_info, spawn, spawn_on, yield_now, CoreStats, PollerGuard, Task, TaskHome, YieldNow,
+    ring_info, spawn, spawn_background, spawn_on, yield_now, CoreStats, PollerGuard, Task,
+    TaskHome, YieldNow,
 };

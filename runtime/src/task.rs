@@ -23,6 +23,16 @@ pub type Task<T> = async_task::Task<T, TaskHome>;
 /// instead of waking by reference and dropping it.
 pub struct TaskHome {
     remote: Arc<CoreRemote>,
+    /// Spawned with [`spawn_background`]: runs only when no other task is ready (or once per
+    /// turn of the core's loop when others always are).
+    background: bool,
+}
+
+impl TaskHome {
+    /// Whether the task was spawned with [`spawn_background`].
+    pub(crate) fn is_background(&self) -> bool {
+        self.background
+    }
 }
 
 /// Queues a woken task: on its own core's thread in the run queue, from anywhere else through
@@ -54,9 +64,33 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    let core = current("spawn");
+    spawn_with(future, false, "spawn")
+}
+
+/// Spawns `future` on the current core as a background task. A ready background task runs
+/// only in a turn of the core's loop where, after submitting and reaping, no ordinary task is
+/// ready, and at most one per turn; so ordinary tasks, even ones whose ops complete at once,
+/// run nearly as if it were not there. It is never starved: it also runs in a turn where
+/// ordinary tasks used the whole task budget, and after it has waited 8 turns. For work whose
+/// delay costs nothing directly, like an LSM store's flushes and compactions; it should yield
+/// ([`yield_now`]) often, since a poll is not interrupted. Panics off-core.
+pub fn spawn_background<F>(future: F) -> Task<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    spawn_with(future, true, "spawn_background")
+}
+
+fn spawn_with<F>(future: F, background: bool, what: &'static str) -> Task<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    let core = current(what);
     let home = TaskHome {
         remote: core.remote.clone(),
+        background,
     };
     let task_id = core.tasks.borrow_mut().insert();
     drop(core);
