@@ -148,6 +148,20 @@ impl Memtable {
     pub fn approximate_bytes(&self) -> usize {
         self.bytes
     }
+
+    /// Frees the entries a few at a time, yielding the core after every `per_yield`
+    /// (dropping a full memtable at once takes milliseconds, and the core also serves reads).
+    pub async fn free_gradually(self, per_yield: u64) {
+        let per_yield = per_yield.max(1);
+        let mut n = 0u64;
+        for entry in self.map {
+            drop(entry);
+            n += 1;
+            if n % per_yield == 0 {
+                ziob::runtime::yield_now().await;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
