@@ -126,8 +126,8 @@ impl CoreRemote {
 /// A busy-poll function registered by a backend; returns the completions it found.
 type Poller = Box<dyn FnMut() -> usize>;
 
-/// Turns of the loop a ready background task waits at most for ordinary tasks
-/// (see `Core::run_background_task`).
+/// A core's background queue is passed over for ready ordinary tasks at most this many
+/// turns in a row, minus one: on this turn it runs (see `Core::run_background_task`).
 const BACKGROUND_TURNS_MAX: u32 = 8;
 
 /// Operations a task may complete without yielding before [`crate::consume_budget`] makes it
@@ -164,8 +164,8 @@ pub(crate) struct Core {
     pub(crate) pool: RefCell<BufPool>,
     pub(crate) file_slots: RefCell<Vec<u32>>,
     run_queue: RefCell<VecDeque<Runnable<TaskHome>>>,
-    /// Ready tasks spawned with [`crate::spawn_background`]: run when `run_queue` is empty,
-    /// one per turn of the loop (see [`Core::run_tasks`]).
+    /// Ready tasks spawned with [`crate::spawn_background`]: at most one runs per turn of the
+    /// loop, after the turn's submit and reap (see [`Core::run_background_task`]).
     background_queue: RefCell<VecDeque<Runnable<TaskHome>>>,
     /// Turns since a background task last ran while one was ready.
     background_waited_turns: Cell<u32>,
@@ -461,7 +461,8 @@ impl Core {
     /// per op while the device stays busy with what it already has.
     #[inline]
     fn device_needs_submit(&self) -> bool {
-        if !self.has_ready_tasks() {
+        // Background tasks run only after the loop's own submit: they do not count here.
+        if self.run_queue.borrow().is_empty() {
             return false;
         }
         let mut ring = self.ring.borrow_mut();
@@ -581,8 +582,10 @@ impl Core {
     }
 
     /// Runs one background task if no ordinary task is ready, if ordinary tasks used the
-    /// whole budget of this turn, or if none ran for [`BACKGROUND_TURNS_MAX`] turns (so none
-    /// starves, even beside an ordinary task whose ops always complete at once). Called
+    /// whole budget of this turn, or on the [`BACKGROUND_TURNS_MAX`]th turn in a row that
+    /// skipped the queue (so it never starves, even beside an ordinary task whose ops always
+    /// complete at once; the count is per core, so with k background tasks queued one may
+    /// wait k times as long). Called
     /// after the turn submitted and reaped: an ordinary task whose read completed at once (a
     /// page-cache hit completes in the submitting syscall) runs before the background task,
     /// not after it. Only one per turn, since the next turn's completions and messages may
@@ -711,7 +714,10 @@ impl Core {
                     self.enter(false, need_getevents);
                 }
                 self.reap();
-                self.run_background_task(saturated);
+                // A failed enter left a fatal reason: the next turn dies, no task runs first.
+                if self.fatal.borrow().is_none() {
+                    self.run_background_task(saturated);
+                }
                 continue;
             }
             // Completions already posted need no syscall.
