@@ -353,7 +353,7 @@ impl EmuDevice {
         latency: LatencyModel,
     ) -> Result<EmuDevice> {
         let path = path.as_ref();
-        let name = format!("emu:{}", path.display());
+        let name = format!("emu:{},direct=0", path.display());
         EmuDevice::open_named(path, latency, name, OpenMode::ReadWrite, false).await
     }
 

@@ -97,7 +97,7 @@ impl Mode {
                 "WAL record in ZIOB's zone buffer (process memory): lost with the process until written back (at the latest on close)"
             }
             (Mode::KvDemoNobuf, false) => {
-                "WAL record written to the device (here: the emu file, i.e. the OS page cache) before the write returns: survives a process crash"
+                "WAL record written to the device (here: the emu file with O_DIRECT, i.e. the disk) before the write returns: survives a process crash"
             }
             (
                 Mode::KvDemo

@@ -526,6 +526,17 @@ mod tests {
             .iter()
             .any(|a| a.starts_with("--db=emu:/var/tmp/kv-bench-")));
         assert!(kv.contains(&"--ziob=off".to_string()));
+        // O_DIRECT unless the mode is the page-cache one.
+        let db = |m: Mode| {
+            args(m, false, 0)
+                .into_iter()
+                .find(|a| a.starts_with("--db=emu:"))
+                .unwrap()
+        };
+        assert!(db(Mode::KvDemoPagecache).ends_with(".zns,direct=0"));
+        for m in [Mode::KvDemo, Mode::KvDemoNobuf] {
+            assert!(db(m).ends_with(".zns"), "{m:?}");
+        }
     }
 
     #[test]
