@@ -165,7 +165,7 @@ impl Shard {
                 match job {
                     Job::Pump => me.background(job).await,
                     Job::Flush | Job::Compact => {
-                        ziob::runtime::spawn_background(me.background(job)).await
+                        ziob::runtime::spawn_background(me.background(job)).detach()
                     }
                 }
             });
@@ -679,31 +679,31 @@ fn ikey_at(m: &Memtable, key: &[u8], seq: u64) -> Option<u64> {
 }
 
 /// Frees a flushed memtable on the shard's core in a background task of its own, a little
-/// at a time.
-/// Without this the last reader to let go of it (a `get` that took it just before the flush
-/// installed its table) freed all of it inside that `get`: in readwhilewriting at 1,000,000
-/// keys three quarters of the reader's time went to freeing memtables. The task holds a
-/// reference, so no reader is ever the last; while a reader or an open scan still holds one it
-/// looks again every millisecond (a scan may stay open for long, so the flush does not wait
-/// for it).
+/// at a time. Without this the last reader to let go of it (a `get` that took it just
+/// before the flush installed its table) freed all of it inside that `get`: in
+/// readwhilewriting at 1,000,000 keys three quarters of the reader's time went to freeing
+/// memtables. While the task holds its reference no reader is the last. While a reader or
+/// an open scan still holds one, it looks again after 1 ms, doubling up to 128 ms (a scan
+/// may stay open for long, so the flush does not wait for it). If the core stops meanwhile
+/// (the task is dropped, or its timer fails) whoever lets go last frees the memtable.
 fn retire_memtable(mem: Arc<RwLock<Memtable>>) {
     ziob::runtime::spawn_background(async move {
         let mut mem = mem;
+        let mut pause = std::time::Duration::from_millis(1);
         let table = loop {
             match Arc::try_unwrap(mem) {
                 Ok(lock) => break lock.into_inner().unwrap_or_else(|e| e.into_inner()),
                 Err(shared) => {
                     mem = shared;
-                    let pause = std::time::Duration::from_millis(1);
                     if ziob::runtime::sleep(pause).await.is_err() {
-                        // The core is stopping: whoever lets go last frees it.
                         return;
                     }
+                    pause = (pause * 2).min(std::time::Duration::from_millis(128));
                 }
             }
         };
         table
-            .free_gradually(crate::options::BACKGROUND_YIELD_EVERY * 16)
+            .free_gradually(crate::options::MEMTABLE_FREE_PER_YIELD)
             .await;
     })
     .detach();
