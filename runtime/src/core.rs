@@ -585,11 +585,10 @@ impl Core {
     /// whole budget of this turn, or on the [`BACKGROUND_TURNS_MAX`]th turn in a row that
     /// skipped the queue (so it never starves, even beside an ordinary task whose ops always
     /// complete at once; the count is per core, so with k background tasks queued one may
-    /// wait k times as long). Called
-    /// after the turn submitted and reaped: an ordinary task whose read completed at once (a
-    /// page-cache hit completes in the submitting syscall) runs before the background task,
-    /// not after it. Only one per turn, since the next turn's completions and messages may
-    /// make ordinary tasks ready.
+    /// wait k times as long). Called after the turn submitted and reaped: an ordinary task
+    /// whose read completed at once (a page-cache hit completes in the submitting syscall)
+    /// runs before the background task, not after it. Only one per turn, since the next
+    /// turn's completions and messages may make ordinary tasks ready.
     fn run_background_task(&self, saturated: bool) {
         if self.background_queue.borrow().is_empty() {
             return;
