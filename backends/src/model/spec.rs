@@ -196,28 +196,18 @@ impl DeviceSpec {
                             latency.bandwidth_bytes_per_sec = Some(n * 1_000_000);
                         }
                         "discard" => {
-                            discard = match n {
-                                0 => false,
-                                1 => true,
-                                _ => {
-                                    return Err(invalid(format!(
-                                        "discard={n}: use discard=1 (punch holes on reset) or \
-                                         discard=0"
-                                    )))
-                                }
-                            };
+                            discard =
+                                switch(key, n, "discard=1 (punch holes on reset) or discard=0")
+                                    .map_err(invalid)?;
                         }
                         "direct" => {
-                            direct = match n {
-                                0 => false,
-                                1 => true,
-                                _ => {
-                                    return Err(invalid(format!(
-                                        "direct={n}: use direct=0 (through the page cache) or \
-                                         direct=1 (O_DIRECT, the default)"
-                                    )))
-                                }
-                            };
+                            direct = switch(
+                                key,
+                                n,
+                                "direct=0 (through the page cache) or direct=1 (O_DIRECT, the \
+                                 default)",
+                            )
+                            .map_err(invalid)?;
                         }
                         _ => {
                             return Err(invalid(format!(
@@ -247,6 +237,15 @@ impl DeviceSpec {
                 "unknown backend `{other}` (known: mem, nil, emu, zbd, nvme, spdk)"
             ))),
         }
+    }
+}
+
+/// An on/off option: `0` or `1`; anything else is an error naming the choices (`use`).
+fn switch(key: &str, n: u64, choices: &str) -> std::result::Result<bool, String> {
+    match n {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(format!("{key}={n}: use {choices}")),
     }
 }
 
