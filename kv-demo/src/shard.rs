@@ -501,6 +501,11 @@ impl Shard {
     }
 
     async fn background(self: Arc<Self>, job: Job) {
+        let mut end = JobEnd {
+            shard: &self,
+            job,
+            finished: false,
+        };
         loop {
             let closing = self.closing.load(Ordering::Acquire);
             let stop = match job {
@@ -530,8 +535,7 @@ impl Shard {
                 }
             }
         }
-        self.running.fetch_sub(1, Ordering::AcqRel);
-        self.stopped.notify_waiters();
+        end.finished = true;
     }
 
     fn error_set(&self) -> bool {
@@ -571,15 +575,16 @@ impl Shard {
             }
             let hidden = newer_seq <= oldest;
             newer_seq = seq;
-            if hidden {
-                continue;
-            }
-            w.add(src.key(), src.value()).await?;
+            // Entries visited, written or not: a memtable of overwrites skips most of them.
             n += 1;
             if n % crate::options::BACKGROUND_YIELD_EVERY == 0 {
                 // Cooperative: the core also serves foreground I/O and reads.
                 ziob::runtime::yield_now().await;
             }
+            if hidden {
+                continue;
+            }
+            w.add(src.key(), src.value()).await?;
         }
         let summary = w.finish().await?;
         let meta = FileMeta {
@@ -676,6 +681,29 @@ fn ikey_at(m: &Memtable, key: &[u8], seq: u64) -> Option<u64> {
     let (k, _) = m.iter_from(&from).next()?;
     let (uk, s, _) = ikey::decode(k)?;
     (uk == key).then_some(s)
+}
+
+/// Gives back a background job's share of [`Shard::running`] however the job's future ends:
+/// normally, by a panic (which the runtime catches) or dropped unfinished when its core shuts
+/// down. An end that is not normal fails the shard, so stalled writers, `flush` and `close`
+/// get an error instead of waiting for a job that is gone.
+struct JobEnd<'a> {
+    shard: &'a Shard,
+    job: Job,
+    finished: bool,
+}
+
+impl Drop for JobEnd<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.shard.fail(DbError::io(format!(
+                "shard {}: its {:?} job stopped unfinished (it panicked, or its core shut down)",
+                self.shard.id, self.job
+            )));
+        }
+        self.shard.running.fetch_sub(1, Ordering::AcqRel);
+        self.shard.stopped.notify_waiters();
+    }
 }
 
 /// Frees a flushed memtable on the shard's core in a background task of its own, a little
