@@ -42,10 +42,17 @@ pub async fn open_device(spec: &str) -> Result<AnyDevice> {
             path,
             latency,
             discard,
+            direct,
         } => Ok(AnyDevice::Emu(
-            EmuDevice::open_named(&path, latency, spec.to_string(), OpenMode::ReadWrite)
-                .await?
-                .discard_on_reset(discard),
+            EmuDevice::open_named(
+                &path,
+                latency,
+                spec.to_string(),
+                OpenMode::ReadWrite,
+                direct,
+            )
+            .await?
+            .discard_on_reset(discard),
         )),
         DeviceSpec::Zbd(path) => Ok(AnyDevice::Zbd(ZbdDevice::open(&path, spec).await?)),
         DeviceSpec::Nvme(path) => Ok(AnyDevice::Nvme(NvmeDevice::open(&path, spec).await?)),
@@ -66,8 +73,14 @@ pub async fn open_device(spec: &str) -> Result<AnyDevice> {
 /// backend opens as with [`open_device`].
 pub async fn open_device_read_only(spec: &str) -> Result<AnyDevice> {
     match DeviceSpec::parse(spec)? {
-        DeviceSpec::Emu { path, latency, .. } => Ok(AnyDevice::Emu(
-            EmuDevice::open_named(&path, latency, spec.to_string(), OpenMode::ReadOnly).await?,
+        DeviceSpec::Emu {
+            path,
+            latency,
+            direct,
+            ..
+        } => Ok(AnyDevice::Emu(
+            EmuDevice::open_named(&path, latency, spec.to_string(), OpenMode::ReadOnly, direct)
+                .await?,
         )),
         _ => open_device(spec).await,
     }

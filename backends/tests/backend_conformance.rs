@@ -63,13 +63,34 @@ impl Backend for NilBackend {
 
 struct EmuBackend {
     dir: tempfile::TempDir,
+    /// `false`: through the page cache (`direct=0`), never `O_DIRECT`.
+    direct: bool,
 }
 
 impl EmuBackend {
     fn new() -> EmuBackend {
         EmuBackend {
             dir: tempfile::tempdir().unwrap(),
+            direct: true,
         }
+    }
+    fn through_page_cache() -> EmuBackend {
+        EmuBackend {
+            direct: false,
+            ..EmuBackend::new()
+        }
+    }
+    async fn open(&self) -> EmuDevice {
+        let dev = if self.direct {
+            EmuDevice::open(self.path(), LatencyModel::default()).await
+        } else {
+            EmuDevice::open_through_page_cache(self.path(), LatencyModel::default()).await
+        };
+        let dev = dev.unwrap();
+        if !self.direct {
+            assert!(!dev.is_direct());
+        }
+        dev
     }
     fn path(&self) -> PathBuf {
         self.dir.path().join("dev.zns")
@@ -83,13 +104,17 @@ impl Backend for EmuBackend {
         zbc: false,
     };
     async fn create(&mut self, g: &Geometry) -> EmuDevice {
-        EmuDevice::create(self.path(), g).await.unwrap()
+        let created = EmuDevice::create(self.path(), g).await.unwrap();
+        if self.direct {
+            // The handle `create` returns is what most callers use: test that one.
+            return created;
+        }
+        drop(created);
+        self.open().await
     }
     async fn reopen(&mut self, dev: EmuDevice) -> EmuDevice {
         drop(dev);
-        EmuDevice::open(self.path(), LatencyModel::default())
-            .await
-            .unwrap()
+        self.open().await
     }
 }
 
@@ -170,6 +195,7 @@ conformance_suite!(mem, MemBackend);
 conformance_suite!(mem_spec, MemSpecBackend);
 conformance_suite!(nil, NilBackend);
 conformance_suite!(emu, EmuBackend::new(), persistent);
+conformance_suite!(emu_page_cache, EmuBackend::through_page_cache(), persistent);
 conformance_suite!(zbd_zns, ZbdBackend::<false>::new());
 conformance_suite!(zbd_nullblk, ZbdBackend::<true>::new());
 

@@ -191,3 +191,40 @@ fn reopen_by_spec_keeps_data_and_uses_direct_io() {
         );
     });
 }
+
+#[test]
+fn a_direct_0_spec_opens_through_the_page_cache_and_keeps_the_data() {
+    // /var/tmp rather than /tmp: /tmp is often tmpfs, which refuses O_DIRECT, and then the
+    // default open would be buffered too and show no contrast.
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let path = make_device(dir.path());
+    let plain = format!("emu:{}", path.display());
+    let spec = format!("{plain},direct=0");
+    on_core(move || async move {
+        let d = open_device(&plain).await.unwrap();
+        let ziob_backends::AnyDevice::Emu(e) = &d else {
+            panic!("not emu: {}", d.name());
+        };
+        if !e.is_direct() {
+            // tmpfs and some overlay filesystems refuse O_DIRECT: every open is buffered.
+            eprintln!("skipped the contrast: this filesystem refuses O_DIRECT");
+        }
+        drop(d);
+        for read_only in [false, true] {
+            let d = if read_only {
+                ziob_backends::open_device_read_only(&spec).await
+            } else {
+                open_device(&spec).await
+            }
+            .unwrap();
+            let ziob_backends::AnyDevice::Emu(e) = &d else {
+                panic!("not emu: {}", d.name());
+            };
+            assert!(!e.is_direct(), "{spec} uses O_DIRECT");
+            let (r, buf) = d.read(0, 0, 12288, DmaBuf::with_capacity(12288)).await;
+            r.unwrap();
+            assert!(buf[..8192].iter().all(|&b| b == 0xAB));
+            assert!(buf[8192..].iter().all(|&b| b == 0));
+        }
+    });
+}

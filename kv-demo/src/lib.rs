@@ -30,7 +30,9 @@
 //!   [`DbError::InvalidArgument`].
 //! - **Sharded per core**: a key's shard is `xxh3(key) % shards` (default one per runtime
 //!   core); each shard is an LSM tree ([`shard`]) whose flush, compaction and WAL pump run on
-//!   its core; one sequence number for all shards makes snapshots consistent across them.
+//!   its core (flush and compaction as the runtime's background tasks, which give way to
+//!   the core's reads and writes); one sequence number for all shards makes snapshots
+//!   consistent across them.
 //! - **Durability**: each shard's [`wal`] is a zone log with group commit;
 //!   [`WriteOptions::sync`] returns once the write is durable; non-sync writes are durable
 //!   at the next sync write to their shard, flush or close (they live in process memory

@@ -148,6 +148,23 @@ impl Memtable {
     pub fn approximate_bytes(&self) -> usize {
         self.bytes
     }
+
+    /// Frees the entries a few at a time, yielding the core after every `entries_per_yield`
+    /// (dropping a full memtable at once takes milliseconds, and the core also serves reads).
+    /// Returns the yields made.
+    pub async fn free_gradually(self, entries_per_yield: u64) -> u64 {
+        let entries_per_yield = entries_per_yield.max(1);
+        let (mut n, mut yields) = (0u64, 0u64);
+        for entry in self.map {
+            drop(entry);
+            n += 1;
+            if n % entries_per_yield == 0 {
+                ziob::runtime::yield_now().await;
+                yields += 1;
+            }
+        }
+        yields
+    }
 }
 
 #[cfg(test)]
@@ -157,6 +174,22 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn free_gradually_frees_every_entry_and_yields_between_slices() {
+        let value = Bytes::from(vec![7u8; 100]);
+        let mut m = Memtable::new();
+        for i in 0..1000u32 {
+            m.add(&i.to_be_bytes(), u64::from(i) + 1, Kind::Put, value.clone());
+        }
+        // Each entry holds one reference to `value`'s buffer.
+        let rt = ziob::Runtime::builder().cores(1).build().unwrap();
+        let yields = rt
+            .block_on(move || async move { m.free_gradually(256).await })
+            .unwrap();
+        assert_eq!(yields, 1000 / 256);
+        assert!(value.is_unique(), "an entry was not freed");
+    }
 
     #[test]
     fn versions_and_snapshots() {

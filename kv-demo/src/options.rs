@@ -18,6 +18,9 @@ pub const LEVEL_MULTIPLIER: u64 = 10;
 /// that held it for a whole cooperative budget (64 units, about 1,000 entries: ~1 ms) made
 /// every read that waited for the device wait that long again for the core.
 pub const BACKGROUND_YIELD_EVERY: u64 = 16;
+/// Entries of a flushed memtable freed between two yields (freeing one costs far less than
+/// writing one; a whole 16 MiB memtable took milliseconds).
+pub const MEMTABLE_FREE_PER_YIELD: u64 = 256;
 
 /// How a store is opened. `Default` gives the values documented on each field.
 #[derive(Debug, Clone, PartialEq, Eq)]

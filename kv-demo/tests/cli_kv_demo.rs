@@ -86,22 +86,32 @@ fn the_same_seed_finds_what_db_bench_finds() {
     // db_bench 7.8.3: `--benchmarks=fillseq,fillrandom,overwrite,readrandom,readseq
     // --num=20000 --seed=5 --compression_type=none` prints `(17362 of 20000 found)` and
     // readseq `17251 operations`.
-    let dir = tempfile::tempdir().unwrap();
-    let db = format!("--db=emu:{}", dir.path().join("dev.zns").display());
-    let out = kv_demo(&[
-        "--benchmarks=fillseq,fillrandom,overwrite,readrandom,readseq",
-        "--num=20000",
-        "--seed=5",
-        &db,
-    ]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
-    let parsed = DbBenchOutput::parse(&stdout);
-    assert_eq!(
-        parsed.result("readrandom").unwrap().found,
-        Some((17362, 20000))
-    );
-    assert_eq!(parsed.result("readseq").unwrap().operations, Some(17251));
+    // Also with device options after the path: fillrandom must still start from an empty
+    // store (the wipe once looked for a file named `dev.zns,direct=0`, found none, and kept
+    // fillseq's keys).
+    for options in ["", ",direct=0"] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = format!("--db=emu:{}{options}", dir.path().join("dev.zns").display());
+        let out = kv_demo(&[
+            "--benchmarks=fillseq,fillrandom,overwrite,readrandom,readseq",
+            "--num=20000",
+            "--seed=5",
+            &db,
+        ]);
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+        let parsed = DbBenchOutput::parse(&stdout);
+        assert_eq!(
+            parsed.result("readrandom").unwrap().found,
+            Some((17362, 20000)),
+            "{db}"
+        );
+        assert_eq!(
+            parsed.result("readseq").unwrap().operations,
+            Some(17251),
+            "{db}"
+        );
+    }
 }
 
 #[test]

@@ -230,6 +230,52 @@ fn stalled_writers_resume() {
     });
 }
 
+/// Flushes and compactions run as background tasks, which give way to the core's ordinary
+/// tasks; they must still keep up when an ordinary task never lets the shard's core go idle:
+/// stalled writers resume, `flush` and `close` finish (a watchdog catches starvation).
+#[test]
+fn writers_flush_and_close_finish_while_a_task_keeps_the_core_busy() {
+    with_watchdog(120, || {
+        let rt = Runtime::builder().cores(1).build().unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spinning = stop.clone();
+        rt.handle()
+            .spawn_on(0, move || async move {
+                while !spinning.load(std::sync::atomic::Ordering::Relaxed) {
+                    ziob::runtime::yield_now().await;
+                }
+            })
+            .unwrap();
+        let db = futures::executor::block_on(Db::open(
+            rt.handle(),
+            "mem:zones=64,zone_size=1M",
+            tiny(1),
+        ))
+        .unwrap();
+        futures::executor::block_on(async {
+            for i in 0..3000u64 {
+                db.put(key(i % 700), vec![i as u8; 200], &WriteOptions::default())
+                    .await
+                    .unwrap();
+            }
+            db.flush().await.unwrap();
+            let st = db.stats().await;
+            assert!(
+                st.write_stalls > 0,
+                "no writer stalled, the test proves nothing: {st:?}"
+            );
+            for i in 2300..3000u64 {
+                assert_eq!(
+                    db.get(&key(i % 700)).await.unwrap().as_deref(),
+                    Some(&vec![i as u8; 200][..])
+                );
+            }
+            db.close().await.unwrap();
+        });
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+}
+
 /// `Db`, `Snapshot` and `Scan` cross threads, and every future of the API is `Send` (so
 /// callers on tokio's multi-thread runtime or any executor can hold them across awaits).
 #[test]

@@ -75,3 +75,36 @@ fn a_db_dropped_without_close_closes_its_device() {
 fn a_db_whose_close_was_dropped_closes_its_device() {
     with_watchdog(60, || round(true));
 }
+
+/// A runtime shut down under an open store drops its flush, compaction and pump tasks
+/// unfinished: `close` then fails with an error naming them instead of waiting forever for
+/// tasks that are gone, and so does a writer.
+#[test]
+fn close_after_the_runtime_stopped_is_an_error_not_a_hang() {
+    with_watchdog(60, || {
+        let rt = Runtime::builder().cores(1).build().unwrap();
+        let db = futures::executor::block_on(Db::open(
+            rt.handle(),
+            "mem:zones=64,zone_size=1M",
+            tiny(1),
+        ))
+        .unwrap();
+        futures::executor::block_on(async {
+            for i in 0..100u64 {
+                db.put(key(i), b"v".to_vec(), &WriteOptions::default())
+                    .await
+                    .unwrap();
+            }
+        });
+        drop(rt);
+        let put =
+            futures::executor::block_on(db.put(key(1), b"w".to_vec(), &WriteOptions::default()));
+        assert!(put.is_err(), "a write after the runtime stopped succeeded");
+        let e = futures::executor::block_on(db.close()).unwrap_err();
+        assert!(
+            e.to_string().contains("runtime was stopped")
+                || e.to_string().contains("stopped unfinished"),
+            "{e}"
+        );
+    });
+}

@@ -101,7 +101,8 @@ pub struct Config {
     /// it finds that another thread ran on its CPU meanwhile (a contended CPU), where
     /// spinning would delay more than it saves.
     pub idle_spin: Duration,
-    /// Tasks polled per loop turn before the reactor checks for completions.
+    /// Ordinary tasks polled per loop turn before the reactor checks for completions (a turn
+    /// that uses all of it also polls one background task, see [`crate::spawn_background`]).
     pub task_budget: usize,
     /// Ring flags to treat as unsupported, as if the kernel lacked them (for tests of the
     /// degradation path).

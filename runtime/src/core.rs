@@ -126,6 +126,10 @@ impl CoreRemote {
 /// A busy-poll function registered by a backend; returns the completions it found.
 type Poller = Box<dyn FnMut() -> usize>;
 
+/// A core's background queue is passed over for ready ordinary tasks at most this many
+/// turns in a row, minus one: on this turn it runs (see `Core::run_background_task`).
+const BACKGROUND_TURNS_MAX: u32 = 8;
+
 /// Operations a task may complete without yielding before [`crate::consume_budget`] makes it
 /// yield (operations that finish without waiting, e.g. appends absorbed by a buffer, would
 /// otherwise let one task hold the core and starve its mailbox).
@@ -160,6 +164,11 @@ pub(crate) struct Core {
     pub(crate) pool: RefCell<BufPool>,
     pub(crate) file_slots: RefCell<Vec<u32>>,
     run_queue: RefCell<VecDeque<Runnable<TaskHome>>>,
+    /// Ready tasks spawned with [`crate::spawn_background`]: at most one runs per turn of the
+    /// loop, after the turn's submit and reap (see [`Core::run_background_task`]).
+    background_queue: RefCell<VecDeque<Runnable<TaskHome>>>,
+    /// Turns since a background task last ran while one was ready.
+    background_waited_turns: Cell<u32>,
     inbox: mpsc::Receiver<Message>,
     policy: SubmitPolicy,
     busy_poll: bool,
@@ -289,6 +298,8 @@ impl Core {
                 Vec::new()
             }),
             run_queue: RefCell::new(VecDeque::with_capacity(1024)),
+            background_queue: RefCell::new(VecDeque::new()),
+            background_waited_turns: Cell::new(0),
             inbox,
             policy: config.submit_policy,
             busy_poll: config.busy_poll,
@@ -327,7 +338,16 @@ impl Core {
     /// Queues a task to run on this core (called on this core's thread).
     #[inline]
     pub(crate) fn schedule_local(&self, runnable: Runnable<TaskHome>) {
-        self.run_queue.borrow_mut().push_back(runnable);
+        if runnable.metadata().is_background() {
+            self.background_queue.borrow_mut().push_back(runnable);
+        } else {
+            self.run_queue.borrow_mut().push_back(runnable);
+        }
+    }
+
+    /// Whether any task, ordinary or background, is ready to run.
+    fn has_ready_tasks(&self) -> bool {
+        !self.run_queue.borrow().is_empty() || !self.background_queue.borrow().is_empty()
     }
 
     /// Pushes an entry, submitting first if the queue is full. Under the eager policy the
@@ -441,6 +461,7 @@ impl Core {
     /// per op while the device stays busy with what it already has.
     #[inline]
     fn device_needs_submit(&self) -> bool {
+        // Background tasks run only after the loop's own submit: they do not count here.
         if self.run_queue.borrow().is_empty() {
             return false;
         }
@@ -536,7 +557,7 @@ impl Core {
         while let Ok(msg) = self.inbox.try_recv() {
             got = true;
             match msg {
-                Message::Runnable(r) => self.run_queue.borrow_mut().push_back(r),
+                Message::Runnable(r) => self.schedule_local(r),
                 Message::Job(job) => {
                     let _ = self.catch("job sent to the core", job);
                 }
@@ -548,24 +569,50 @@ impl Core {
         got
     }
 
-    fn run_tasks(&self) {
+    /// Runs ready ordinary tasks, up to the task budget; returns whether they used all of it.
+    fn run_tasks(&self) -> bool {
         for _ in 0..self.task_budget {
             let next = self.run_queue.borrow_mut().pop_front();
             match next {
-                Some(r) => {
-                    self.coop_budget.set(COOP_BUDGET);
-                    // A panicking task must not take the core (and every other task) down:
-                    // async-task closes the task; we report the panic and go on.
-                    if let Err(panic) =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r.run()))
-                    {
-                        let msg = panic_message(&*panic);
-                        tracing::error!(core = self.id, panic = %msg, "a task panicked");
-                        self.task_panics.set(self.task_panics.get() + 1);
-                    }
-                }
-                None => break,
+                Some(r) => self.run_task(r),
+                None => return false,
             }
+        }
+        true
+    }
+
+    /// Runs one background task if no ordinary task is ready, if ordinary tasks used the
+    /// whole budget of this turn, or on the [`BACKGROUND_TURNS_MAX`]th turn in a row that
+    /// skipped the queue (so it never starves, even beside an ordinary task whose ops always
+    /// complete at once; the count is per core, so with k background tasks queued one may
+    /// wait k times as long). Called after the turn submitted and reaped: an ordinary task
+    /// whose read completed at once (a page-cache hit completes in the submitting syscall)
+    /// runs before the background task, not after it. Only one per turn, since the next
+    /// turn's completions and messages may make ordinary tasks ready.
+    fn run_background_task(&self, saturated: bool) {
+        if self.background_queue.borrow().is_empty() {
+            return;
+        }
+        let waited = self.background_waited_turns.get() + 1;
+        if !saturated && waited < BACKGROUND_TURNS_MAX && !self.run_queue.borrow().is_empty() {
+            self.background_waited_turns.set(waited);
+            return;
+        }
+        self.background_waited_turns.set(0);
+        let next = self.background_queue.borrow_mut().pop_front();
+        if let Some(r) = next {
+            self.run_task(r);
+        }
+    }
+
+    fn run_task(&self, r: Runnable<TaskHome>) {
+        self.coop_budget.set(COOP_BUDGET);
+        // A panicking task must not take the core (and every other task) down: async-task
+        // closes the task; we report the panic and go on.
+        if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r.run())) {
+            let msg = panic_message(&*panic);
+            tracing::error!(core = self.id, panic = %msg, "a task panicked");
+            self.task_panics.set(self.task_panics.get() + 1);
         }
     }
 
@@ -648,7 +695,7 @@ impl Core {
                 !self.injected_loop_panic.take(),
                 "injected panic in the core loop"
             );
-            self.run_tasks();
+            let saturated = self.run_tasks();
             let polled = if self.pollers.borrow().is_empty() {
                 0
             } else {
@@ -656,7 +703,7 @@ impl Core {
             };
             // Tasks that ran and queued entries do not count as work left: the blocking
             // enter below submits them and waits in one syscall.
-            let has_work = !self.run_queue.borrow().is_empty() || polled > 0;
+            let has_work = self.has_ready_tasks() || polled > 0;
             let spinning = self.busy_poll || !self.pollers.borrow().is_empty();
             if has_work || spinning {
                 // Hand queued entries to the kernel and pick up what completed.
@@ -666,6 +713,10 @@ impl Core {
                     self.enter(false, need_getevents);
                 }
                 self.reap();
+                // A failed enter left a fatal reason: the next turn dies, no task runs first.
+                if self.fatal.borrow().is_none() {
+                    self.run_background_task(saturated);
+                }
                 continue;
             }
             // Completions already posted need no syscall.
@@ -797,11 +848,13 @@ impl Core {
     /// Drops every queued task instead of running it: its future drops, and its in-flight ops
     /// turn into cancels.
     fn drop_queued(&self) {
-        loop {
-            let next = self.run_queue.borrow_mut().pop_front();
-            match next {
-                Some(r) => drop(r),
-                None => break,
+        for queue in [&self.run_queue, &self.background_queue] {
+            loop {
+                let next = queue.borrow_mut().pop_front();
+                match next {
+                    Some(r) => drop(r),
+                    None => break,
+                }
             }
         }
     }

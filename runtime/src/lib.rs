@@ -11,6 +11,8 @@
 //! 3. Call registered pollers (busy-polled drivers such as SPDK).
 //! 4. Hand queued SQEs to the kernel (one `io_uring_enter` per turn under
 //!    [`SubmitPolicy::Batched`]) and reap completions, waking exactly the task each belongs to.
+//! 5. Poll one background task ([`spawn_background`]) if no ordinary task is ready now, if
+//!    step 2 used the whole budget, or if background tasks were passed over 7 turns in a row.
 //!
 //! With nothing to do, the core blocks in `io_uring_enter` until a completion, a timer or a
 //! message arrives (a sender wakes it with an eventfd write). With [`Builder::idle_spin`] set
@@ -77,5 +79,6 @@ pub use ring::{Completion, RingInfo};
 pub use runtime::{Handle, Runtime};
 pub use task::{
     call_on, consume_budget, core_id, core_stats, handle, num_cores, on_core, register_poller,
-    ring_info, spawn, spawn_on, yield_now, CoreStats, PollerGuard, Task, TaskHome, YieldNow,
+    ring_info, spawn, spawn_background, spawn_on, yield_now, CoreStats, PollerGuard, Task,
+    TaskHome, YieldNow,
 };

@@ -23,10 +23,20 @@ pub type Task<T> = async_task::Task<T, TaskHome>;
 /// instead of waking by reference and dropping it.
 pub struct TaskHome {
     remote: Arc<CoreRemote>,
+    /// Spawned with [`spawn_background`]: queued apart and run after ordinary tasks (see
+    /// there).
+    background: bool,
 }
 
-/// Queues a woken task: on its own core's thread in the run queue, from anywhere else through
-/// the core's mailbox. The core is compared by identity, not index: core 0 of another runtime
+impl TaskHome {
+    /// Whether the task was spawned with [`spawn_background`].
+    pub(crate) fn is_background(&self) -> bool {
+        self.background
+    }
+}
+
+/// Queues a woken task: on its own core's thread in its run queue (ordinary or background),
+/// from anywhere else through the core's mailbox. The core is compared by identity, not index: core 0 of another runtime
 /// in the same process is not this task's core.
 fn schedule(runnable: Runnable<TaskHome>) {
     let home = Arc::as_ptr(&runnable.metadata().remote);
@@ -54,9 +64,36 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    let core = current("spawn");
+    spawn_with(future, false, "spawn")
+}
+
+/// Spawns `future` on the current core as a background task. A ready background task is
+/// polled only at the end of a turn of the core's loop, after the turn submitted and reaped,
+/// and at most one per turn: when no ordinary task is ready then, when the turn's ordinary
+/// tasks used the whole task budget, or when the background queue was passed over 7 turns
+/// in a row (the count is per core). So ordinary tasks, even ones whose ops complete at once,
+/// run nearly as if it were not there, and it never starves. For work whose delay costs
+/// nothing directly, like an LSM store's flushes and compactions; it should yield
+/// ([`yield_now`]) often, since a poll is not interrupted. Ordinary tasks that wait for it
+/// (a writer waiting for a flush) wait that long too. What it spawns with [`spawn`], and
+/// what it sends to other cores, runs as ordinary tasks. Panics off-core.
+pub fn spawn_background<F>(future: F) -> Task<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    spawn_with(future, true, "spawn_background")
+}
+
+fn spawn_with<F>(future: F, background: bool, what: &'static str) -> Task<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    let core = current(what);
     let home = TaskHome {
         remote: core.remote.clone(),
+        background,
     };
     let task_id = core.tasks.borrow_mut().insert();
     drop(core);

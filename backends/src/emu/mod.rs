@@ -3,7 +3,8 @@
 //! The file holds a header (geometry), two zone-table slots and the data region (format in
 //! `docs/format.md` and [`format`](mod@format)). Data goes through the runtime's io_uring ops on the
 //! calling core, with `O_DIRECT` when the block size is at least 4 KiB and the filesystem
-//! accepts it, buffered otherwise.
+//! accepts it, buffered otherwise or when the spec asks for the page cache (`direct=0`,
+//! [`EmuDevice::open_through_page_cache`]).
 //!
 //! ## Crash semantics (a device with a volatile write cache)
 //! Writes go to the data region without sync and advance the in-memory write pointer.
@@ -330,6 +331,7 @@ impl EmuDevice {
             LatencyModel::default(),
             name,
             OpenMode::ReadWrite,
+            true,
         )
     }
 
@@ -339,7 +341,20 @@ impl EmuDevice {
     pub async fn open(path: impl AsRef<Path>, latency: LatencyModel) -> Result<EmuDevice> {
         let path = path.as_ref();
         let name = format!("emu:{}", path.display());
-        EmuDevice::open_named(path, latency, name, OpenMode::ReadWrite).await
+        EmuDevice::open_named(path, latency, name, OpenMode::ReadWrite, true).await
+    }
+
+    /// Opens an existing device file read-write like [`EmuDevice::open`], but reads and writes
+    /// it through the host's page cache (never `O_DIRECT`; the spec option `direct=0`). Reads
+    /// of recently used data then cost a memory copy instead of a device read, as for a
+    /// file-based store with buffered I/O; durability is unchanged (a flush `fdatasync`s).
+    pub async fn open_through_page_cache(
+        path: impl AsRef<Path>,
+        latency: LatencyModel,
+    ) -> Result<EmuDevice> {
+        let path = path.as_ref();
+        let name = format!("emu:{},direct=0", path.display());
+        EmuDevice::open_named(path, latency, name, OpenMode::ReadWrite, false).await
     }
 
     /// Opens an existing device file for reports and reads only: needs only read permission,
@@ -351,18 +366,20 @@ impl EmuDevice {
     ) -> Result<EmuDevice> {
         let path = path.as_ref();
         let name = format!("emu:{}", path.display());
-        EmuDevice::open_named(path, latency, name, OpenMode::ReadOnly).await
+        EmuDevice::open_named(path, latency, name, OpenMode::ReadOnly, true).await
     }
 
+    /// Opens the device file; `allow_direct: false` keeps it off `O_DIRECT` (`direct=0`).
     pub(crate) async fn open_named(
         path: &Path,
         latency: LatencyModel,
         name: String,
         mode: OpenMode,
+        allow_direct: bool,
     ) -> Result<EmuDevice> {
         latency.validate()?;
         let locked = open::open_locked(path, mode).await?;
-        EmuDevice::from_locked(locked, path, latency, name, mode)
+        EmuDevice::from_locked(locked, path, latency, name, mode, allow_direct)
     }
 
     /// Builds the device on a locked descriptor of its file.
@@ -372,9 +389,11 @@ impl EmuDevice {
         latency: LatencyModel,
         name: String,
         mode: OpenMode,
+        allow_direct: bool,
     ) -> Result<EmuDevice> {
         let loaded = open::load(&f, path)?;
-        let direct = loaded.geometry.block_size_bytes >= EMU_DIRECT_BLOCK_SIZE_BYTES_MIN
+        let direct = allow_direct
+            && loaded.geometry.block_size_bytes >= EMU_DIRECT_BLOCK_SIZE_BYTES_MIN
             && try_direct(path, &f);
         let zones = loaded.geometry.zone_count as usize;
         Ok(EmuDevice {

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `mem:zones=64,zone_size=64M[,…]` | zones in RAM (tests, fault injection) |
 //! | `nil:zones=64,zone_size=64M[,…]` | completes every op at once, stores nothing |
-//! | `emu:/path/dev.zns[,lat_us=N][,bw_mbps=N][,discard=1]` | file-backed emulated ZNS device |
+//! | `emu:/path/dev.zns[,lat_us=N][,bw_mbps=N][,discard=1][,direct=0]` | file-backed emulated ZNS device |
 //! | `zbd:/dev/nvme0n1` | a Linux zoned block device (ZNS namespace, zoned null_blk, SMR) |
 //! | `nvme:/dev/ng0n1` | a ZNS namespace through NVMe passthrough (runtime with 128-byte SQEs) |
 //! | `spdk:<addr>` | SPDK's userspace NVMe driver (cargo feature `spdk`) |
@@ -16,6 +16,10 @@
 //! in µs, at most 10 s) and `bw_mbps` (bandwidth cap in MB/s = 10^6 bytes/s, 1 to 10^6; 0 is
 //! refused, leave the option out for no cap); both off by default. `discard=1` makes a reset
 //! give the zone's space back to the host filesystem (hole punch; default `discard=0`).
+//! `direct=0` reads and writes the file through the host's page cache, as a file-based store
+//! such as RocksDB does by default; the default `direct=1` bypasses it (`O_DIRECT`) when the
+//! filesystem allows it and the block size is at least 4 KiB, so the device behaves like a
+//! drive and a store on it has only the memory it allocates itself.
 //!
 //! **Commas in an emu path.** Everything after `emu:` up to the first trailing `,KEY=VALUE`
 //! segment is the path, where a segment is an option if it has the form `KEY=VALUE` with `KEY`
@@ -100,6 +104,9 @@ pub enum DeviceSpec {
         /// `discard=1`: a reset gives the zone's space back to the host filesystem (hole
         /// punch); off by default (see [`crate::EmuDevice::discard_on_reset`]).
         discard: bool,
+        /// `direct=0`: data I/O goes through the host's page cache; by default (`direct=1`)
+        /// it bypasses it where it can (see [`crate::EmuDevice::is_direct`]).
+        direct: bool,
     },
     /// `zbd:PATH`: a kernel zoned block device (see [`crate::zbd`]).
     Zbd(PathBuf),
@@ -162,6 +169,7 @@ impl DeviceSpec {
                 }
                 let mut latency = LatencyModel::default();
                 let mut discard = false;
+                let mut direct = true;
                 for (key, value) in options {
                     let n: u64 = value
                         .parse()
@@ -188,20 +196,23 @@ impl DeviceSpec {
                             latency.bandwidth_bytes_per_sec = Some(n * 1_000_000);
                         }
                         "discard" => {
-                            discard = match n {
-                                0 => false,
-                                1 => true,
-                                _ => {
-                                    return Err(invalid(format!(
-                                        "discard={n}: use discard=1 (punch holes on reset) or \
-                                         discard=0"
-                                    )))
-                                }
-                            };
+                            discard =
+                                switch(key, n, "discard=1 (punch holes on reset) or discard=0")
+                                    .map_err(invalid)?;
+                        }
+                        "direct" => {
+                            direct = switch(
+                                key,
+                                n,
+                                "direct=0 (through the page cache) or direct=1 (O_DIRECT, the \
+                                 default)",
+                            )
+                            .map_err(invalid)?;
                         }
                         _ => {
                             return Err(invalid(format!(
-                                "unknown emu option `{key}` (known: lat_us, bw_mbps, discard)"
+                                "unknown emu option `{key}` (known: lat_us, bw_mbps, discard, \
+                                 direct)"
                             )))
                         }
                     }
@@ -210,6 +221,7 @@ impl DeviceSpec {
                     path: PathBuf::from(path),
                     latency,
                     discard,
+                    direct,
                 })
             }
             "zbd" | "nvme" if rest.is_empty() => {
@@ -225,6 +237,15 @@ impl DeviceSpec {
                 "unknown backend `{other}` (known: mem, nil, emu, zbd, nvme, spdk)"
             ))),
         }
+    }
+}
+
+/// An on/off option: `0` or `1`; anything else is an error naming the choices (`use`).
+fn switch(key: &str, n: u64, choices: &str) -> std::result::Result<bool, String> {
+    match n {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(format!("{key}={n}: use {choices}")),
     }
 }
 
@@ -360,6 +381,19 @@ mod tests {
         assert!(discard("emu:/x.zns,lat_us=5,discard=1"));
         let e = DeviceSpec::parse("emu:/x.zns,discard=2").unwrap_err();
         assert!(e.to_string().contains("discard=2"), "{e}");
+    }
+
+    #[test]
+    fn emu_direct_is_on_unless_turned_off_and_only_0_or_1() {
+        let direct = |spec: &str| match DeviceSpec::parse(spec).unwrap() {
+            DeviceSpec::Emu { direct, .. } => direct,
+            other => panic!("{other:?}"),
+        };
+        assert!(direct("emu:/x.zns"));
+        assert!(direct("emu:/x.zns,direct=1"));
+        assert!(!direct("emu:/x.zns,discard=1,direct=0"));
+        let e = DeviceSpec::parse("emu:/x.zns,direct=2").unwrap_err();
+        assert!(e.to_string().contains("direct=2"), "{e}");
     }
 
     fn emu(spec: &str) -> (PathBuf, LatencyModel) {

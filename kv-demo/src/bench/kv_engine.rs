@@ -158,9 +158,11 @@ impl KvDemoHost {
             builder = builder.idle_spin(std::time::Duration::from_micros(us));
         }
         let runtime = builder.build().map_err(err)?;
-        let emu_path = spec
-            .strip_prefix("emu:")
-            .map(|p| PathBuf::from(p.split('?').next().unwrap_or(p)));
+        // The file alone, without the spec's options (`emu:PATH,direct=0`).
+        let emu_path = match ziob::backends::DeviceSpec::parse(&spec).map_err(err)? {
+            ziob::backends::DeviceSpec::Emu { path, .. } => Some(path),
+            _ => None,
+        };
         let options = Options {
             shards,
             write_buffer_bytes: (cfg.write_buffer_size / shards as u64).max(1) as usize,

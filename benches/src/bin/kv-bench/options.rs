@@ -21,6 +21,10 @@ pub enum Mode {
     /// kv-demo on an `emu:` device in the same file system, ZIOB buffer on.
     #[value(name = "kv-demo")]
     KvDemo,
+    /// kv-demo on an `emu:` device read and written through the page cache (`direct=0`),
+    /// ZIOB buffer on: the same memory as db_bench and fjall with buffered I/O.
+    #[value(name = "kv-demo-pagecache")]
+    KvDemoPagecache,
     /// kv-demo with the ZIOB buffer off (`--ziob=off`).
     #[value(name = "kv-demo-nobuf")]
     KvDemoNobuf,
@@ -40,10 +44,11 @@ pub enum Mode {
 
 impl Mode {
     /// Every mode, in column order.
-    pub const ALL: [Mode; 8] = [
+    pub const ALL: [Mode; 9] = [
         Mode::Rocksdb,
         Mode::RocksdbDirect,
         Mode::KvDemo,
+        Mode::KvDemoPagecache,
         Mode::KvDemoNobuf,
         Mode::Fjall,
         Mode::RocksdbExt4,
@@ -57,6 +62,7 @@ impl Mode {
             Mode::Rocksdb => "rocksdb",
             Mode::RocksdbDirect => "rocksdb-direct",
             Mode::KvDemo => "kv-demo",
+            Mode::KvDemoPagecache => "kv-demo-pagecache",
             Mode::KvDemoNobuf => "kv-demo-nobuf",
             Mode::Fjall => "fjall",
             Mode::RocksdbExt4 => "rocksdb-ext4",
@@ -87,14 +93,18 @@ impl Mode {
             (Mode::Rocksdb | Mode::RocksdbDirect | Mode::RocksdbExt4, true) => {
                 "WAL fsync'ed before the write returns: survives a power loss"
             }
-            (Mode::KvDemo | Mode::KvDemoNvme | Mode::KvDemoZbd, false) => {
+            (Mode::KvDemo | Mode::KvDemoPagecache | Mode::KvDemoNvme | Mode::KvDemoZbd, false) => {
                 "WAL record in ZIOB's zone buffer (process memory): lost with the process until written back (at the latest on close)"
             }
             (Mode::KvDemoNobuf, false) => {
-                "WAL record written to the device (here: the emu file, i.e. the OS page cache) before the write returns: survives a process crash"
+                "WAL record written to the device (here: the emu file with O_DIRECT, i.e. the disk) before the write returns: survives a process crash"
             }
             (
-                Mode::KvDemo | Mode::KvDemoNobuf | Mode::KvDemoNvme | Mode::KvDemoZbd,
+                Mode::KvDemo
+                | Mode::KvDemoPagecache
+                | Mode::KvDemoNobuf
+                | Mode::KvDemoNvme
+                | Mode::KvDemoZbd,
                 true,
             ) => {
                 "WAL synced (written back and device cache flushed; emu: fdatasync) before the write returns: survives a power loss"

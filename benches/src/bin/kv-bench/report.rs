@@ -38,11 +38,13 @@ fn cell(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
 }
 
 /// The ratio columns: (numerator, denominator).
-const RATIOS: [(Mode, Mode); 7] = [
+const RATIOS: [(Mode, Mode); 9] = [
     (Mode::KvDemo, Mode::Rocksdb),
     (Mode::KvDemo, Mode::RocksdbDirect),
+    (Mode::KvDemoPagecache, Mode::Rocksdb),
     (Mode::KvDemoNobuf, Mode::Rocksdb),
     (Mode::KvDemo, Mode::Fjall),
+    (Mode::KvDemoPagecache, Mode::Fjall),
     (Mode::KvDemo, Mode::KvDemoNobuf),
     (Mode::KvDemoNvme, Mode::RocksdbExt4),
     (Mode::KvDemoZbd, Mode::RocksdbExt4),

@@ -143,7 +143,9 @@ pub fn mode_flags(o: &Options, m: Mode) -> Vec<String> {
             "--max_bytes_for_level_base={}",
             4 * o.write_buffer_size
         )],
-        Mode::KvDemo | Mode::KvDemoNvme | Mode::KvDemoZbd => vec!["--ziob=on".into()],
+        Mode::KvDemo | Mode::KvDemoPagecache | Mode::KvDemoNvme | Mode::KvDemoZbd => {
+            vec!["--ziob=on".into()]
+        }
         Mode::KvDemoNobuf => vec!["--ziob=off".into()],
         Mode::Fjall => vec!["--engine=fjall".into()],
     }
@@ -193,6 +195,10 @@ pub fn place(o: &Options, m: Mode) -> Result<Place, String> {
         Mode::KvDemo | Mode::KvDemoNobuf => {
             let p = o.work_dir.join(format!("{stem}.zns"));
             host(p.clone(), format!("emu:{}", p.display()))
+        }
+        Mode::KvDemoPagecache => {
+            let p = o.work_dir.join(format!("{stem}.zns"));
+            host(p.clone(), format!("emu:{},direct=0", p.display()))
         }
         Mode::Rocksdb | Mode::RocksdbDirect | Mode::Fjall => {
             let p = o.work_dir.join(stem);
@@ -520,6 +526,17 @@ mod tests {
             .iter()
             .any(|a| a.starts_with("--db=emu:/var/tmp/kv-bench-")));
         assert!(kv.contains(&"--ziob=off".to_string()));
+        // O_DIRECT unless the mode is the page-cache one.
+        let db = |m: Mode| {
+            args(m, false, 0)
+                .into_iter()
+                .find(|a| a.starts_with("--db=emu:"))
+                .unwrap()
+        };
+        assert!(db(Mode::KvDemoPagecache).ends_with(".zns,direct=0"));
+        for m in [Mode::KvDemo, Mode::KvDemoNobuf] {
+            assert!(db(m).ends_with(".zns"), "{m:?}");
+        }
     }
 
     #[test]

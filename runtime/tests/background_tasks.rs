@@ -1,0 +1,292 @@
+//! Background tasks (`spawn_background`) give way to ordinary tasks on their core and are
+//! never starved by them. Counted in polls, not timed: a background task that is always
+//! ready (it yields in a loop) runs in turns where no ordinary task is ready, in every turn
+//! in which ordinary tasks used the whole task budget, and after 7 turns passed over. Every
+//! test runs under a watchdog, so a lost wake-up fails instead of hanging.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::Duration;
+
+use futures::channel::oneshot;
+use ziob_runtime::{
+    core_stats, nop, on_core, sleep, spawn, spawn_background, yield_now, Builder, Runtime,
+};
+
+/// Ops or yields of the ordinary task in each test.
+const STEPS: u64 = 2_000;
+
+/// Builds a runtime from `builder` on a thread of its own, runs `f` there and returns its
+/// result; fails (instead of hanging) after 60 s, and passes on a panic of `f` as it is.
+fn bounded<T: Send + 'static>(
+    builder: Builder,
+    f: impl FnOnce(&Runtime) -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = mpsc::channel();
+    let worker = thread::spawn(move || {
+        let rt = builder.build().unwrap();
+        let out = f(&rt);
+        drop(rt);
+        let _ = tx.send(out);
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(out) => out,
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            std::panic::resume_unwind(worker.join().expect_err("the worker sent nothing"))
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("no progress within 60 s: a background task was never run or a wake-up lost")
+        }
+    }
+}
+
+/// Spawns a task on the current core that counts its polls and yields until `stop` is set,
+/// in the background or as an ordinary task.
+fn spinner(background: bool, polls: Rc<Cell<u64>>, stop: Rc<Cell<bool>>) {
+    let work = async move {
+        while !stop.get() {
+            polls.set(polls.get() + 1);
+            yield_now().await;
+        }
+    };
+    if background {
+        spawn_background(work).detach();
+    } else {
+        spawn(work).detach();
+    }
+}
+
+/// Polls the spinner got while one ordinary task awaited `STEPS` nops in a row.
+fn spinner_polls_during_nops(background: bool) -> u64 {
+    bounded(Runtime::builder().cores(1), move |rt| {
+        rt.block_on(move || async move {
+            let polls = Rc::new(Cell::new(0));
+            let stop = Rc::new(Cell::new(false));
+            spinner(background, polls.clone(), stop.clone());
+            yield_now().await;
+            let before = polls.get();
+            for _ in 0..STEPS {
+                nop().await.unwrap();
+            }
+            let during = polls.get() - before;
+            stop.set(true);
+            during
+        })
+        .unwrap()
+    })
+}
+
+#[test]
+fn a_ready_background_task_does_not_run_between_an_ordinary_tasks_ops() {
+    // A nop completes in the syscall that submits it (its completion is posted before the
+    // enter returns, whatever the ring's task-run flags; not so with SQPOLL, which the
+    // runtime does not use), so the ordinary task is ready again by the time the turn would
+    // run a background task: the background task waits, and runs only on every 8th turn
+    // (one nop each). As an ordinary task the same spinner runs at
+    // least once between two nops.
+    let background = spinner_polls_during_nops(true);
+    let ordinary = spinner_polls_during_nops(false);
+    assert!(
+        ordinary >= STEPS,
+        "ordinary spinner ran {ordinary} times during {STEPS} nops"
+    );
+    assert!(
+        background <= STEPS / 8 + 2,
+        "background spinner ran {background} times during {STEPS} nops (ordinary: {ordinary})"
+    );
+    assert!(
+        background >= STEPS / 8 - 2,
+        "background spinner ran only {background} times during {STEPS} nops: starved"
+    );
+}
+
+#[test]
+fn a_background_task_runs_while_ordinary_tasks_never_stop() {
+    // The ordinary task is always ready (it only yields), so every turn uses the whole task
+    // budget; the background task still runs once per turn.
+    let background = bounded(Runtime::builder().cores(1).task_budget(16), |rt| {
+        rt.block_on(|| async {
+            let polls = Rc::new(Cell::new(0));
+            let stop = Rc::new(Cell::new(false));
+            spinner(true, polls.clone(), stop.clone());
+            for _ in 0..STEPS {
+                yield_now().await;
+            }
+            stop.set(true);
+            polls.get()
+        })
+        .unwrap()
+    });
+    // At most 16 ordinary polls per turn, and the block_on task is one of them; one
+    // background poll per turn, never more.
+    assert!(
+        background >= STEPS / 16 / 2,
+        "background task ran {background} times while an ordinary task yielded {STEPS} times"
+    );
+    assert!(
+        background <= STEPS / 16 + 2,
+        "background task ran {background} times while an ordinary task yielded {STEPS} times: \
+         more than one per turn"
+    );
+}
+
+#[test]
+fn background_tasks_finish_and_return_their_output() {
+    let sums = bounded(Runtime::builder().cores(2), |rt| {
+        (0..2)
+            .map(|core| {
+                rt.run_on(core, || async {
+                    let tasks: Vec<_> = (0..8u64)
+                        .map(|i| {
+                            spawn_background(async move {
+                                for _ in 0..i {
+                                    nop().await.unwrap();
+                                    yield_now().await;
+                                }
+                                i
+                            })
+                        })
+                        .collect();
+                    let mut sum = 0;
+                    for t in tasks {
+                        sum += t.await;
+                    }
+                    sum
+                })
+                .unwrap()
+            })
+            .collect::<Vec<u64>>()
+    });
+    assert_eq!(sums, vec![(0..8).sum::<u64>(); 2]);
+}
+
+#[test]
+fn a_background_task_woken_by_a_plain_thread_or_a_timer_runs_on_a_sleeping_core() {
+    // No ordinary task is ready while the background task waits, so the core goes to sleep;
+    // the wake-up arrives through the mailbox (a plain thread) or as a completion (a timer).
+    let (slept, rounds) = bounded(Runtime::builder().cores(1), |rt| {
+        rt.block_on(|| async {
+            let (to_thread, from_core) = mpsc::channel::<oneshot::Sender<u32>>();
+            let answerer = thread::spawn(move || {
+                while let Ok(reply) = from_core.recv() {
+                    thread::sleep(Duration::from_micros(300));
+                    let _ = reply.send(1);
+                }
+            });
+            let sleeps_before = core_stats().sleeps;
+            let rounds = spawn_background(async move {
+                let mut n = 0;
+                for _ in 0..50 {
+                    let (tx, rx) = oneshot::channel();
+                    to_thread.send(tx).unwrap();
+                    n += rx.await.unwrap();
+                    sleep(Duration::from_micros(200)).await.unwrap();
+                }
+                n
+            })
+            .await;
+            answerer.join().unwrap();
+            (core_stats().sleeps - sleeps_before, rounds)
+        })
+        .unwrap()
+    });
+    assert_eq!(rounds, 50);
+    assert!(
+        slept > 0,
+        "the core never slept while the background task waited"
+    );
+}
+
+#[test]
+fn an_ordinary_task_awaiting_a_background_one_beside_a_spinning_task_finishes() {
+    let done = bounded(Runtime::builder().cores(1), |rt| {
+        rt.block_on(|| async {
+            let polls = Rc::new(Cell::new(0));
+            let stop = Rc::new(Cell::new(false));
+            spinner(false, polls.clone(), stop.clone());
+            let out = spawn_background(async {
+                let mut sum = 0u64;
+                for i in 0..200 {
+                    nop().await.unwrap();
+                    yield_now().await;
+                    sum += i;
+                }
+                sum
+            })
+            .await;
+            stop.set(true);
+            out
+        })
+        .unwrap()
+    });
+    assert_eq!(done, (0..200).sum::<u64>());
+}
+
+/// Sets its flag when dropped, with whether that happened on a core's thread.
+struct DropProbe {
+    dropped: Arc<AtomicBool>,
+    on_core: Arc<AtomicBool>,
+}
+
+impl Drop for DropProbe {
+    fn drop(&mut self) {
+        self.on_core.store(on_core(), Ordering::SeqCst);
+        self.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn dropping_a_background_task_cancels_it_and_shutdown_drops_ready_ones_on_their_core() {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let dropped_on_core = Arc::new(AtomicBool::new(false));
+    let (d, c) = (dropped.clone(), dropped_on_core.clone());
+    let polls = bounded(Runtime::builder().cores(1), move |rt| {
+        rt.block_on(move || async move {
+            let polls = Rc::new(Cell::new(0));
+            let p = polls.clone();
+            let task = spawn_background(async move {
+                loop {
+                    p.set(p.get() + 1);
+                    yield_now().await;
+                }
+            });
+            for _ in 0..100 {
+                nop().await.unwrap();
+                yield_now().await;
+            }
+            drop(task);
+            let at_drop = polls.get();
+            for _ in 0..100 {
+                yield_now().await;
+            }
+            assert_eq!(polls.get(), at_drop, "a dropped background task ran on");
+            // One more that is still ready when the runtime shuts down: the core drops it
+            // (its future, with the probe) while shutting down.
+            let probe = DropProbe {
+                dropped: d,
+                on_core: c,
+            };
+            spawn_background(async move {
+                let _probe = probe;
+                loop {
+                    yield_now().await;
+                }
+            })
+            .detach();
+            at_drop
+        })
+        .unwrap()
+    });
+    assert!(polls > 0, "the background task never ran beside a busy one");
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "shutdown leaked a ready background task"
+    );
+    assert!(
+        dropped_on_core.load(Ordering::SeqCst),
+        "a ready background task was dropped off its core"
+    );
+}
