@@ -290,3 +290,43 @@ fn dropping_a_background_task_cancels_it_and_shutdown_drops_ready_ones_on_their_
         "a ready background task was dropped off its core"
     );
 }
+
+#[test]
+fn no_background_task_runs_after_a_fatal_enter() {
+    // The turn whose `io_uring_enter` fails for good must not poll a background task on the
+    // broken ring before the core stops.
+    let polls = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let at_inject = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
+    let (p, a) = (polls.clone(), at_inject.clone());
+    bounded(Runtime::builder().cores(1), move |rt| {
+        rt.handle()
+            .spawn_on(0, move || async move {
+                let spun = p.clone();
+                spawn_background(async move {
+                    loop {
+                        spun.fetch_add(1, Ordering::SeqCst);
+                        yield_now().await;
+                    }
+                })
+                .detach();
+                for _ in 0..64 {
+                    nop().await.unwrap();
+                }
+                a.store(p.load(Ordering::SeqCst), Ordering::SeqCst);
+                ziob_runtime::testing::inject_enter_error(libc::EBADR);
+                let _ = nop().await;
+            })
+            .unwrap();
+        // Wait until the core is dead (calls to it fail).
+        while rt.run_on(0, || async {}).is_ok() {
+            thread::sleep(Duration::from_millis(5));
+        }
+    });
+    let at_inject = at_inject.load(Ordering::SeqCst);
+    assert!(at_inject > 0 && at_inject != u64::MAX, "{at_inject}");
+    assert_eq!(
+        polls.load(Ordering::SeqCst),
+        at_inject,
+        "a background task was polled after the fatal enter"
+    );
+}
