@@ -618,12 +618,15 @@ impl Shard {
             next_file_number: Some(self.next_file_number()),
             last_seq: Some(imm.last_seq),
         };
+        let flushed = &self.flush_bytes;
         self.install(edit, vec![Arc::new(t)], |st| {
             st.0.imms.pop_front();
+            // Counted with the switch, before waiters wake: a `flush` that returned sees its
+            // bytes (counted after `install`, a caller on another thread could read the
+            // stats first — `db_scan::flush_leaves_out_hidden_versions` once did).
+            flushed.fetch_add(summary.file_bytes, Ordering::Relaxed);
         })
         .await?;
-        self.flush_bytes
-            .fetch_add(summary.file_bytes, Ordering::Relaxed);
         self.log.truncate_before(imm.wal_end).await?;
         drop(src);
         retire_memtable(imm.mem);
@@ -641,13 +644,14 @@ impl Shard {
             compaction::run(&self.ctx, self.id, self.core, &|| self.new_file_number(), c).await?;
         let mut edit = out.edit;
         edit.next_file_number = Some(self.next_file_number());
+        // Counted before the new version wakes anyone (as a flush's bytes): the bytes were
+        // read and written whether or not the install succeeds.
+        self.compaction_read_bytes
+            .fetch_add(out.read_bytes, Ordering::Relaxed);
+        self.compaction_write_bytes
+            .fetch_add(out.written_bytes, Ordering::Relaxed);
         self.install_move(edit, out.added, out.level, out.pointer)
             .await?;
-        let (read, written) = (out.read_bytes, out.written_bytes);
-        self.compaction_read_bytes
-            .fetch_add(read, Ordering::Relaxed);
-        self.compaction_write_bytes
-            .fetch_add(written, Ordering::Relaxed);
         Ok(true)
     }
 }

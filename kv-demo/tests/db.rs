@@ -6,7 +6,7 @@ mod db_common;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use db_common::{key, tiny, with_watchdog, Rng};
+use db_common::{key, open_tiny_mem, tiny, with_watchdog, Rng};
 use kv_demo::{Db, DbError, Snapshot, WriteBatch, WriteOptions};
 use ziob::Runtime;
 
@@ -246,12 +246,7 @@ fn writers_flush_and_close_finish_while_a_task_keeps_the_core_busy() {
                 }
             })
             .unwrap();
-        let db = futures::executor::block_on(Db::open(
-            rt.handle(),
-            "mem:zones=64,zone_size=1M",
-            tiny(1),
-        ))
-        .unwrap();
+        let db = open_tiny_mem(&rt, 1);
         futures::executor::block_on(async {
             for i in 0..3000u64 {
                 db.put(key(i % 700), vec![i as u8; 200], &WriteOptions::default())

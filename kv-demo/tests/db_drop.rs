@@ -8,7 +8,7 @@ use std::future::Future;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use db_common::{client_on, key, tiny, with_watchdog};
+use db_common::{client_on, key, open_tiny_mem, tiny, with_watchdog};
 use kv_demo::{Db, WriteOptions};
 use ziob::backends::mem::MemDevice;
 use ziob::{Client, Geometry, Runtime};
@@ -83,12 +83,7 @@ fn a_db_whose_close_was_dropped_closes_its_device() {
 fn close_after_the_runtime_stopped_is_an_error_not_a_hang() {
     with_watchdog(60, || {
         let rt = Runtime::builder().cores(1).build().unwrap();
-        let db = futures::executor::block_on(Db::open(
-            rt.handle(),
-            "mem:zones=64,zone_size=1M",
-            tiny(1),
-        ))
-        .unwrap();
+        let db = open_tiny_mem(&rt, 1);
         futures::executor::block_on(async {
             for i in 0..100u64 {
                 db.put(key(i), b"v".to_vec(), &WriteOptions::default())

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use kv_demo::Options;
+use kv_demo::{Db, Options};
 use ziob::backends::mem::MemDevice;
 use ziob::backends::AnyDevice;
 use ziob::{Client, Runtime, ZiobConfig};
@@ -32,6 +32,16 @@ pub fn tiny(shards: usize) -> Options {
         cache_bytes: 64 << 10,
         ..Options::default()
     }
+}
+
+/// Opens a new store with [`tiny`] options of `shards` on a fresh 64 × 1 MiB `mem:` device.
+pub fn open_tiny_mem(rt: &Runtime, shards: usize) -> Db {
+    futures::executor::block_on(Db::open(
+        rt.handle(),
+        "mem:zones=64,zone_size=1M",
+        tiny(shards),
+    ))
+    .unwrap()
 }
 
 /// Runs `f` on a fresh thread; panics if it takes longer than `secs` (a hang watchdog, not a
