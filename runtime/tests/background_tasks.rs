@@ -4,6 +4,8 @@
 //! in which ordinary tasks used the whole task budget, and after 7 turns passed over. Every
 //! test runs under a watchdog, so a lost wake-up fails instead of hanging.
 
+mod common;
+
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,27 +22,17 @@ use ziob_runtime::{
 const STEPS: u64 = 2_000;
 
 /// Builds a runtime from `builder` on a thread of its own, runs `f` there and returns its
-/// result; fails (instead of hanging) after 60 s, and passes on a panic of `f` as it is.
+/// result, under [`common::with_watchdog`] (60 s).
 fn bounded<T: Send + 'static>(
     builder: Builder,
     f: impl FnOnce(&Runtime) -> T + Send + 'static,
 ) -> T {
-    let (tx, rx) = mpsc::channel();
-    let worker = thread::spawn(move || {
+    common::with_watchdog(Duration::from_secs(60), move || {
         let rt = builder.build().unwrap();
         let out = f(&rt);
         drop(rt);
-        let _ = tx.send(out);
-    });
-    match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(out) => out,
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            std::panic::resume_unwind(worker.join().expect_err("the worker sent nothing"))
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("no progress within 60 s: a background task was never run or a wake-up lost")
-        }
-    }
+        out
+    })
 }
 
 /// Spawns a task on the current core that counts its polls and yields until `stop` is set,

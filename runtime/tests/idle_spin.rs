@@ -17,10 +17,13 @@
 //! The tests take one lock: spinning cores of one test would steal the CPUs (this machine
 //! may have two) another test's cores need to see their messages in time.
 
-use std::sync::{mpsc, Mutex};
+mod common;
+
+use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
+use proptest::prelude::RngExt;
 use ziob_runtime::{call_on, core_stats, sleep, CoreStats, Runtime, IDLE_SPIN_MAX};
 
 /// Round trips or timers per measurement.
@@ -32,26 +35,10 @@ const QUARTER: u64 = ROUNDS / 4;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Runs `f` on a thread and fails if it takes longer than `limit` (instead of hanging).
+/// [`common::with_watchdog`], one test at a time (the tests measure spins and sleeps).
 fn with_watchdog<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (tx, rx) = mpsc::channel();
-    let worker = thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(v) => {
-            worker.join().unwrap();
-            v
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            worker.join().unwrap();
-            unreachable!("the worker sent nothing and did not panic")
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("no progress within {limit:?}: a wake-up was lost")
-        }
-    }
+    common::with_watchdog(limit, f)
 }
 
 /// Core `core`'s counters.
@@ -248,18 +235,6 @@ fn an_idle_core_stops_spinning_and_blocks() {
     });
 }
 
-/// A small deterministic generator (xorshift64*), so a failing run can be replayed by seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-}
-
 #[test]
 fn messages_around_the_end_of_the_window_are_never_lost() {
     // Plain threads and a core send to core 0 after gaps drawn around the length of its
@@ -276,9 +251,9 @@ fn messages_around_the_end_of_the_window_are_never_lost() {
         for seed in 1..=SENDERS {
             let handle = handle.clone();
             threads.push(thread::spawn(move || {
-                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
+                let mut rng = common::seeded_rng(0x9e37_79b9_7f4a_7c15 ^ seed);
                 for i in 0..CALLS {
-                    let gap = rng.below(3 * SPIN.as_micros() as u64);
+                    let gap = rng.random_range(0..3 * SPIN.as_micros() as u64);
                     thread::sleep(Duration::from_micros(gap));
                     let got = futures::executor::block_on(
                         handle.call(0, move || async move { seed * 1_000_000 + i }),
@@ -290,10 +265,10 @@ fn messages_around_the_end_of_the_window_are_never_lost() {
         }
         // A core sender too: its messages come with `mail` raised from a core thread.
         let from_core = rt.run_on(1, || async {
-            let mut rng = Rng(0xdead_beef);
+            let mut rng = common::seeded_rng(0xdead_beef);
             let mut sum = 0;
             for i in 0..CALLS {
-                let gap = rng.below(3 * SPIN.as_micros() as u64);
+                let gap = rng.random_range(0..3 * SPIN.as_micros() as u64);
                 sleep(Duration::from_micros(gap)).await.unwrap();
                 sum += call_on(0, move || async move { i }).await.unwrap();
             }
