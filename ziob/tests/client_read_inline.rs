@@ -7,14 +7,13 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use ziob::{Client, Runtime, ZiobConfig};
 
-fn open(rt: &Runtime, cores: usize, budget: u64) -> Client {
+fn open(rt: &Runtime, spec: &str, budget: u64) -> Client {
     let cfg = ZiobConfig {
         shard_budget_bytes: budget,
-        writeback_unit_bytes: Some(64 << 10),
+        writeback_unit_bytes: Some(16 << 10),
         ..ZiobConfig::default()
     };
-    let spec = format!("mem:zones={},zone_size=1M", 2 * cores);
-    futures::executor::block_on(Client::open(rt.handle(), &spec, cfg)).unwrap()
+    futures::executor::block_on(Client::open(rt.handle(), spec, cfg)).unwrap()
 }
 
 /// The zone's expected bytes at `[offset, offset + len)`: what was appended, zeros after.
@@ -29,7 +28,7 @@ fn expected(model: &[u8], offset: usize, len: usize) -> Vec<u8> {
 #[test]
 fn a_memory_read_on_the_owning_core_completes_in_one_poll() {
     let rt = Runtime::builder().cores(1).build().unwrap();
-    let c = open(&rt, 1, 1 << 20);
+    let c = open(&rt, "mem:zones=2,zone_size=1M", 1 << 20);
     rt.block_on(move || async move {
         let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
         c.append(0, data.clone().into()).await.unwrap();
@@ -61,21 +60,43 @@ fn a_memory_read_on_the_owning_core_completes_in_one_poll() {
 #[test]
 fn reads_match_a_model_whichever_path_they_take() {
     let rt = Runtime::builder().cores(2).build().unwrap();
-    let c = open(&rt, 2, 256 << 10);
+    let c = open(&rt, "mem:zones=4,zone_size=1M", 64 << 10);
+    run_model(&rt, c);
+}
+
+/// The same on an `emu` device through the page cache, whose device reads are of just the
+/// bytes wanted (not whole blocks).
+#[test]
+fn reads_match_a_model_on_a_page_cache_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.zns");
+    let spec = format!("emu:{},direct=0", path.display());
+    let rt = Runtime::builder().cores(2).build().unwrap();
+    let s = spec.clone();
+    rt.block_on(move || async move {
+        let g = ziob::Geometry::new(4, 1 << 20);
+        ziob::backends::create_device(&s, &g).await.unwrap();
+    })
+    .unwrap();
+    let c = open(&rt, &spec, 64 << 10);
+    run_model(&rt, c);
+}
+
+fn run_model(rt: &Runtime, c: Client) {
     let mut runner = TestRunner::new(Config {
         cases: 24,
         ..Config::default()
     });
     let op = prop_oneof![
-        4 => (1usize..20_000).prop_map(Op::Append),
+        4 => (1usize..40_000).prop_map(Op::Append),
         1 => Just(Op::Flush),
         6 => (0usize..(1 << 20), 1usize..(64 << 10)).prop_map(|(o, l)| Op::Read(o, l)),
     ];
     let zone = std::sync::atomic::AtomicU32::new(0);
     runner
-        .run(&proptest::collection::vec(op, 1..60), |ops| {
-            // A fresh zone per case (zones 0 and 2 are core 0's, 1 and 3 core 1's), reset
-            // first.
+        .run(&proptest::collection::vec(op, 1..100), |ops| {
+            // A zone per case in turn (zones 0 and 2 are core 0's, 1 and 3 core 1's), reset
+            // first; the test runs on core 0.
             let z = zone.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 4;
             let c = c.clone();
             let res = rt
@@ -110,6 +131,9 @@ fn reads_match_a_model_whichever_path_they_take() {
             res.map_err(TestCaseError::fail)
         })
         .unwrap();
+    // Both kinds of read ran: from memory and (part) from the device.
+    let st = ziob::ShardStats::total(&futures::executor::block_on(c.stats()).unwrap());
+    assert!(st.read_hits > 0 && st.read_misses > 0, "{st:?}");
     futures::executor::block_on(c.close()).unwrap();
 }
 

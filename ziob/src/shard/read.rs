@@ -104,10 +104,12 @@ impl<D: ZonedDevice> Shard<D> {
                 }
                 .into());
             }
-            // [offset, dev_end) from the device, the rest from memory.
+            // [offset, dev_end) from the device, the rest from memory; the device reads
+            // whole blocks, or just those bytes when it reads through the page cache.
             let dev_end = end.min(mem_start);
-            let a = offset / bs * bs;
-            let b = dev_end.div_ceil(bs) * bs;
+            let g = self.device.read_granularity_bytes().max(1);
+            let a = offset / g * g;
+            let b = dev_end.div_ceil(g) * g;
             let reading = ReaderGuard::new(self, i);
             let device_timer = OpTimer::start(&self.stats, OpKind::DeviceRead);
             let (res, dev) = self
