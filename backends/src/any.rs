@@ -140,6 +140,10 @@ impl ZonedDevice for AnyDevice {
         dispatch!(self, d => d.ordered_writes_in_flight())
     }
 
+    fn read_granularity_bytes(&self) -> u64 {
+        dispatch!(self, d => d.read_granularity_bytes())
+    }
+
     async fn report_zones(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
         dispatch!(self, d => d.report_zones(first, count).await)
     }

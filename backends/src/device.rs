@@ -10,7 +10,8 @@ use crate::model::zone::{ZoneAction, ZoneInfo, ZoneTarget};
 ///
 /// Handles are cheap to clone and may be sent to every core; each call runs its I/O on the
 /// core that awaits it (the futures are not `Send`). Zones are addressed by index (0-based);
-/// offsets are bytes from the zone start and, like lengths, multiples of the block size.
+/// offsets are bytes from the zone start and, like lengths, multiples of the block size
+/// (reads: of [`ZonedDevice::read_granularity_bytes`]).
 /// Callers issue one op at a time per zone (zones are owned by one core); a backend never
 /// corrupts its state if that contract is broken, but the data order is then undefined.
 ///
@@ -75,6 +76,13 @@ pub trait ZonedDevice: Clone + Send + Sync + 'static {
     /// write must answer 1.
     fn ordered_writes_in_flight(&self) -> u32 {
         1
+    }
+
+    /// Offsets and lengths of [`read`](Self::read) must be multiples of this many bytes:
+    /// the block size (the default), or 1 for a device that reads through the host's page
+    /// cache (`emu` with `direct=0`), where reading just the bytes wanted copies no more.
+    fn read_granularity_bytes(&self) -> u64 {
+        self.geometry().block_size_bytes
     }
 
     /// Report Zones for the whole device.

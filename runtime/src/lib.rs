@@ -64,8 +64,8 @@ mod task;
 pub mod testing;
 
 pub use buf::{
-    dma_allocator_name, set_dma_allocator, DmaAllocator, DmaBuf, IoBuf, IoBufMut, PoolStats,
-    DMA_ALIGN_BYTES, WINDOW_ALIGN_BYTES,
+    dma_allocator_name, set_dma_allocator, DmaAllocator, DmaBuf, IoBuf, IoBufMut, Limited,
+    PoolStats, DMA_ALIGN_BYTES, WINDOW_ALIGN_BYTES,
 };
 pub use config::{
     Builder, Config, FixedBufferConfig, RingFlags, SubmitPolicy, BUFFER_CACHE_BYTES_DEFAULT,

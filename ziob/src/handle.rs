@@ -373,6 +373,24 @@ impl<D: ZonedDevice> Ziob<D> {
         .await
     }
 
+    /// [`read`](Self::read) done at once on this thread, into a `Vec`, when this thread is
+    /// the core owning `zone` and the shard can serve the range from memory without
+    /// waiting (see `Shard::read_now`); `None` otherwise (closed, another core, a device
+    /// read or a wait needed), and the caller reads the ordinary way.
+    pub(crate) fn read_now(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        len: usize,
+    ) -> Option<Result<Vec<u8>>> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        let shard = local_shard::<D>(self.inner.id).ok()?;
+        let _call = shard.enter().ok()?;
+        shard.read_now(zone, offset_bytes, len)
+    }
+
     /// Writes `zone`'s buffered data to the device and flushes the device's cache: when it
     /// returns, everything appended to the zone before the call is durable.
     ///

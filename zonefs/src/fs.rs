@@ -642,13 +642,13 @@ impl ZoneFs {
     /// Reads up to `len` bytes at `offset` of the file at `path` (fewer at its end; none past
     /// it). Sees every append made, synced or not.
     pub async fn read_at(&self, path: &str, offset: u64, len: usize) -> Result<Bytes> {
-        let path = normalize(path)?;
+        let path = crate::path::checked(path)?;
         loop {
             // The pieces and the reset count of each zone they lie in, taken together.
             let (pieces, seen) = {
                 let st = self.state.lock().await;
                 self.group.check()?;
-                let id = st.tree.existing(&path)?;
+                let id = st.tree.existing(path)?;
                 let pieces = pieces_of(
                     &st.tree.node(id).expect("indexed").extents,
                     offset,

@@ -8,6 +8,11 @@ pub const PATH_BYTES_MAX: usize = 4096;
 /// Checks a file path and returns it normalized: leading and trailing `/` dropped; no empty
 /// component, no `.` or `..` component, no NUL byte, at most [`PATH_BYTES_MAX`] bytes.
 pub fn normalize(path: &str) -> Result<String> {
+    checked(path).map(str::to_string)
+}
+
+/// [`normalize`] without a copy: the normalized path is a slice of `path`.
+pub fn checked(path: &str) -> Result<&str> {
     let bad = |reason| FsError::InvalidPath {
         path: path.to_string(),
         reason,
@@ -29,7 +34,7 @@ pub fn normalize(path: &str) -> Result<String> {
             _ => {}
         }
     }
-    Ok(trimmed.to_string())
+    Ok(trimmed)
 }
 
 /// A directory given to `list`: normalized like a path, but the root (`""` or `/`) is allowed

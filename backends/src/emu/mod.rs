@@ -50,7 +50,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
-use ziob_runtime::{DmaBuf, File};
+use ziob_runtime::{DmaBuf, File, Limited};
 
 use crate::device::{check_read_buf, fill_read_buf, ZonedDevice};
 use crate::limits::EMU_DIRECT_BLOCK_SIZE_BYTES_MIN;
@@ -761,6 +761,15 @@ impl ZonedDevice for EmuDevice {
         crate::limits::EMU_ORDERED_WRITES_IN_FLIGHT
     }
 
+    /// Without `O_DIRECT` reads go through the page cache and may take any byte range.
+    fn read_granularity_bytes(&self) -> u64 {
+        if self.inner.direct {
+            self.inner.geometry.block_size_bytes
+        } else {
+            1
+        }
+    }
+
     async fn report_zones(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
         self.controller().table.report(first, count)
     }
@@ -775,11 +784,16 @@ impl ZonedDevice for EmuDevice {
         if let Err(e) = check_read_buf(&buf, len) {
             return (Err(e), buf);
         }
-        let data_end = match self
-            .controller()
-            .table
-            .check_read(zone, offset_bytes, len as u64)
-        {
+        let checked = {
+            let ctl = self.controller();
+            if self.inner.direct {
+                ctl.table.check_read(zone, offset_bytes, len as u64)
+            } else {
+                ctl.table
+                    .check_read_unaligned(zone, offset_bytes, len as u64)
+            }
+        };
+        let data_end = match checked {
             Ok(end) => end,
             Err(e) => return (Err(e), buf),
         };
@@ -790,7 +804,14 @@ impl ZonedDevice for EmuDevice {
             return (Ok(()), buf);
         }
         let pos = self.data_pos(zone, offset_bytes);
-        let (res, mut buf) = self.inner.file.read_at(buf, pos).await;
+        // Only the bytes holding data: the page cache copies no more than that (an O_DIRECT
+        // read is whole blocks, and `len` is then the buffer's capacity).
+        let (res, buf) = self
+            .inner
+            .file
+            .read_at(Limited::new(buf, with_data), pos)
+            .await;
+        let mut buf = buf.into_inner();
         let got = match res {
             Ok(n) => n,
             Err(e) => return (Err(rt_err(&self.inner.path, e)), buf),

@@ -410,6 +410,27 @@ impl ZoneTable {
         Ok(z.written_bytes)
     }
 
+    /// [`check_read`](Self::check_read) of a read at any byte offset and of any length (a
+    /// device reading through the host's page cache): everything but the alignment.
+    pub fn check_read_unaligned(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<u64> {
+        let z = &self.zones[self.zone_index(zone)?];
+        if z.state == ZoneState::Offline {
+            return Err(DeviceError::Offline {
+                op: IoOp::Read,
+                zone,
+                offset_blocks: offset_bytes / self.geometry.block_size_bytes,
+            });
+        }
+        self.geometry
+            .check_read_end(zone, offset_bytes, len_bytes)?;
+        Ok(z.written_bytes)
+    }
+
     /// Reserves a write of `len_bytes` at `offset_bytes`, which must be the write pointer.
     pub fn begin_write(
         &mut self,

@@ -19,6 +19,17 @@ pub fn bytewise(a: &[u8], b: &[u8]) -> Ordering {
     a.cmp(b)
 }
 
+/// The first 8 bytes of `key` as a big-endian number, zero padded: if the heads of two keys
+/// differ, the keys compare bytewise as their heads do (a first differing byte within 8
+/// bytes is the keys' first differing byte; a padding zero against a real byte, nonzero
+/// there, means the shorter key is a prefix of the longer). Equal heads decide nothing.
+pub fn key_head(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
+}
+
 /// The default restart interval (LevelDB's and RocksDB's: 16 entries).
 pub const DEFAULT_RESTART_INTERVAL: usize = 16;
 
@@ -178,84 +189,109 @@ impl Block {
             offset: 0,
             key: Vec::new(),
             value: 0..0,
+            ready: false,
             failed: false,
         }
     }
 
     /// An iterator at the first entry whose key is at or after `target` in `order` (binary
     /// search over the restart points, then a scan of one interval; no allocation but the
-    /// iterator's key buffers).
+    /// iterator's key buffer). The entry found is decoded once: the iterator's first
+    /// [`step`](BlockIter::step) hands it over without decoding it again.
     pub fn seek(&self, target: &[u8], order: KeyOrder) -> Result<BlockIter> {
+        self.seek_within(target, order, 0, self.restarts)
+    }
+
+    /// Restart points of the block (at least 1).
+    pub fn restart_count(&self) -> usize {
+        self.restarts
+    }
+
+    /// The key of restart point `i` (`i <` [`restart_count`](Self::restart_count)), stored
+    /// whole there.
+    pub fn restart_key(&self, i: usize) -> Result<&[u8]> {
+        let e = self.parts(self.restart(i), 0)?;
+        Ok(&self.data[e.key])
+    }
+
+    /// [`seek`](Self::seek) when the caller knows where the answer lies among the restart
+    /// points: restart `lo` is 0 or has a key before `target`, restart `hi` (at most
+    /// [`restart_count`](Self::restart_count)) is the count or has a key at or after it.
+    /// The binary search decodes only restarts between them.
+    pub fn seek_within(
+        &self,
+        target: &[u8],
+        order: KeyOrder,
+        lo: usize,
+        hi: usize,
+    ) -> Result<BlockIter> {
         // The last restart whose key is before `target`: the entry sought is at or after it.
-        let (mut lo, mut hi) = (0usize, self.restarts);
+        let (mut lo, mut hi) = (lo.min(self.restarts - 1), hi.clamp(lo + 1, self.restarts));
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
-            let at = self.restart(mid);
-            let e = self.parts(at, 0)?;
-            if e.shared != 0 {
-                return Err(CorruptionError::new(format!(
-                    "block: entry at {at}: a restart point shares {} bytes",
-                    e.shared
-                )));
-            }
+            // A restart point's key is stored whole (`parts` refuses a shared prefix with
+            // a previous key of length 0).
+            let e = self.parts(self.restart(mid), 0)?;
             if order(&self.data[e.key], target) == Ordering::Less {
                 lo = mid;
             } else {
                 hi = mid;
             }
         }
-        // `prev` is the key before `at` (what an iterator at `at` holds), `cur` the key at it.
         let mut at = self.restart(lo);
-        let mut prev: Vec<u8> = Vec::with_capacity(target.len() + 16);
-        let mut cur: Vec<u8> = Vec::with_capacity(target.len() + 16);
+        let mut key: Vec<u8> = Vec::with_capacity(target.len() + 16);
         while at < self.restarts_at {
-            let e = self.parts(at, prev.len())?;
-            cur.clear();
-            cur.extend_from_slice(&prev[..e.shared]);
-            cur.extend_from_slice(&self.data[e.key]);
-            if order(&cur, target) != Ordering::Less {
-                break;
+            let e = self.parts(at, key.len())?;
+            key.truncate(e.shared);
+            key.extend_from_slice(&self.data[e.key]);
+            if order(&key, target) != Ordering::Less {
+                return Ok(BlockIter {
+                    block: self.clone(),
+                    offset: e.next,
+                    key,
+                    value: e.value,
+                    ready: true,
+                    failed: false,
+                });
             }
-            std::mem::swap(&mut prev, &mut cur);
             at = e.next;
         }
         Ok(BlockIter {
             block: self.clone(),
             offset: at,
-            key: prev,
+            key,
             value: 0..0,
+            ready: false,
             failed: false,
         })
     }
 
     /// Decodes the entry at `offset` given the length of the previous key: where its
     /// unshared key bytes and its value are, and where the next entry starts.
+    #[inline]
     fn parts(&self, offset: usize, prev_len: usize) -> Result<EntryParts> {
-        let bad = |what: &str| CorruptionError::new(format!("block: entry at {offset}: {what}"));
         let area = &self.data[..self.restarts_at];
-        let mut at = offset;
-        let mut field = |name: &str| -> Result<usize> {
-            let (v, n) = varint::get(&area[at.min(area.len())..])
-                .ok_or_else(|| bad(&format!("{name} truncated")))?;
-            at += n;
-            usize::try_from(v).map_err(|_| bad(&format!("{name} {v} too large")))
+        // Mostly every length fits one varint byte: three bytes, no loop.
+        let (shared, unshared, value_len, at) = match area.get(offset..offset.wrapping_add(3)) {
+            Some(&[s, u, v]) if (s | u | v) < 0x80 => {
+                (s as usize, u as usize, v as usize, offset + 3)
+            }
+            _ => Self::long_lengths(area, offset)?,
         };
-        let shared = field("shared length")?;
-        let unshared = field("unshared length")?;
-        let value_len = field("value length")?;
         if shared > prev_len {
-            return Err(bad(&format!(
-                "shares {shared} bytes with a {prev_len}-byte previous key"
-            )));
+            return Err(entry_error(
+                offset,
+                &format!("shares {shared} bytes with a {prev_len}-byte previous key"),
+            ));
         }
         let key_end = at
             .checked_add(unshared)
             .filter(|&e| e <= area.len())
-            .ok_or_else(|| bad("key runs past the entries"))?;
+            .ok_or_else(|| entry_error(offset, "key runs past the entries"))?;
         let value_end = key_end
             .checked_add(value_len)
             .filter(|&e| e <= area.len())
-            .ok_or_else(|| bad("value runs past the entries"))?;
+            .ok_or_else(|| entry_error(offset, "value runs past the entries"))?;
         Ok(EntryParts {
             shared,
             key: at..key_end,
@@ -263,6 +299,30 @@ impl Block {
             next: value_end,
         })
     }
+
+    /// The three length varints of the entry at `offset` of the entries area `area` when
+    /// one takes more than a byte (or the area ends): `(shared, unshared, value length,
+    /// where the key starts)`.
+    #[cold]
+    fn long_lengths(area: &[u8], offset: usize) -> Result<(usize, usize, usize, usize)> {
+        let mut at = offset;
+        let mut field = |name: &str| -> Result<usize> {
+            let (v, n) = varint::get(&area[at.min(area.len())..])
+                .ok_or_else(|| entry_error(offset, &format!("{name} truncated")))?;
+            at += n;
+            usize::try_from(v).map_err(|_| entry_error(offset, &format!("{name} {v} too large")))
+        };
+        let shared = field("shared length")?;
+        let unshared = field("unshared length")?;
+        let value_len = field("value length")?;
+        Ok((shared, unshared, value_len, at))
+    }
+}
+
+/// The error of a damaged entry at `offset`.
+#[cold]
+fn entry_error(offset: usize, what: &str) -> CorruptionError {
+    CorruptionError::new(format!("block: entry at {offset}: {what}"))
 }
 
 /// Where the parts of one encoded entry are in its block.
@@ -292,6 +352,8 @@ pub struct BlockIter {
     key: Vec<u8>,
     /// The current entry's value in the block.
     value: std::ops::Range<usize>,
+    /// `key` and `value` are an entry a seek decoded, which the next step hands over.
+    ready: bool,
     failed: bool,
 }
 
@@ -302,6 +364,10 @@ impl BlockIter {
     pub fn step(&mut self) -> Result<bool> {
         if self.failed {
             return Err(CorruptionError::new("block: read on after a damaged entry"));
+        }
+        if self.ready {
+            self.ready = false;
+            return Ok(true);
         }
         if self.offset >= self.block.restarts_at {
             return Ok(false);

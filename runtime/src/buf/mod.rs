@@ -103,3 +103,50 @@ unsafe impl IoBuf for &'static [u8] {
         self.len()
     }
 }
+
+/// A buffer the kernel may fill only up to `limit` bytes: a read of exactly that many bytes
+/// into a larger buffer (a [`DmaBuf`]'s capacity is a whole number of 4 KiB blocks).
+pub struct Limited<B> {
+    buf: B,
+    limit: usize,
+}
+
+impl<B> Limited<B> {
+    /// `buf`, of which reads fill at most the first `limit` bytes.
+    pub fn new(buf: B, limit: usize) -> Limited<B> {
+        Limited { buf, limit }
+    }
+
+    /// The buffer.
+    pub fn into_inner(self) -> B {
+        self.buf
+    }
+}
+
+// SAFETY: the memory is `buf`'s, with its stability; fewer bytes are claimed initialised.
+unsafe impl<B: IoBuf> IoBuf for Limited<B> {
+    fn stable_ptr(&self) -> *const u8 {
+        self.buf.stable_ptr()
+    }
+    fn bytes_init(&self) -> usize {
+        self.buf.bytes_init().min(self.limit)
+    }
+    fn fixed_index(&self) -> Option<u16> {
+        self.buf.fixed_index()
+    }
+}
+
+// SAFETY: at most `buf`'s writable bytes are claimed; `set_init` is passed on with the
+// caller's guarantee (n is at most `bytes_total`, so within `limit`).
+unsafe impl<B: IoBufMut> IoBufMut for Limited<B> {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.buf.stable_mut_ptr()
+    }
+    fn bytes_total(&self) -> usize {
+        self.buf.bytes_total().min(self.limit)
+    }
+    unsafe fn set_init(&mut self, n: usize) {
+        // SAFETY: the caller guarantees the first n bytes are initialised.
+        unsafe { self.buf.set_init(n) }
+    }
+}

@@ -11,6 +11,55 @@ use crate::error::Result;
 use crate::metrics::OpKind;
 use crate::metrics::OpTimer;
 
+/// Where a read puts its bytes, filled front to back: a [`DmaBuf`] ([`Ziob::read`]) or a
+/// `Vec<u8>` that becomes a `Bytes` without a copy ([`Client::read`]). Nothing is zeroed
+/// first only to be overwritten.
+///
+/// [`Ziob::read`]: crate::Ziob::read
+/// [`Client::read`]: crate::Client::read
+pub(crate) trait ReadOut: Sized {
+    /// An empty output with room for `len` bytes.
+    fn with_capacity(len: usize) -> Self;
+    /// Appends `data`.
+    fn put(&mut self, data: &[u8]);
+    /// Appends `n` zero bytes.
+    fn put_zeros(&mut self, n: usize);
+    /// The output holding what a device read of exactly the range gave.
+    fn from_device(buf: DmaBuf) -> Self;
+}
+
+impl ReadOut for DmaBuf {
+    fn with_capacity(len: usize) -> Self {
+        DmaBuf::with_capacity(len)
+    }
+    fn put(&mut self, data: &[u8]) {
+        self.extend_from_slice(data);
+    }
+    fn put_zeros(&mut self, n: usize) {
+        if n > 0 {
+            self.resize(self.len() + n, 0);
+        }
+    }
+    fn from_device(buf: DmaBuf) -> Self {
+        buf
+    }
+}
+
+impl ReadOut for Vec<u8> {
+    fn with_capacity(len: usize) -> Self {
+        Vec::with_capacity(len)
+    }
+    fn put(&mut self, data: &[u8]) {
+        self.extend_from_slice(data);
+    }
+    fn put_zeros(&mut self, n: usize) {
+        self.resize(self.len() + n, 0);
+    }
+    fn from_device(buf: DmaBuf) -> Self {
+        buf.to_vec()
+    }
+}
+
 impl<D: ZonedDevice> Shard<D> {
     /// Reads `len` bytes at `offset` of `zone`: from memory where the buffer holds the data
     /// (also while a write-back of it is in flight: the device only reads a view), from the
@@ -18,17 +67,15 @@ impl<D: ZonedDevice> Shard<D> {
     ///
     /// Cancel safety: changes nothing but a count of device reads in flight, which a guard
     /// takes back if the call is dropped.
-    pub(crate) async fn read(
+    pub(crate) async fn read<O: ReadOut>(
         self: &Rc<Self>,
         zone: u32,
         offset: u64,
         len: usize,
-    ) -> Result<DmaBuf> {
+    ) -> Result<O> {
         let _timer = OpTimer::start(&self.stats, OpKind::Read);
-        self.check_zone(zone)?;
+        self.check_read(zone, offset, len)?;
         let bs = self.bs();
-        // Checked first: past it `offset + len` cannot overflow (it is within the zone).
-        self.geometry.check_read_end(zone, offset, len as u64)?;
         let end = offset + len as u64;
         if !self.buffered {
             let (res, buf) = self
@@ -37,24 +84,16 @@ impl<D: ZonedDevice> Shard<D> {
                 .await;
             res?;
             self.stats.borrow_mut().s.read_bytes += len as u64;
-            return Ok(buf);
+            return Ok(O::from_device(buf));
         }
         let i = self.local(zone);
         loop {
             self.wait_until(|s| !s.zones.borrow()[i].exclusive()).await;
-            let mut out = DmaBuf::zeroed(len);
+            if let Some(out) = self.copy_from_memory(i, offset, len) {
+                return Ok(out);
+            }
             let (mem_start, state) = {
-                let zones = self.zones.borrow();
-                let z = &zones[i];
-                if z.in_memory(offset, end) {
-                    z.copy_out(offset, &mut out).expect("checked in memory");
-                    drop(zones);
-                    let mut st = self.stats.borrow_mut();
-                    st.s.read_hits += 1;
-                    st.s.read_bytes += len as u64;
-                    drop(st);
-                    return Ok(out);
-                }
+                let z = &self.zones.borrow()[i];
                 (z.mem_start(), z.state)
             };
             if state == ZoneState::Offline {
@@ -65,10 +104,12 @@ impl<D: ZonedDevice> Shard<D> {
                 }
                 .into());
             }
-            // [offset, dev_end) from the device, the rest from memory.
+            // [offset, dev_end) from the device, the rest from memory; the device reads
+            // whole blocks, or just those bytes when it reads through the page cache.
             let dev_end = end.min(mem_start);
-            let a = offset / bs * bs;
-            let b = dev_end.div_ceil(bs) * bs;
+            let g = self.device.read_granularity_bytes().max(1);
+            let a = offset / g * g;
+            let b = dev_end.div_ceil(g) * g;
             let reading = ReaderGuard::new(self, i);
             let device_timer = OpTimer::start(&self.stats, OpKind::DeviceRead);
             let (res, dev) = self
@@ -84,10 +125,11 @@ impl<D: ZonedDevice> Shard<D> {
             drop(reading);
             res?;
             let n = (dev_end - offset) as usize;
-            out[..n].copy_from_slice(&dev[(offset - a) as usize..(offset - a) as usize + n]);
+            let mut out = O::with_capacity(len);
+            out.put(&dev[(offset - a) as usize..(offset - a) as usize + n]);
             if dev_end < end {
                 let zones = self.zones.borrow();
-                if zones[i].copy_out(dev_end, &mut out[n..]).is_none() {
+                if zones[i].copy_out(dev_end, len - n, &mut out).is_none() {
                     continue; // chunks moved meanwhile (evicted or held): read again
                 }
             }
@@ -97,5 +139,61 @@ impl<D: ZonedDevice> Shard<D> {
             drop(st);
             return Ok(out);
         }
+    }
+
+    /// [`read`](Self::read) without waiting, when it needs no wait and no device: the
+    /// range is in the buffer's memory (or past the write pointer) and no reset or finish
+    /// holds the zone. `None` when it would have to wait or read the device, or `zone` is
+    /// another core's (the caller then reads with [`read`](Self::read) on the owner); a
+    /// range outside the zone is an error as there.
+    pub(crate) fn read_now<O: ReadOut>(
+        &self,
+        zone: u32,
+        offset: u64,
+        len: usize,
+    ) -> Option<Result<O>> {
+        if !self.buffered || zone as usize % self.cores != self.core {
+            return None;
+        }
+        let timer = OpTimer::start(&self.stats, OpKind::Read);
+        if let Err(e) = self.check_read(zone, offset, len) {
+            return Some(Err(e));
+        }
+        let i = self.local(zone);
+        if self.zones.borrow()[i].exclusive() {
+            timer.discard();
+            return None;
+        }
+        let out = self.copy_from_memory(i, offset, len);
+        if out.is_none() {
+            timer.discard();
+        }
+        out.map(Ok)
+    }
+
+    /// Checks that `[offset, offset + len)` is a range of zone `zone` (after it, `offset +
+    /// len` cannot overflow).
+    fn check_read(&self, zone: u32, offset: u64, len: usize) -> Result<()> {
+        self.check_zone(zone)?;
+        self.geometry.check_read_end(zone, offset, len as u64)?;
+        Ok(())
+    }
+
+    /// `[offset, offset + len)` of local zone `i` from memory (counted as a hit), or `None`
+    /// if part of it is on the device only.
+    fn copy_from_memory<O: ReadOut>(&self, i: usize, offset: u64, len: usize) -> Option<O> {
+        let zones = self.zones.borrow();
+        let z = &zones[i];
+        if !z.in_memory(offset, offset + len as u64) {
+            return None;
+        }
+        let mut out = O::with_capacity(len);
+        z.copy_out(offset, len, &mut out)
+            .expect("checked in memory");
+        drop(zones);
+        let mut st = self.stats.borrow_mut();
+        st.s.read_hits += 1;
+        st.s.read_bytes += len as u64;
+        Some(out)
     }
 }

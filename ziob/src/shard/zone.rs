@@ -8,6 +8,7 @@ use ziob_backends::ZoneState;
 use ziob_runtime::DmaBuf;
 
 use crate::error::ZiobError;
+use crate::shard::read::ReadOut;
 
 /// A staging buffer covering `[start, start + cap)` of the zone, filled up to `filled`.
 pub(crate) struct Chunk {
@@ -239,27 +240,27 @@ impl ZoneBuf {
         t.cap = cap;
     }
 
-    /// Copies `[offset, offset + out.len())` from memory into `out`, where memory holds it.
-    /// Returns `None` if part of the range below `wp` is in no chunk's memory (on the device
-    /// only), else `Some(())`. Bytes at or past `wp` are zeros.
-    pub(crate) fn copy_out(&self, offset: u64, out: &mut [u8]) -> Option<()> {
-        let end = offset + out.len() as u64;
+    /// Appends `[offset, offset + len)` from memory to `out`, where memory holds it.
+    /// Returns `None` (and appends nothing) if part of the range below `wp` is in no chunk's
+    /// memory (on the device only), else `Some(())`. Bytes at or past `wp` are zeros.
+    pub(crate) fn copy_out<O: ReadOut>(&self, offset: u64, len: usize, out: &mut O) -> Option<()> {
+        let end = offset + len as u64;
         let mem_start = self.chunks.front().map_or(self.wp, |c| c.start);
         if offset < mem_start.min(self.wp) {
             return None;
         }
+        // Chunks are in order and contiguous; anything no chunk holds reads as zeros.
+        let mut at = offset;
         for c in &self.chunks {
-            let (lo, hi) = (offset.max(c.start), end.min(c.end()));
+            let (lo, hi) = (at.max(c.start), end.min(c.end()));
             if lo >= hi {
                 continue;
             }
-            let src = &c.buf[(lo - c.start) as usize..(hi - c.start) as usize];
-            out[(lo - offset) as usize..(hi - offset) as usize].copy_from_slice(src);
+            out.put_zeros((lo - at) as usize);
+            out.put(&c.buf[(lo - c.start) as usize..(hi - c.start) as usize]);
+            at = hi;
         }
-        if end > self.wp {
-            let from = self.wp.max(offset);
-            out[(from - offset) as usize..].fill(0);
-        }
+        out.put_zeros((end - at) as usize);
         Some(())
     }
 
@@ -323,8 +324,9 @@ mod tests {
         z.copy_in(&data[100..], vec![chunk(4096), chunk(4096)]);
         assert_eq!(z.wp, 10_000);
         assert_eq!(z.chunks.len(), 3);
-        let mut out = vec![0xFF; 10_100];
-        z.copy_out(0, &mut out).unwrap();
+        let mut out = Vec::new();
+        z.copy_out(0, 10_100, &mut out).unwrap();
+        assert_eq!(out.len(), 10_100);
         assert!(out[..10_000] == data[..]);
         assert!(
             out[10_000..].iter().all(|&b| b == 0),
@@ -336,9 +338,10 @@ mod tests {
     fn copy_out_refuses_ranges_only_on_the_device() {
         let mut z = ZoneBuf::from_device(0, ZoneState::Closed, 8192);
         z.copy_in(&[1; 10], vec![chunk(4096)]);
-        let mut out = vec![0; 4];
-        assert!(z.copy_out(8190, &mut out).is_none());
-        assert!(z.copy_out(8192, &mut out).is_some());
+        let mut out = Vec::new();
+        assert!(z.copy_out(8190, 4, &mut out).is_none());
+        assert!(out.is_empty(), "nothing appended when refused");
+        assert!(z.copy_out(8192, 4, &mut out).is_some());
         assert_eq!(out, vec![1; 4]);
         assert!(!z.in_memory(4096, 8200));
         assert!(z.in_memory(8192, 8200));
