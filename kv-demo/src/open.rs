@@ -11,7 +11,7 @@ use crate::context::StoreCtx;
 use crate::db_error::DbError;
 use crate::durable::ShardLog;
 use crate::options::{Options, MAX_IMMUTABLE_MEMTABLES};
-use crate::shard::{shard_of, Shard};
+use crate::shard::{background_core, shard_of, Shard};
 use crate::snapshot::{Sequencer, SnapshotRegistry};
 use crate::sst::cache::BlockCache;
 use crate::store::{Store, StoreOptions};
@@ -147,7 +147,7 @@ async fn recover(
         let log = ctx.logs[id].clone();
         shards.push(Arc::new(Shard::new(
             id,
-            core,
+            (core, background_core(id, n, cores)),
             ctx.clone(),
             log,
             version,
@@ -246,5 +246,18 @@ mod tests {
         assert_eq!(cores_for(0, 2), None);
         assert_eq!(cores_for(2, 2), None);
         assert_eq!(cores_for(5, 2), None);
+    }
+
+    #[test]
+    fn flushes_and_compactions_run_on_cores_without_a_shard_when_there_are_some() {
+        // One shard on two cores: its background work beside it, on core 1.
+        assert_eq!(background_core(0, 1, 2), 1);
+        // Three shards on five cores: cores 3 and 4 take them in turn.
+        let on: Vec<usize> = (0..3).map(|id| background_core(id, 3, 5)).collect();
+        assert_eq!(on, vec![3, 4, 3]);
+        // As many shards as cores, or more: each on its own core.
+        assert_eq!(background_core(1, 2, 2), 1);
+        assert_eq!(background_core(4, 5, 2), 0);
+        assert_eq!(background_core(0, 1, 1), 0);
     }
 }

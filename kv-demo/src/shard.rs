@@ -78,8 +78,10 @@ pub struct ShardStats {
 pub struct Shard {
     /// The shard's number.
     pub id: usize,
-    /// The core its background work runs on.
+    /// The core it lives on: its WAL pump, and ZIOB's instance for its zones.
     pub core: usize,
+    /// The core its flushes and compactions run on (see [`background_core`]).
+    pub background_core: usize,
     ctx: Arc<StoreCtx>,
     state: Mutex<ShardState>,
     /// Writers hold it shared from their WAL append to their memtable insert; a memtable
@@ -106,11 +108,27 @@ pub struct Shard {
     wal_bytes: AtomicU64,
 }
 
+/// The core shard `id` of `shards` runs its flushes and compactions on, on a runtime of
+/// `cores` cores: a core that runs no shard if there is one (shards `i`, `i + k`, … of
+/// `k` such cores share core `shards + i % k`), so they run beside the shard's reads and
+/// writes rather than between them, as RocksDB's background threads do; else the shard's
+/// own core (`id % cores`). They are background tasks there
+/// ([`spawn_background`](ziob::runtime::spawn_background)): a benchmark thread placed on
+/// that core goes first. Their I/O goes to the cores that own the zones (ZIOB's client).
+pub fn background_core(id: usize, shards: usize, cores: usize) -> usize {
+    let cores = cores.max(1);
+    if cores > shards {
+        shards + id % (cores - shards)
+    } else {
+        id % cores
+    }
+}
+
 impl Shard {
     /// A shard with the tables of `version`, next file number `next_file`.
     pub fn new(
         id: usize,
-        core: usize,
+        (core, background_core): (usize, usize),
         ctx: Arc<StoreCtx>,
         log: ShardLog,
         version: Version,
@@ -119,6 +137,7 @@ impl Shard {
         Shard {
             id,
             core,
+            background_core,
             ctx,
             state: Mutex::new(ShardState {
                 mem: Arc::default(),
@@ -154,12 +173,17 @@ impl Shard {
         &self.ctx
     }
 
-    /// Starts the flush and compaction tasks on the shard's core.
+    /// Starts the WAL pump on the shard's core and the flush and compaction tasks on its
+    /// background core.
     pub fn start(self: &Arc<Self>) -> Result<(), DbError> {
         for job in [Job::Pump, Job::Flush, Job::Compact] {
             let me = self.clone();
+            let core = match job {
+                Job::Pump => self.core,
+                Job::Flush | Job::Compact => self.background_core,
+            };
             self.running.fetch_add(1, Ordering::AcqRel);
-            let spawned = self.ctx.handle.spawn_on(self.core, move || async move {
+            let spawned = self.ctx.handle.spawn_on(core, move || async move {
                 // Flushes and compactions give way to the core's reads and writes; the
                 // WAL pump is on the writers' path and runs as they do.
                 match job {
@@ -172,8 +196,8 @@ impl Shard {
             if let Err(e) = spawned {
                 self.running.fetch_sub(1, Ordering::AcqRel);
                 return Err(DbError::io(format!(
-                    "shard {}: starting background work on core {}: {e}",
-                    self.id, self.core
+                    "shard {}: starting background work on core {core}: {e}",
+                    self.id
                 )));
             }
         }

@@ -130,6 +130,10 @@ type Poller = Box<dyn FnMut() -> usize>;
 /// turns in a row, minus one: on this turn it runs (see `Core::run_background_task`).
 const BACKGROUND_TURNS_MAX: u32 = 8;
 
+/// The time account behind `Config::background_share_percent` is halved once it holds this much,
+/// so that it follows the last few milliseconds.
+const BACKGROUND_WINDOW_NS: u64 = 8_000_000;
+
 /// Operations a task may complete without yielding before [`crate::consume_budget`] makes it
 /// yield (operations that finish without waiting, e.g. appends absorbed by a buffer, would
 /// otherwise let one task hold the core and starve its mailbox).
@@ -169,6 +173,12 @@ pub(crate) struct Core {
     background_queue: RefCell<VecDeque<Runnable<TaskHome>>>,
     /// Turns since a background task last ran while one was ready.
     background_waited_turns: Cell<u32>,
+    /// A background task is being polled (its calls spawn background tasks, see
+    /// `crate::task::spawn_in_class`).
+    pub(crate) running_background: Cell<bool>,
+    /// Recent nanoseconds spent polling ordinary and background tasks, counted while
+    /// background tasks wait (see `Core::run_background_task`).
+    task_ns: Cell<(u64, u64)>,
     inbox: mpsc::Receiver<Message>,
     policy: SubmitPolicy,
     busy_poll: bool,
@@ -177,6 +187,8 @@ pub(crate) struct Core {
     /// Whether the core may spin now (not for a while after a contended spin).
     spin_gate: SpinGate,
     task_budget: usize,
+    /// `Config::background_share_percent`.
+    background_share_percent: u64,
     wake_buf: RefCell<Box<u64>>,
     wake_armed: Cell<bool>,
     pollers: RefCell<Vec<(usize, Poller)>>,
@@ -300,12 +312,15 @@ impl Core {
             run_queue: RefCell::new(VecDeque::with_capacity(1024)),
             background_queue: RefCell::new(VecDeque::new()),
             background_waited_turns: Cell::new(0),
+            running_background: Cell::new(false),
+            task_ns: Cell::new((0, 0)),
             inbox,
             policy: config.submit_policy,
             busy_poll: config.busy_poll,
             idle_spin: config.idle_spin,
             spin_gate: SpinGate::default(),
             task_budget: config.task_budget,
+            background_share_percent: u64::from(config.background_share_percent),
             wake_buf: RefCell::new(Box::new(0)),
             wake_armed: Cell::new(false),
             pollers: RefCell::new(Vec::new()),
@@ -582,7 +597,10 @@ impl Core {
     }
 
     /// Runs one background task if no ordinary task is ready, if ordinary tasks used the
-    /// whole budget of this turn, or on the [`BACKGROUND_TURNS_MAX`]th turn in a row that
+    /// whole budget of this turn, if background tasks had less than their share of the
+    /// recent task time (`Config::background_share_percent`; counted only while background
+    /// tasks wait, halved every [`BACKGROUND_WINDOW_NS`]), or on the
+    /// [`BACKGROUND_TURNS_MAX`]th turn in a row that
     /// skipped the queue (so it never starves, even beside an ordinary task whose ops always
     /// complete at once; the count is per core, so with k background tasks queued one may
     /// wait k times as long). Called after the turn submitted and reaped: an ordinary task
@@ -594,15 +612,42 @@ impl Core {
             return;
         }
         let waited = self.background_waited_turns.get() + 1;
-        if !saturated && waited < BACKGROUND_TURNS_MAX && !self.run_queue.borrow().is_empty() {
+        let (fg, bg) = self.task_ns.get();
+        let behind = bg * 100 < (fg + bg) * self.background_share_percent;
+        if !saturated
+            && !behind
+            && waited < BACKGROUND_TURNS_MAX
+            && !self.run_queue.borrow().is_empty()
+        {
             self.background_waited_turns.set(waited);
             return;
         }
         self.background_waited_turns.set(0);
         let next = self.background_queue.borrow_mut().pop_front();
         if let Some(r) = next {
+            let started = Instant::now();
+            self.running_background.set(true);
             self.run_task(r);
+            self.running_background.set(false);
+            self.account_task_time(started.elapsed(), true);
         }
+    }
+
+    /// Adds `spent` to the ordinary or background side of the recent time account, halving
+    /// both once they hold [`BACKGROUND_WINDOW_NS`].
+    fn account_task_time(&self, spent: Duration, background: bool) {
+        let ns = u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX);
+        let (mut fg, mut bg) = self.task_ns.get();
+        if background {
+            bg = bg.saturating_add(ns);
+        } else {
+            fg = fg.saturating_add(ns);
+        }
+        if fg.saturating_add(bg) > BACKGROUND_WINDOW_NS {
+            fg /= 2;
+            bg /= 2;
+        }
+        self.task_ns.set((fg, bg));
     }
 
     fn run_task(&self, r: Runnable<TaskHome>) {
@@ -695,7 +740,12 @@ impl Core {
                 !self.injected_loop_panic.take(),
                 "injected panic in the core loop"
             );
+            // Timed only while background tasks wait: it decides when they run.
+            let timed = (!self.background_queue.borrow().is_empty()).then(Instant::now);
             let saturated = self.run_tasks();
+            if let Some(t) = timed {
+                self.account_task_time(t.elapsed(), false);
+            }
             let polled = if self.pollers.borrow().is_empty() {
                 0
             } else {

@@ -3,7 +3,8 @@
 //! Each core is one OS thread that owns one io_uring ring, a local run queue of tasks, the
 //! table of its in-flight ops and a pool of aligned buffers. Cores never share locks on the
 //! I/O path; they talk by message passing ([`call_on`], [`spawn_on`]): a closure travels to
-//! the target core's mailbox and an eventfd wakes it if it sleeps in `io_uring_enter`.
+//! the target core's mailbox and an eventfd wakes it if it sleeps in `io_uring_enter` (a
+//! [`Handle::call`] made on its target core skips the mailbox).
 //!
 //! ## The loop of a core
 //! 1. Drain the mailbox (remote wake-ups, jobs).
@@ -12,7 +13,9 @@
 //! 4. Hand queued SQEs to the kernel (one `io_uring_enter` per turn under
 //!    [`SubmitPolicy::Batched`]) and reap completions, waking exactly the task each belongs to.
 //! 5. Poll one background task ([`spawn_background`]) if no ordinary task is ready now, if
-//!    step 2 used the whole budget, or if background tasks were passed over 7 turns in a row.
+//!    step 2 used the whole budget, if background tasks had less than their share of the
+//!    core's recent task time ([`Builder::background_share_percent`], default half), or if
+//!    they were passed over 7 turns in a row.
 //!
 //! With nothing to do, the core blocks in `io_uring_enter` until a completion, a timer or a
 //! message arrives (a sender wakes it with an eventfd write). With [`Builder::idle_spin`] set
@@ -68,9 +71,9 @@ pub use buf::{
     PoolStats, DMA_ALIGN_BYTES, WINDOW_ALIGN_BYTES,
 };
 pub use config::{
-    Builder, Config, FixedBufferConfig, RingFlags, SubmitPolicy, BUFFER_CACHE_BYTES_DEFAULT,
-    FIXED_BUFFERS_MAX, IDLE_SPIN_DEFAULT, IDLE_SPIN_MAX, RING_ENTRIES_DEFAULT, RING_ENTRIES_MAX,
-    RING_ENTRIES_MIN,
+    Builder, Config, FixedBufferConfig, RingFlags, SubmitPolicy, BACKGROUND_SHARE_PERCENT_DEFAULT,
+    BACKGROUND_SHARE_PERCENT_MAX, BUFFER_CACHE_BYTES_DEFAULT, FIXED_BUFFERS_MAX, IDLE_SPIN_DEFAULT,
+    IDLE_SPIN_MAX, RING_ENTRIES_DEFAULT, RING_ENTRIES_MAX, RING_ENTRIES_MIN,
 };
 pub use error::{Error, Result};
 pub use fs::{File, OpenOptions};

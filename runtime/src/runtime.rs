@@ -300,8 +300,12 @@ impl Handle {
     /// cross-thread form of [`call_on`](crate::call_on). The returned future is `Send` and
     /// executor-agnostic: it may be awaited on any thread and any executor (tokio, a plain
     /// thread with `futures::executor::block_on`, a ZIOB core), completes through a oneshot
-    /// channel and never touches a ZIOB thread-local on the caller's side. `Fut` need not be
-    /// `Send`: it is made and polled on `core` only.
+    /// channel and, on the caller's side, only reads which core (if any) it is polled on:
+    /// polled on `core` itself, it spawns the task there at once instead of posting it to
+    /// the core's mailbox, where it would wait for the loop's next turn; polled by a
+    /// background task ([`spawn_background`](crate::spawn_background)), the task on `core`
+    /// is a background task too, so background work gives way to ordinary tasks on every
+    /// core it calls. `Fut` need not be `Send`: it is made and polled on `core` only.
     ///
     /// Nothing is sent until the returned future is first polled. A panic in `f` or its
     /// future continues in the caller. Fails with [`Error::CoreDead`] if the core stopped
@@ -327,8 +331,9 @@ impl Handle {
         let target = self.remotes.get(core).cloned();
         async move {
             let target = target.ok_or(Error::CoreGone(core))?;
+            let background = crate::task::in_background_task();
             crate::task::send_call(&target, move |tx| {
-                crate::task::spawn(run_unless_abandoned(tx, f)).detach();
+                crate::task::spawn_in_class(background, run_unless_abandoned(tx, f)).detach();
             })
             .await
         }

@@ -70,19 +70,40 @@ where
 /// Spawns `future` on the current core as a background task. A ready background task is
 /// polled only at the end of a turn of the core's loop, after the turn submitted and reaped,
 /// and at most one per turn: when no ordinary task is ready then, when the turn's ordinary
-/// tasks used the whole task budget, or when the background queue was passed over 7 turns
-/// in a row (the count is per core). So ordinary tasks, even ones whose ops complete at once,
-/// run nearly as if it were not there, and it never starves. For work whose delay costs
-/// nothing directly, like an LSM store's flushes and compactions; it should yield
-/// ([`yield_now`]) often, since a poll is not interrupted. Ordinary tasks that wait for it
-/// (a writer waiting for a flush) wait that long too. What it spawns with [`spawn`], and
-/// what it sends to other cores, runs as ordinary tasks. Panics off-core.
+/// tasks used the whole task budget, when background tasks had less than their share of
+/// the core's task time over the last few milliseconds
+/// ([`Builder::background_share_percent`](crate::Builder::background_share_percent), default
+/// half), or when the background queue was passed over 7 turns in a row (the count is per
+/// core). So ordinary tasks wait for background work only up to that share, and background
+/// work keeps up beside a foreground that is always ready (an LSM store's compactions,
+/// which its reads get slower without). For work whose delay costs nothing directly, like
+/// flushes and compactions; it should yield ([`yield_now`]) often, since a poll is not
+/// interrupted. Ordinary tasks that wait for it (a writer waiting for a flush) wait that
+/// long too. What it spawns with [`spawn`] runs as ordinary tasks; its calls to cores
+/// ([`Handle::call`](crate::Handle::call), [`call_on`]) run as background tasks there.
+/// Panics off-core.
 pub fn spawn_background<F>(future: F) -> Task<F::Output>
 where
     F: Future + 'static,
     F::Output: 'static,
 {
     spawn_with(future, true, "spawn_background")
+}
+
+/// Whether the task being polled on this thread is a background task (off-core: no).
+pub(crate) fn in_background_task() -> bool {
+    with_core(|c| c.running_background.get()).unwrap_or(false)
+}
+
+/// Spawns `future` as a background task if `background`, else as an ordinary one: the task
+/// of a call runs in its caller's class, so a background task's calls give way to ordinary
+/// tasks on the core they go to as the background task does on its own.
+pub(crate) fn spawn_in_class<F>(background: bool, future: F) -> Task<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    spawn_with(future, background, "a call")
 }
 
 fn spawn_with<F>(future: F, background: bool, what: &'static str) -> Task<F::Output>
@@ -248,7 +269,8 @@ pub fn on_core() -> bool {
 ///
 /// A panic in `f` or its future continues in the caller (as it would inline). Fails with
 /// [`Error::CoreDead`] if the target core stopped after a fatal error (also while this call
-/// waits), and with [`Error::CoreGone`] if it was shut down.
+/// waits), and with [`Error::CoreGone`] if it was shut down. Called from a background task,
+/// the future runs as a background task on `core` (as with [`Handle::call`](crate::Handle::call)).
 ///
 /// # Cancel safety
 /// Unlike [`Handle::call`](crate::Handle::call), dropping the returned future does not stop
@@ -266,9 +288,10 @@ where
         return Ok(f().await);
     }
     let target = me.peers.get(core).cloned().ok_or(Error::CoreGone(core))?;
+    let background = me.running_background.get();
     drop(me);
     send_call(&target, move |tx| {
-        spawn(async move {
+        spawn_in_class(background, async move {
             use futures::FutureExt;
             let out = std::panic::AssertUnwindSafe(async move { f().await })
                 .catch_unwind()
@@ -284,15 +307,24 @@ where
 /// sends there (the output of a call, or its panic, which continues in the caller as if the
 /// call had run inline). Fails with `target`'s gone error if the job cannot be sent or the
 /// answer never comes.
+///
+/// Polled on `target` itself, it runs `job` at once instead: through the mailbox the job
+/// would wait for the loop's next turn, after the ring's submit and reap and, with the run
+/// queue empty meanwhile, a background task's slice — a wait on every call a core makes to
+/// itself (e.g. a zone read by a task on the zone's own core).
 pub(crate) async fn send_call<T, J>(target: &CoreRemote, job: J) -> Result<T>
 where
     J: FnOnce(futures::channel::oneshot::Sender<std::thread::Result<T>>) + Send + 'static,
     T: Send + 'static,
 {
     let (tx, rx) = futures::channel::oneshot::channel();
-    target
-        .send(Message::Job(Box::new(move || job(tx))))
-        .map_err(|_| target.gone_error())?;
+    if with_core(|c| c.remote.ring_id == target.ring_id).unwrap_or(false) {
+        job(tx);
+    } else {
+        target
+            .send(Message::Job(Box::new(move || job(tx))))
+            .map_err(|_| target.gone_error())?;
+    }
     match rx.await.map_err(|_| target.gone_error())? {
         Ok(v) => Ok(v),
         Err(panic) => std::panic::resume_unwind(panic),

@@ -1,8 +1,9 @@
 //! Background tasks (`spawn_background`) give way to ordinary tasks on their core and are
 //! never starved by them. Counted in polls, not timed: a background task that is always
 //! ready (it yields in a loop) runs in turns where no ordinary task is ready, in every turn
-//! in which ordinary tasks used the whole task budget, and after 7 turns passed over. Every
-//! test runs under a watchdog, so a lost wake-up fails instead of hanging.
+//! in which ordinary tasks used the whole task budget, after 7 turns passed over, and (with
+//! a share set) while it had less than its share of the core's task time. Every test runs
+//! under a watchdog, so a lost wake-up fails instead of hanging.
 
 mod common;
 
@@ -51,24 +52,28 @@ fn spinner(background: bool, polls: Rc<Cell<u64>>, stop: Rc<Cell<bool>>) {
     }
 }
 
-/// Polls the spinner got while one ordinary task awaited `STEPS` nops in a row.
-fn spinner_polls_during_nops(background: bool) -> u64 {
-    bounded(Runtime::builder().cores(1), move |rt| {
-        rt.block_on(move || async move {
-            let polls = Rc::new(Cell::new(0));
-            let stop = Rc::new(Cell::new(false));
-            spinner(background, polls.clone(), stop.clone());
-            yield_now().await;
-            let before = polls.get();
-            for _ in 0..STEPS {
-                nop().await.unwrap();
-            }
-            let during = polls.get() - before;
-            stop.set(true);
-            during
-        })
-        .unwrap()
-    })
+/// Polls the spinner got while one ordinary task awaited `STEPS` nops in a row, on a core
+/// that gives background tasks `share` percent of its task time.
+fn spinner_polls_during_nops(background: bool, share: u8) -> u64 {
+    bounded(
+        Runtime::builder().cores(1).background_share_percent(share),
+        move |rt| {
+            rt.block_on(move || async move {
+                let polls = Rc::new(Cell::new(0));
+                let stop = Rc::new(Cell::new(false));
+                spinner(background, polls.clone(), stop.clone());
+                yield_now().await;
+                let before = polls.get();
+                for _ in 0..STEPS {
+                    nop().await.unwrap();
+                }
+                let during = polls.get() - before;
+                stop.set(true);
+                during
+            })
+            .unwrap()
+        },
+    )
 }
 
 #[test]
@@ -79,8 +84,9 @@ fn a_ready_background_task_does_not_run_between_an_ordinary_tasks_ops() {
     // run a background task: the background task waits, and runs only on every 8th turn
     // (one nop each). As an ordinary task the same spinner runs at
     // least once between two nops.
-    let background = spinner_polls_during_nops(true);
-    let ordinary = spinner_polls_during_nops(false);
+    // With no share for background tasks.
+    let background = spinner_polls_during_nops(true, 0);
+    let ordinary = spinner_polls_during_nops(false, 0);
     assert!(
         ordinary >= STEPS,
         "ordinary spinner ran {ordinary} times during {STEPS} nops"
@@ -92,6 +98,79 @@ fn a_ready_background_task_does_not_run_between_an_ordinary_tasks_ops() {
     assert!(
         background >= STEPS / 8 - 2,
         "background spinner ran only {background} times during {STEPS} nops: starved"
+    );
+}
+
+#[test]
+fn a_background_task_below_its_share_runs_after_every_turn() {
+    // The spinner's polls take far less time than a turn with a nop, so with the default
+    // share it stays below half of the task time and gets the background slot of every
+    // turn (the nop task's turns: one per nop).
+    let background =
+        spinner_polls_during_nops(true, ziob_runtime::BACKGROUND_SHARE_PERCENT_DEFAULT);
+    assert!(
+        background >= STEPS - STEPS / 10,
+        "background spinner ran {background} times during {STEPS} nops: held back below its share"
+    );
+    assert!(
+        background <= STEPS + 2,
+        "background spinner ran {background} times during {STEPS} nops: more than once per turn"
+    );
+}
+
+#[test]
+fn a_background_task_over_its_share_waits_for_the_ordinary_ones() {
+    // A background task whose every poll takes 2 ms (a busy loop: far over any share of a
+    // core whose ordinary task does a nop per turn) gets the slot only on the 8th turn.
+    const POLLS: u64 = 400;
+    let background = bounded(
+        Runtime::builder().cores(1).background_share_percent(50),
+        move |rt| {
+            rt.block_on(move || async move {
+                let polls = Rc::new(Cell::new(0));
+                let stop = Rc::new(Cell::new(false));
+                let (p, st) = (polls.clone(), stop.clone());
+                spawn_background(async move {
+                    while !st.get() {
+                        p.set(p.get() + 1);
+                        let t = std::time::Instant::now();
+                        while t.elapsed() < Duration::from_millis(2) {
+                            std::hint::spin_loop();
+                        }
+                        yield_now().await;
+                    }
+                })
+                .detach();
+                yield_now().await;
+                let before = polls.get();
+                for _ in 0..POLLS {
+                    nop().await.unwrap();
+                }
+                let during = polls.get() - before;
+                stop.set(true);
+                during
+            })
+            .unwrap()
+        },
+    );
+    // At half the time it would be every other turn; the window's halving lets it in a
+    // little more often than every 8th turn, never near every other one.
+    assert!(
+        background <= POLLS / 4,
+        "a background task over its share ran {background} times during {POLLS} nops"
+    );
+}
+
+#[test]
+fn a_share_over_the_maximum_is_refused() {
+    let err = Runtime::builder()
+        .background_share_percent(ziob_runtime::BACKGROUND_SHARE_PERCENT_MAX + 1)
+        .build()
+        .err()
+        .expect("a share over the maximum must be refused");
+    assert!(
+        err.to_string().contains("background_share_percent"),
+        "unclear error: {err}"
     );
 }
 
@@ -321,4 +400,69 @@ fn no_background_task_runs_after_a_fatal_enter() {
         at_inject,
         "a background task was polled after the fatal enter"
     );
+}
+
+/// Polls a background spinner got while an ordinary task made `STEPS` calls
+/// ([`Handle::call`](ziob_runtime::Handle::call)) to its own core, and their summed output.
+fn spinner_polls_during_calls_to_the_own_core() -> (u64, u64) {
+    bounded(Runtime::builder().cores(1), move |rt| {
+        rt.block_on(move || async move {
+            let polls = Rc::new(Cell::new(0));
+            let stop = Rc::new(Cell::new(false));
+            spinner(true, polls.clone(), stop.clone());
+            yield_now().await;
+            let handle = ziob_runtime::handle();
+            let before = polls.get();
+            let mut sum = 0;
+            for i in 0..STEPS {
+                sum += handle.call(0, move || async move { i }).await.unwrap();
+            }
+            let during = polls.get() - before;
+            stop.set(true);
+            (during, sum)
+        })
+        .unwrap()
+    })
+}
+
+#[test]
+fn a_call_to_the_own_core_does_not_wait_for_a_turn_of_the_loop() {
+    // Through the mailbox, each call's job waited for the next turn of the loop, and in
+    // every such turn the run queue was empty after the reap, so the background spinner ran
+    // once per call. Spawned at once, the call's task runs in the caller's turn: the
+    // spinner gets only the budget-saturated and every-8th turns.
+    let (background, sum) = spinner_polls_during_calls_to_the_own_core();
+    assert_eq!(sum, (0..STEPS).sum::<u64>());
+    assert!(
+        background <= STEPS / 4,
+        "the background spinner ran {background} times during {STEPS} calls to the own core: \
+         the calls waited for turns of the loop"
+    );
+}
+
+#[test]
+fn a_background_task_calling_its_own_core_gets_every_answer() {
+    // A background task's call runs as a background task on the core it goes to (here its
+    // own, see `Handle::call`); beside an ordinary spinner that is always ready, every call
+    // must still be answered.
+    let sum = bounded(Runtime::builder().cores(1), |rt| {
+        rt.block_on(|| async {
+            let polls = Rc::new(Cell::new(0));
+            let stop = Rc::new(Cell::new(false));
+            spinner(false, polls.clone(), stop.clone());
+            let handle = ziob_runtime::handle();
+            let sum = spawn_background(async move {
+                let mut sum = 0u64;
+                for i in 0..200u64 {
+                    sum += handle.call(0, move || async move { i }).await.unwrap();
+                }
+                sum
+            })
+            .await;
+            stop.set(true);
+            sum
+        })
+        .unwrap()
+    });
+    assert_eq!(sum, (0..200).sum::<u64>());
 }
