@@ -113,7 +113,8 @@ pub struct Config {
     pub task_budget: usize,
     /// While ordinary tasks are ready, background tasks ([`crate::spawn_background`]) also
     /// get a turn's background slot whenever they had less than this percentage of the
-    /// core's recent task time (the last few milliseconds), so that work spawned in the
+    /// core's recent task time (`crate::background`: about the last 8 ms of time spent polling
+    /// tasks while background tasks waited), so that work spawned in the
     /// background keeps up beside a foreground that is always ready. 0: they get only the
     /// turns described there; at most 90.
     pub background_share_percent: u8,

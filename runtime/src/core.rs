@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use async_task::Runnable;
 
+use crate::background::{background_runs, TaskTime, Turn};
 use crate::buf::pool::BufPool;
 use crate::config::{Config, SubmitPolicy};
 use crate::error::{Error, Result};
@@ -126,14 +127,6 @@ impl CoreRemote {
 /// A busy-poll function registered by a backend; returns the completions it found.
 type Poller = Box<dyn FnMut() -> usize>;
 
-/// A core's background queue is passed over for ready ordinary tasks at most this many
-/// turns in a row, minus one: on this turn it runs (see `Core::run_background_task`).
-const BACKGROUND_TURNS_MAX: u32 = 8;
-
-/// The time account behind `Config::background_share_percent` is halved once it holds this much,
-/// so that it follows the last few milliseconds.
-const BACKGROUND_WINDOW_NS: u64 = 8_000_000;
-
 /// Operations a task may complete without yielding before [`crate::consume_budget`] makes it
 /// yield (operations that finish without waiting, e.g. appends absorbed by a buffer, would
 /// otherwise let one task hold the core and starve its mailbox).
@@ -176,9 +169,9 @@ pub(crate) struct Core {
     /// A background task is being polled (its calls spawn background tasks, see
     /// `crate::task::spawn_in_class`).
     pub(crate) running_background: Cell<bool>,
-    /// Recent nanoseconds spent polling ordinary and background tasks, counted while
-    /// background tasks wait (see `Core::run_background_task`).
-    task_ns: Cell<(u64, u64)>,
+    /// Recent time spent polling ordinary and background tasks, counted while background
+    /// tasks wait (see `Core::run_background_task`).
+    task_time: Cell<TaskTime>,
     inbox: mpsc::Receiver<Message>,
     policy: SubmitPolicy,
     busy_poll: bool,
@@ -313,7 +306,7 @@ impl Core {
             background_queue: RefCell::new(VecDeque::new()),
             background_waited_turns: Cell::new(0),
             running_background: Cell::new(false),
-            task_ns: Cell::new((0, 0)),
+            task_time: Cell::new(TaskTime::default()),
             inbox,
             policy: config.submit_policy,
             busy_poll: config.busy_poll,
@@ -598,9 +591,9 @@ impl Core {
 
     /// Runs one background task if no ordinary task is ready, if ordinary tasks used the
     /// whole budget of this turn, if background tasks had less than their share of the
-    /// recent task time (`Config::background_share_percent`; counted only while background
-    /// tasks wait, halved every [`BACKGROUND_WINDOW_NS`]), or on the
-    /// [`BACKGROUND_TURNS_MAX`]th turn in a row that
+    /// recent task time (`Config::background_share_percent`; see `crate::background`), or
+    /// on the
+    /// [`BACKGROUND_TURNS_MAX`](crate::background::BACKGROUND_TURNS_MAX)th turn in a row that
     /// skipped the queue (so it never starves, even beside an ordinary task whose ops always
     /// complete at once; the count is per core, so with k background tasks queued one may
     /// wait k times as long). Called after the turn submitted and reaped: an ordinary task
@@ -611,15 +604,13 @@ impl Core {
         if self.background_queue.borrow().is_empty() {
             return;
         }
-        let waited = self.background_waited_turns.get() + 1;
-        let (fg, bg) = self.task_ns.get();
-        let behind = bg * 100 < (fg + bg) * self.background_share_percent;
-        if !saturated
-            && !behind
-            && waited < BACKGROUND_TURNS_MAX
-            && !self.run_queue.borrow().is_empty()
-        {
-            self.background_waited_turns.set(waited);
+        let turn = Turn {
+            saturated,
+            waited: self.background_waited_turns.get() + 1,
+            run_queue_empty: self.run_queue.borrow().is_empty(),
+        };
+        if !background_runs(turn, self.task_time.get(), self.background_share_percent) {
+            self.background_waited_turns.set(turn.waited);
             return;
         }
         self.background_waited_turns.set(0);
@@ -633,21 +624,10 @@ impl Core {
         }
     }
 
-    /// Adds `spent` to the ordinary or background side of the recent time account, halving
-    /// both once they hold [`BACKGROUND_WINDOW_NS`].
+    /// Adds `spent` to the ordinary or background side of the recent task-time account.
     fn account_task_time(&self, spent: Duration, background: bool) {
         let ns = u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX);
-        let (mut fg, mut bg) = self.task_ns.get();
-        if background {
-            bg = bg.saturating_add(ns);
-        } else {
-            fg = fg.saturating_add(ns);
-        }
-        if fg.saturating_add(bg) > BACKGROUND_WINDOW_NS {
-            fg /= 2;
-            bg /= 2;
-        }
-        self.task_ns.set((fg, bg));
+        self.task_time.set(self.task_time.get().add(ns, background));
     }
 
     fn run_task(&self, r: Runnable<TaskHome>) {

@@ -52,6 +52,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod background;
 pub mod buf;
 mod config;
 mod core;

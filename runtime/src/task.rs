@@ -71,7 +71,7 @@ where
 /// polled only at the end of a turn of the core's loop, after the turn submitted and reaped,
 /// and at most one per turn: when no ordinary task is ready then, when the turn's ordinary
 /// tasks used the whole task budget, when background tasks had less than their share of
-/// the core's task time over the last few milliseconds
+/// the core's recent task time (about the last 8 ms of polling while background tasks waited)
 /// ([`Builder::background_share_percent`](crate::Builder::background_share_percent), default
 /// half), or when the background queue was passed over 7 turns in a row (the count is per
 /// core). So ordinary tasks wait for background work only up to that share, and background
