@@ -226,7 +226,8 @@ impl Block {
         hi: usize,
     ) -> Result<BlockIter> {
         // The last restart whose key is before `target`: the entry sought is at or after it.
-        let (mut lo, mut hi) = (lo.min(self.restarts - 1), hi.clamp(lo + 1, self.restarts));
+        let mut lo = lo.min(self.restarts - 1);
+        let mut hi = hi.clamp(lo + 1, self.restarts);
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
             // A restart point's key is stored whole (`parts` refuses a shared prefix with
@@ -455,6 +456,30 @@ mod tests {
         ]
         .concat();
         assert_eq!(bytes, expected);
+    }
+
+    #[test]
+    fn seek_within_bounds_past_the_restarts_is_a_whole_seek_not_a_panic() {
+        let entries: BTreeMap<Vec<u8>, Vec<u8>> = (0..40u32)
+            .map(|i| (format!("k{i:03}").into_bytes(), vec![i as u8]))
+            .collect();
+        let block = build(&entries, 4);
+        let keys = |it: BlockIter| it.map(|e| e.unwrap().0).collect::<Vec<_>>();
+        for target in [&b"k000"[..], b"k017", b"k039", b"zzz"] {
+            let whole = keys(block.seek(target, bytewise).unwrap());
+            for (lo, hi) in [
+                (usize::MAX, 0),
+                (block.restart_count() + 5, usize::MAX),
+                (0, 0),
+            ] {
+                let within = keys(block.seek_within(target, bytewise, lo, hi).unwrap());
+                // A `lo` past the target's restart can only start later, never panic.
+                assert!(
+                    whole.ends_with(&within),
+                    "lo {lo} hi {hi} target {target:?}"
+                );
+            }
+        }
     }
 
     #[test]
