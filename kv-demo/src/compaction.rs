@@ -136,7 +136,7 @@ pub struct Outcome {
     pub written_bytes: u64,
 }
 
-/// Runs `c` for shard `shard` (background work on `core`), taking file numbers from
+/// Runs `c` for shard `shard` (whose tables' obsolete files are deleted on `core`), taking file numbers from
 /// `new_file`: writes and opens the outputs. The caller installs the outcome.
 pub async fn run(
     ctx: &StoreCtx,

@@ -29,9 +29,9 @@
 //!   to [`batch::VALUE_BYTES_MAX`] (and one WAL record); larger input is
 //!   [`DbError::InvalidArgument`].
 //! - **Sharded per core**: a key's shard is `xxh3(key) % shards` (default one per runtime
-//!   core); each shard is an LSM tree ([`shard`]) whose flush, compaction and WAL pump run on
-//!   its core (flush and compaction as the runtime's background tasks, which give way to
-//!   the core's reads and writes); one sequence number for all shards makes snapshots
+//!   core); each shard is an LSM tree ([`shard`]) whose WAL pump runs on its core and whose
+//!   flush and compaction run as the runtime's background tasks on a core without a shard
+//!   if the runtime has one, else on its own ([`shard::background_core`]); one sequence number for all shards makes snapshots
 //!   consistent across them.
 //! - **Durability**: each shard's [`wal`] is a zone log with group commit;
 //!   [`WriteOptions::sync`] returns once the write is durable; non-sync writes are durable

@@ -1,5 +1,5 @@
 //! The memtable: the newest writes of one shard, in internal-key order, until it is flushed
-//! to a table. Owned by the shard's core (no locks); its size counts key, value and a fixed
+//! to a table. Shared behind its shard's `RwLock` (writers insert from their threads); its size counts key, value and a fixed
 //! per-entry overhead, so the store can bound memory by it.
 
 use std::collections::BTreeMap;

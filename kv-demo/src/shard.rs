@@ -1,6 +1,7 @@
 //! One shard: an LSM tree of its own (memtable, immutable memtables, a [`Version`] of
 //! tables), its WAL and manifest ([`ShardLog`]), and its background work — one flush task and
-//! one compaction task, both on the shard's core. Callers on any thread reach it through
+//! one compaction task, both on its [`background_core`] (the WAL pump on the shard's core).
+//! Callers on any thread reach it through
 //! short locks; writers wait (asynchronously) when flushes or compactions fall behind.
 
 use std::collections::VecDeque;
@@ -734,7 +735,7 @@ impl Drop for JobEnd<'_> {
     }
 }
 
-/// Frees a flushed memtable on the shard's core in a background task of its own, a little
+/// Frees a flushed memtable on the flush's core (the shard's background core) in a background task of its own, a little
 /// at a time. Without this the last reader to let go of it (a `get` that took it just
 /// before the flush installed its table) freed all of it inside that `get`: in
 /// readwhilewriting at 1,000,000 keys three quarters of the reader's time went to freeing

@@ -6,7 +6,7 @@ use clap::Parser;
 use kv_demo::bench::{run_flags, Flags};
 
 /// mimalloc instead of glibc's malloc. A memtable's entries are allocated on the writer's
-/// core and freed on the shard's core after the flush; glibc returns each such block to the
+/// core and freed on another (the flush's) after the flush; glibc returns each such block to the
 /// allocating thread's arena under that arena's lock, and in readwhilewriting at 1,000,000
 /// keys that lock was where the shard's core spent most of its waits
 /// (`perf record -e sched:sched_switch`). With mimalloc (remote frees without a lock) the

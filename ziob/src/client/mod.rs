@@ -3,8 +3,9 @@
 //!
 //! Every operation travels to the core that owns its zone ([`crate::placement::owner_core`])
 //! in one hop through [`ziob_runtime::Handle::call`] and answers through a channel: the
-//! futures are `Send + 'static`, work on any executor and never touch a ZIOB thread-local on
-//! the caller's side. Operations on every zone (sync, report, stats, `ZoneTarget::All`) go to
+//! futures are `Send + 'static` and work on any executor (on the caller's side they only read
+//! which ZIOB core, if any, they are polled on; on the owning core a call skips the mailbox,
+//! and a small read of data in buffer memory is served inline). Operations on every zone (sync, report, stats, `ZoneTarget::All`) go to
 //! every core at once. [`BlockingClient`] has the same operations as plain blocking calls.
 //!
 //! Modules by job: `route` (one hop to a core, error mapping), `zone_ops` (appends, writes,

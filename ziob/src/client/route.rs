@@ -22,7 +22,8 @@ pub(super) fn flatten<T>(res: ziob_runtime::Result<Result<T>>) -> Result<T> {
 
 impl<D: ZonedDevice> Client<D> {
     /// Runs `f` with the shard of `core`, on that core, as an admitted call, inside a
-    /// debug-level `tracing` span `client` (fields `op`, `core`) on both sides.
+    /// debug-level `tracing` span `client` (fields `op`, `core`) on both sides (a `read`
+    /// served inline, see [`Client::read`], has none).
     pub(super) fn on_core<F, Fut, T>(
         &self,
         op: &'static str,
