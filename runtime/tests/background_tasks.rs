@@ -41,9 +41,18 @@ fn bounded<T: Send + 'static>(
 /// Spawns a task on the current core that counts its polls and yields until `stop` is set,
 /// in the background or as an ordinary task.
 fn spinner(background: bool, polls: Rc<Cell<u64>>, stop: Rc<Cell<bool>>) {
+    busy_spinner(background, polls, stop, Duration::ZERO);
+}
+
+/// [`spinner`] whose every poll also busy-waits `busy` before it yields.
+fn busy_spinner(background: bool, polls: Rc<Cell<u64>>, stop: Rc<Cell<bool>>, busy: Duration) {
     let work = async move {
         while !stop.get() {
             polls.set(polls.get() + 1);
+            let t = std::time::Instant::now();
+            while t.elapsed() < busy {
+                std::hint::spin_loop();
+            }
             yield_now().await;
         }
     };
@@ -57,16 +66,22 @@ fn spinner(background: bool, polls: Rc<Cell<u64>>, stop: Rc<Cell<bool>>) {
 /// Polls the spinner got while one ordinary task awaited `STEPS` nops in a row, on a core
 /// that gives background tasks `share` percent of its task time.
 fn spinner_polls_during_nops(background: bool, share: u8) -> u64 {
+    spinner_polls_during(background, share, STEPS, Duration::ZERO)
+}
+
+/// Polls a spinner busy `busy` per poll got while one ordinary task awaited `nops` nops in
+/// a row, on a core that gives background tasks `share` percent of its task time.
+fn spinner_polls_during(background: bool, share: u8, nops: u64, busy: Duration) -> u64 {
     bounded(
         Runtime::builder().cores(1).background_share_percent(share),
         move |rt| {
             rt.block_on(move || async move {
                 let polls = Rc::new(Cell::new(0));
                 let stop = Rc::new(Cell::new(false));
-                spinner(background, polls.clone(), stop.clone());
+                busy_spinner(background, polls.clone(), stop.clone(), busy);
                 yield_now().await;
                 let before = polls.get();
-                for _ in 0..STEPS {
+                for _ in 0..nops {
                     nop().await.unwrap();
                 }
                 let during = polls.get() - before;
@@ -108,36 +123,7 @@ fn a_background_task_over_its_share_waits_for_the_ordinary_ones() {
     // A background task whose every poll takes 2 ms (a busy loop: far over any share of a
     // core whose ordinary task does a nop per turn) gets the slot only on the 8th turn.
     const POLLS: u64 = 400;
-    let background = bounded(
-        Runtime::builder().cores(1).background_share_percent(50),
-        move |rt| {
-            rt.block_on(move || async move {
-                let polls = Rc::new(Cell::new(0));
-                let stop = Rc::new(Cell::new(false));
-                let (p, st) = (polls.clone(), stop.clone());
-                spawn_background(async move {
-                    while !st.get() {
-                        p.set(p.get() + 1);
-                        let t = std::time::Instant::now();
-                        while t.elapsed() < Duration::from_millis(2) {
-                            std::hint::spin_loop();
-                        }
-                        yield_now().await;
-                    }
-                })
-                .detach();
-                yield_now().await;
-                let before = polls.get();
-                for _ in 0..POLLS {
-                    nop().await.unwrap();
-                }
-                let during = polls.get() - before;
-                stop.set(true);
-                during
-            })
-            .unwrap()
-        },
-    );
+    let background = spinner_polls_during(true, 50, POLLS, Duration::from_millis(2));
     // At half the time it would be every other turn; the window's halving lets it in a
     // little more often than every 8th turn, never near every other one.
     assert!(
