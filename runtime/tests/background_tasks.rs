@@ -437,3 +437,71 @@ fn a_background_task_calling_its_own_core_gets_every_answer() {
     });
     assert_eq!(sum, (0..200).sum::<u64>());
 }
+
+/// Polls a spinner got on core 1 while an ordinary call there awaited `STEPS` nops, when a
+/// background task on core 0 started that spinner on core 1 through `Handle::call` (or
+/// `call_on`). Both cores give background tasks no share, so a background spinner gets
+/// only every 8th turn.
+fn polls_of_a_spinner_called_from_a_background_task(with_call_on: bool) -> u64 {
+    use std::sync::atomic::AtomicU64;
+    bounded(
+        Runtime::builder().cores(2).background_share_percent(0),
+        move |rt| {
+            rt.block_on(move || async move {
+                let polls = Arc::new(AtomicU64::new(0));
+                let stop = Arc::new(AtomicBool::new(false));
+                let (p, st) = (polls.clone(), stop.clone());
+                let spin = move || async move {
+                    while !st.load(Ordering::SeqCst) {
+                        p.fetch_add(1, Ordering::SeqCst);
+                        yield_now().await;
+                    }
+                };
+                let handle = ziob_runtime::handle();
+                let caller = spawn_background(async move {
+                    if with_call_on {
+                        ziob_runtime::call_on(1, spin).await.unwrap();
+                    } else {
+                        handle.call(1, spin).await.unwrap();
+                    }
+                });
+                while polls.load(Ordering::SeqCst) == 0 {
+                    sleep(Duration::from_micros(50)).await.unwrap();
+                }
+                let during = ziob_runtime::handle()
+                    .call(1, move || async move {
+                        let before = polls.load(Ordering::SeqCst);
+                        for _ in 0..STEPS {
+                            nop().await.unwrap();
+                        }
+                        polls.load(Ordering::SeqCst) - before
+                    })
+                    .await
+                    .unwrap();
+                stop.store(true, Ordering::SeqCst);
+                caller.await;
+                during
+            })
+            .unwrap()
+        },
+    )
+}
+
+#[test]
+fn a_background_tasks_call_runs_as_a_background_task_on_the_target_core() {
+    // As an ordinary task the called spinner would run at least once between two nops of
+    // the ordinary call beside it (STEPS times); as a background task, every 8th turn.
+    for with_call_on in [false, true] {
+        let polls = polls_of_a_spinner_called_from_a_background_task(with_call_on);
+        assert!(
+            polls <= STEPS / 4,
+            "a spinner called from a background task ({}) ran {polls} times during {STEPS} \
+             nops of an ordinary task on its core: it ran as an ordinary task",
+            if with_call_on {
+                "call_on"
+            } else {
+                "Handle::call"
+            }
+        );
+    }
+}
