@@ -167,7 +167,7 @@ pub(crate) struct Core {
     /// Turns since a background task last ran while one was ready.
     background_waited_turns: Cell<u32>,
     /// A background task is being polled (its calls spawn background tasks, see
-    /// `crate::task::spawn_in_class`).
+    /// `crate::task::spawn_with`).
     pub(crate) running_background: Cell<bool>,
     /// Recent time spent polling ordinary and background tasks, counted while background
     /// tasks wait (see `Core::run_background_task`).

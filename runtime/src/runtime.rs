@@ -333,7 +333,8 @@ impl Handle {
             let target = target.ok_or(Error::CoreGone(core))?;
             let background = crate::task::in_background_task();
             crate::task::send_call(&target, move |tx| {
-                crate::task::spawn_in_class(background, run_unless_abandoned(tx, f)).detach();
+                let call = run_unless_abandoned(tx, f);
+                crate::task::spawn_with(call, background, "Handle::call").detach();
             })
             .await
         }

@@ -95,18 +95,10 @@ pub(crate) fn in_background_task() -> bool {
     with_core(|c| c.running_background.get()).unwrap_or(false)
 }
 
-/// Spawns `future` as a background task if `background`, else as an ordinary one: the task
-/// of a call runs in its caller's class, so a background task's calls give way to ordinary
-/// tasks on the core they go to as the background task does on its own.
-pub(crate) fn spawn_in_class<F>(background: bool, future: F) -> Task<F::Output>
-where
-    F: Future + 'static,
-    F::Output: 'static,
-{
-    spawn_with(future, background, "a call")
-}
-
-fn spawn_with<F>(future: F, background: bool, what: &'static str) -> Task<F::Output>
+/// Spawns `future` on the current core, as a background task if `background` (the task of a
+/// call is spawned in its caller's class: a background task's calls give way to ordinary
+/// tasks on the core they go to). `what` names the caller in the off-core panic.
+pub(crate) fn spawn_with<F>(future: F, background: bool, what: &'static str) -> Task<F::Output>
 where
     F: Future + 'static,
     F::Output: 'static,
@@ -291,14 +283,14 @@ where
     let background = me.running_background.get();
     drop(me);
     send_call(&target, move |tx| {
-        spawn_in_class(background, async move {
+        let call = async move {
             use futures::FutureExt;
             let out = std::panic::AssertUnwindSafe(async move { f().await })
                 .catch_unwind()
                 .await;
             let _ = tx.send(out);
-        })
-        .detach();
+        };
+        spawn_with(call, background, "call_on").detach();
     })
     .await
 }
