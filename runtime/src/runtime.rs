@@ -280,6 +280,18 @@ impl Handle {
         self.remotes.len()
     }
 
+    /// The index of the core of this runtime the calling thread is, or `None` on any other
+    /// thread (another runtime's core included).
+    pub fn local_core(&self) -> Option<usize> {
+        crate::core::with_core(|c| {
+            self.remotes
+                .get(c.remote.id)
+                .filter(|r| r.ring_id == c.remote.ring_id)
+                .map(|_| c.remote.id)
+        })
+        .flatten()
+    }
+
     /// Runs the future made by `f` on core `core` as a detached task; returns without waiting.
     ///
     /// A panic in `f` or in its future is logged and counted on that core, which goes on.

@@ -21,6 +21,7 @@ use crate::config::ZiobConfig;
 use crate::error::{Result, ZiobError};
 use crate::metrics::MetricsSnapshot;
 use crate::metrics::ShardStats;
+use crate::on_device::OnDevice;
 use crate::placement::owner_core;
 use crate::shard::{run_to_completion, Shard};
 
@@ -51,6 +52,8 @@ struct Inner<D: ZonedDevice> {
     view_name: String,
     config: ZiobConfig,
     cores: usize,
+    /// What any core may read straight from the device (published by the owners).
+    on_device: Arc<OnDevice>,
     closed: AtomicBool,
     /// The runtime's cores, reachable from any thread (the [`Client`](crate::Client) and the
     /// drop path).
@@ -138,10 +141,11 @@ impl<D: ZonedDevice> Ziob<D> {
         config.validate(&geometry)?;
         let cores = config.instance_cores(num_cores())?;
         let id = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
+        let on_device = Arc::new(OnDevice::new(geometry.zone_count, num_cores()));
         for core in 0..cores {
-            let (dev, cfg) = (device.clone(), config.clone());
+            let (dev, cfg, on_dev) = (device.clone(), config.clone(), on_device.clone());
             let res = call_on(core, move || async move {
-                let shard = Shard::new(core, cores, dev, &cfg).await?;
+                let shard = Shard::new(core, cores, dev, &cfg, on_dev).await?;
                 if cfg.buffered {
                     if let Some(idle) = cfg.idle_writeback {
                         ziob_runtime::spawn(shard.clone().idle_ticker(idle)).detach();
@@ -187,6 +191,7 @@ impl<D: ZonedDevice> Ziob<D> {
                 geometry,
                 config,
                 cores,
+                on_device,
                 closed: AtomicBool::new(false),
                 handle: ziob_runtime::handle(),
             }),
@@ -255,6 +260,59 @@ impl<D: ZonedDevice> Ziob<D> {
             return admitted(id, f).await;
         }
         call_on(owner, move || admitted(id, f)).await?
+    }
+
+    /// The core of this instance's runtime the caller is on, if the range `[offset, offset +
+    /// len)` of `zone` may be read there straight from the device: the zone is another
+    /// core's and its owner published the range (widened to the device's read granularity)
+    /// as held by the device only ([`OnDevice`]). The owner serves everything else: memory,
+    /// its own zones, and every error.
+    pub(crate) fn direct_read_core(&self, zone: u32, offset: u64, len: usize) -> Option<usize> {
+        self.direct_read_plan(zone, offset, len).map(|p| p.0)
+    }
+
+    /// [`direct_read_core`](Self::direct_read_core) and the device range to read.
+    fn direct_read_plan(&self, zone: u32, offset: u64, len: usize) -> Option<(usize, u64, u64)> {
+        let here = self.inner.handle.local_core()?;
+        if len == 0
+            || self.inner.closed.load(Ordering::Acquire)
+            || owner_core(zone, self.inner.cores) == here
+        {
+            return None;
+        }
+        let g = self.inner.device.read_granularity_bytes().max(1);
+        let end = offset
+            .checked_add(len as u64)?
+            .checked_next_multiple_of(g)?;
+        let start = offset / g * g;
+        self.inner.on_device.readable(zone, start, end - start)?;
+        Some((here, start, end))
+    }
+
+    /// Reads `[offset, offset + len)` of `zone` straight from the device on the calling core
+    /// when [`direct_read_core`](Self::direct_read_core) allows it: no hop to the owner,
+    /// however busy the owner is. `None` when it does not, when the device read fails (the
+    /// owner's read reports the error) or when the zone was reset during the read (what was
+    /// read may be the new zone's): then read through the owner. On success the buffer
+    /// read and where the requested bytes start in it.
+    pub(crate) async fn read_direct(
+        &self,
+        zone: u32,
+        offset: u64,
+        len: usize,
+    ) -> Option<(DmaBuf, usize)> {
+        let (here, start, end) = self.direct_read_plan(zone, offset, len)?;
+        let on_device = &self.inner.on_device;
+        let seen = on_device.readable(zone, start, end - start)?;
+        let n = (end - start) as usize;
+        let (res, buf) = self
+            .inner
+            .device
+            .read(zone, start, n, DmaBuf::with_capacity(n))
+            .await;
+        let ok = res.is_ok() && on_device.unchanged(seen);
+        on_device.count(here, ok.then_some(len as u64));
+        ok.then_some((buf, (offset - start) as usize))
     }
 
     /// The runtime handle of the cores this instance's shards live on.
@@ -361,6 +419,14 @@ impl<D: ZonedDevice> Ziob<D> {
     /// # Cancel safety
     /// A read changes nothing; dropping it is always safe.
     pub async fn read(&self, zone: u32, offset_bytes: u64, len: usize) -> Result<DmaBuf> {
+        if let Some((buf, at)) = self.read_direct(zone, offset_bytes, len).await {
+            if at == 0 && buf.len() == len {
+                return Ok(buf);
+            }
+            let mut out = DmaBuf::with_capacity(len);
+            out.extend_from_slice(&buf[at..at + len]);
+            return Ok(out);
+        }
         self.on_owner(zone, move |s| async move {
             s.read(zone, offset_bytes, len).await
         })

@@ -132,6 +132,7 @@ mod handle;
 pub mod logging;
 mod logical;
 pub mod metrics;
+mod on_device;
 pub mod placement;
 mod shard;
 pub mod zone_io;

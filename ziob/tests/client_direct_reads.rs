@@ -1,0 +1,289 @@
+//! Reads of another core's zone that only the device holds are served on the reading core,
+//! straight from the device (no hop to the owner): the bytes are those of the owner's path
+//! whatever happens meanwhile — appends, flushes, eviction, resets, and a reset that lands
+//! while such a read is at the device.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use ziob::backends::{MemDevice, ZoneInfo};
+use ziob::{
+    Client, DmaBuf, Geometry, Runtime, ShardStats, Ziob, ZiobConfig, ZoneAction, ZoneTarget,
+    ZonedDevice,
+};
+
+type DevResult<T> = std::result::Result<T, ziob::backends::DeviceError>;
+
+const ZONE: u64 = 1 << 20;
+
+fn config(budget: u64) -> ZiobConfig {
+    ZiobConfig {
+        shard_budget_bytes: budget,
+        writeback_unit_bytes: Some(16 << 10),
+        idle_writeback: None,
+        ..ZiobConfig::default()
+    }
+}
+
+/// Direct reads counted on `core`.
+fn direct_reads(stats: &[ShardStats], core: usize) -> (u64, u64) {
+    (stats[core].direct_reads, stats[core].direct_read_fallbacks)
+}
+
+/// A `mem` device whose next read of a chosen zone, once armed, stops at the device until
+/// released (before the device reads anything). Clones share the device and the gate.
+#[derive(Clone)]
+struct GatedMem {
+    mem: MemDevice,
+    gate: Arc<Gate>,
+}
+
+#[derive(Default)]
+struct Gate {
+    /// The zone whose next read stops (`u32::MAX`: none).
+    armed_zone: AtomicU32,
+    entered: AtomicBool,
+    released: AtomicBool,
+}
+
+impl ZonedDevice for GatedMem {
+    fn geometry(&self) -> &Geometry {
+        self.mem.geometry()
+    }
+    fn name(&self) -> &str {
+        self.mem.name()
+    }
+    async fn report_zones(&self, first: u32, count: u32) -> DevResult<Vec<ZoneInfo>> {
+        self.mem.report_zones(first, count).await
+    }
+    async fn read(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        len: usize,
+        buf: DmaBuf,
+    ) -> (DevResult<()>, DmaBuf) {
+        let g = &self.gate;
+        if g.armed_zone
+            .compare_exchange(zone, u32::MAX, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            g.entered.store(true, Ordering::SeqCst);
+            while !g.released.load(Ordering::SeqCst) {
+                ziob::runtime::sleep(Duration::from_millis(1))
+                    .await
+                    .unwrap();
+            }
+        }
+        self.mem.read(zone, offset_bytes, len, buf).await
+    }
+    async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (DevResult<()>, DmaBuf) {
+        self.mem.write(zone, offset_bytes, buf).await
+    }
+    async fn append(&self, zone: u32, buf: DmaBuf) -> (DevResult<u64>, DmaBuf) {
+        self.mem.append(zone, buf).await
+    }
+    async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> DevResult<()> {
+        self.mem.zone_action(action, target).await
+    }
+    async fn flush(&self) -> DevResult<()> {
+        self.mem.flush().await
+    }
+}
+
+/// A read of core 0's zone from core 1 that is at the device when the zone is reset and
+/// written again (the new bytes still in the owner's memory) gives the new bytes, never the
+/// reset zone's zeros: the reader sees the reset and reads again through the owner.
+#[test]
+fn a_reset_during_a_direct_read_is_never_read_as_the_old_or_empty_zone() {
+    let rt = Runtime::builder().cores(2).build().unwrap();
+    let dev = GatedMem {
+        mem: MemDevice::new("gated", &Geometry::new(4, ZONE)).unwrap(),
+        gate: Arc::new(Gate {
+            armed_zone: AtomicU32::new(u32::MAX),
+            ..Gate::default()
+        }),
+    };
+    let gate = dev.gate.clone();
+    // Zone 0 holds 0xAA on the device only: written, synced, and the instance reopened.
+    let d = dev.clone();
+    let c: Client<GatedMem> = rt
+        .block_on(move || async move {
+            let z = Ziob::with_device(d.clone(), config(4 << 20)).await.unwrap();
+            z.append(0, DmaBuf::from_slice(&[0xAA; 64 << 10]))
+                .await
+                .unwrap();
+            z.close().await.unwrap();
+            Ziob::with_device(d, config(4 << 20))
+                .await
+                .unwrap()
+                .client()
+        })
+        .unwrap();
+    gate.armed_zone.store(0, Ordering::SeqCst);
+    let (reader, handle) = (c.clone(), rt.handle());
+    let read = std::thread::spawn(move || {
+        futures::executor::block_on(
+            handle.call(1, move || async move { reader.read(0, 0, 8192).await }),
+        )
+    });
+    while !gate.entered.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // The read is at the device (on core 1, not on the owner): reset the zone and write
+    // 0xBB, which stays in the owner's memory.
+    let w = c.clone();
+    rt.block_on(move || async move {
+        w.reset(0).await.unwrap();
+        w.append(0, vec![0xBB; 16 << 10].into()).await.unwrap();
+    })
+    .unwrap();
+    gate.released.store(true, Ordering::SeqCst);
+    let got = read.join().unwrap().unwrap().unwrap();
+    assert!(
+        got.iter().all(|&b| b == 0xBB),
+        "read across a reset gave {:#x?}… (expected the new bytes 0xBB)",
+        &got[..8]
+    );
+    let stats = futures::executor::block_on(c.stats()).unwrap();
+    assert_eq!(
+        direct_reads(&stats, 1),
+        (0, 1),
+        "the read went to the device on core 1 and then to the owner"
+    );
+    futures::executor::block_on(c.close()).unwrap();
+}
+
+/// Reopened, a zone is on the device only: a read from the other core is a direct read, a
+/// read on the owning core is not; both give the bytes written.
+#[test]
+fn reads_of_another_cores_zone_on_the_device_are_direct() {
+    let rt = Runtime::builder().cores(2).build().unwrap();
+    let dev = MemDevice::new("direct", &Geometry::new(4, ZONE)).unwrap();
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let (d, want) = (dev.clone(), data.clone());
+    rt.block_on(move || async move {
+        let z = Ziob::with_device(d.clone(), config(4 << 20)).await.unwrap();
+        z.append(0, DmaBuf::from_slice(&want)).await.unwrap();
+        z.close().await.unwrap();
+        let z = Ziob::with_device(d, config(4 << 20)).await.unwrap();
+        let c = z.client();
+        for (core, direct) in [(1usize, true), (0, false)] {
+            let (c2, z2, want) = (c.clone(), z.clone(), want.clone());
+            ziob::runtime::call_on(core, move || async move {
+                // Unaligned ranges; the big one goes past 64 KiB (no copy into a Vec).
+                for (o, l) in [(1usize, 4095usize), (4096, 4096), (777, 100_000)] {
+                    assert!(c2.read(0, o as u64, l).await.unwrap()[..] == want[o..o + l]);
+                    assert!(z2.read(0, o as u64, l).await.unwrap()[..] == want[o..o + l]);
+                }
+            })
+            .await
+            .unwrap();
+            let stats = z.stats().await.unwrap();
+            assert_eq!(
+                stats[core].direct_reads,
+                if direct { 6 } else { 0 },
+                "core {core}: {stats:?}"
+            );
+        }
+        z.close().await.unwrap();
+    })
+    .unwrap();
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Append(usize),
+    Flush,
+    Reset,
+    /// A read from core 1 (`true`) or 0, at the given per mille of the data's length.
+    Read(bool, usize, usize),
+}
+
+/// Random appends, flushes, resets and reads of core 0's zone from both cores, on a budget
+/// small enough that data is written back and evicted: every read gives the model's bytes
+/// (what was appended, flush padding zeros, zeros past the write pointer), and reads from
+/// core 1 do go to the device directly.
+#[test]
+fn direct_and_owner_reads_match_a_model_across_resets() {
+    let rt = Runtime::builder().cores(2).build().unwrap();
+    let dev = MemDevice::new("model", &Geometry::new(4, ZONE)).unwrap();
+    let d = dev.clone();
+    let c: Client<MemDevice> = rt
+        .block_on(move || async move {
+            Ziob::with_device(d, config(64 << 10))
+                .await
+                .unwrap()
+                .client()
+        })
+        .unwrap();
+    let mut runner = TestRunner::new(Config {
+        cases: 32,
+        ..Config::default()
+    });
+    let op = prop_oneof![
+        4 => (1usize..40_000).prop_map(Op::Append),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Reset),
+        8 => (any::<bool>(), 0usize..1100, 1usize..(80 << 10))
+            .prop_map(|(far, at, l)| Op::Read(far, at, l)),
+    ];
+    runner
+        .run(&proptest::collection::vec(op, 1..120), |ops| {
+            let c = c.clone();
+            rt.block_on(move || async move {
+                c.reset(0).await.unwrap();
+                let mut model: Vec<u8> = Vec::new();
+                for op in ops {
+                    match op {
+                        Op::Append(n) => {
+                            if model.len() + n > ZONE as usize {
+                                continue;
+                            }
+                            let data: Vec<u8> =
+                                (0..n).map(|i| (model.len() + i) as u8 | 1).collect();
+                            let off = c.append(0, data.clone().into()).await.unwrap();
+                            model.resize(off as usize, 0); // flush padding
+                            model.extend_from_slice(&data);
+                        }
+                        Op::Flush => c.flush(0).await.unwrap(),
+                        Op::Reset => {
+                            c.reset(0).await.unwrap();
+                            model.clear();
+                        }
+                        Op::Read(far, at, l) => {
+                            let o = (model.len() * at / 1000).min(ZONE as usize - 1);
+                            let l = l.min(ZONE as usize - o);
+                            let c2 = c.clone();
+                            let got =
+                                ziob::runtime::call_on(usize::from(far), move || async move {
+                                    c2.read(0, o as u64, l).await
+                                })
+                                .await
+                                .unwrap()
+                                .unwrap();
+                            let want: Vec<u8> = (o..o + l)
+                                .map(|i| model.get(i).copied().unwrap_or(0))
+                                .collect();
+                            prop_assert!(
+                                got[..] == want[..],
+                                "read {o}+{l} from core {}",
+                                usize::from(far)
+                            );
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .unwrap()
+        })
+        .unwrap();
+    let stats = futures::executor::block_on(c.stats()).unwrap();
+    let (direct, _) = direct_reads(&stats, 1);
+    assert!(direct > 0, "no read was direct: {:?}", stats[1]);
+    assert_eq!(direct_reads(&stats, 0).0, 0, "core 0 owns the zone");
+    futures::executor::block_on(c.close()).unwrap();
+}
