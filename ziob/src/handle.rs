@@ -274,10 +274,17 @@ impl<D: ZonedDevice> Ziob<D> {
     /// [`direct_read_core`](Self::direct_read_core) and the device range to read.
     fn direct_read_plan(&self, zone: u32, offset: u64, len: usize) -> Option<(usize, u64, u64)> {
         let here = self.inner.handle.local_core()?;
-        if len == 0
-            || self.inner.closed.load(Ordering::Acquire)
-            || owner_core(zone, self.inner.cores) == here
-        {
+        if owner_core(zone, self.inner.cores) == here {
+            return None;
+        }
+        let (start, end) = self.device_only_range(zone, offset, len)?;
+        Some((here, start, end))
+    }
+
+    /// `[offset, offset + len)` of `zone` widened to the device's read granularity, if the
+    /// owner published all of it as held by the device only and the instance is open.
+    fn device_only_range(&self, zone: u32, offset: u64, len: usize) -> Option<(u64, u64)> {
+        if len == 0 || self.inner.closed.load(Ordering::Acquire) {
             return None;
         }
         let g = self.inner.device.read_granularity_bytes().max(1);
@@ -286,7 +293,32 @@ impl<D: ZonedDevice> Ziob<D> {
             .checked_next_multiple_of(g)?;
         let start = offset / g * g;
         self.inner.on_device.readable(zone, start, end - start)?;
-        Some((here, start, end))
+        Some((start, end))
+    }
+
+    /// Reads `[offset, offset + len)` of `zone` at once on the calling thread — any thread,
+    /// the owner's core included — when the owner published the range as held by the device
+    /// only and the device can read without waiting ([`ZonedDevice::read_now`]: a RAM
+    /// device, an `emu` device's page cache). `None` otherwise, and when the zone was reset
+    /// during the read or the device read failed: then read the ordinary way.
+    pub(crate) fn read_direct_now(&self, zone: u32, offset: u64, len: usize) -> Option<Vec<u8>> {
+        let (start, end) = self.device_only_range(zone, offset, len)?;
+        let on_device = &self.inner.on_device;
+        let seen = on_device.readable(zone, start, end - start)?;
+        let got = self
+            .inner
+            .device
+            .read_now(zone, start, (end - start) as usize)?;
+        let here = self.inner.handle.local_core();
+        let ok = got.is_ok() && on_device.unchanged(seen);
+        on_device.count(here, ok.then_some(len as u64));
+        let got = got.ok().filter(|_| ok)?;
+        let at = (offset - start) as usize;
+        Some(if at == 0 && got.len() == len {
+            got
+        } else {
+            got[at..at + len].to_vec()
+        })
     }
 
     /// Reads `[offset, offset + len)` of `zone` straight from the device on the calling core
@@ -311,7 +343,7 @@ impl<D: ZonedDevice> Ziob<D> {
             .read(zone, start, n, DmaBuf::with_capacity(n))
             .await;
         let ok = res.is_ok() && on_device.unchanged(seen);
-        on_device.count(here, ok.then_some(len as u64));
+        on_device.count(Some(here), ok.then_some(len as u64));
         ok.then_some((buf, (offset - start) as usize))
     }
 

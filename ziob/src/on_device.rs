@@ -57,11 +57,12 @@ pub(crate) struct DirectCounts {
 }
 
 impl OnDevice {
-    /// Nothing readable yet in any of `zones` zones; counts for `cores` cores.
+    /// Nothing readable yet in any of `zones` zones; counts for `cores` cores and for the
+    /// threads that are no core.
     pub(crate) fn new(zones: u32, cores: usize) -> OnDevice {
         OnDevice {
             zones: (0..zones).map(|_| ZoneEntry::default()).collect(),
-            counts: (0..cores).map(|_| CoreCounts::default()).collect(),
+            counts: (0..=cores).map(|_| CoreCounts::default()).collect(),
         }
     }
 
@@ -106,9 +107,11 @@ impl OnDevice {
         self.zones[seen.zone as usize].seq.load(SeqCst) == seen.seq
     }
 
-    /// Counts a direct read on `core`: `Some(bytes)` served, `None` retried via the owner.
-    pub(crate) fn count(&self, core: usize, served: Option<u64>) {
-        let Some(c) = self.counts.get(core) else {
+    /// Counts a direct read made on `core` (`None`: on a thread that is no core of the
+    /// runtime): `Some(bytes)` served, `None` read through the owner after all.
+    pub(crate) fn count(&self, core: Option<usize>, served: Option<u64>) {
+        let slot = core.unwrap_or(self.counts.len() - 1);
+        let Some(c) = self.counts.get(slot) else {
             return;
         };
         match served {
@@ -122,15 +125,20 @@ impl OnDevice {
         }
     }
 
-    /// The direct reads made on `core` so far.
+    /// The direct reads made on `core` so far; core 0's include those made on threads that
+    /// are no core of the runtime.
     pub(crate) fn counts(&self, core: usize) -> DirectCounts {
-        self.counts
-            .get(core)
-            .map_or_else(DirectCounts::default, |c| DirectCounts {
-                reads: c.reads.load(SeqCst),
-                bytes: c.bytes.load(SeqCst),
-                fallbacks: c.fallbacks.load(SeqCst),
-            })
+        let mut slots = vec![core];
+        if core == 0 {
+            slots.push(self.counts.len() - 1);
+        }
+        let mut out = DirectCounts::default();
+        for c in slots.into_iter().filter_map(|s| self.counts.get(s)) {
+            out.reads += c.reads.load(SeqCst);
+            out.bytes += c.bytes.load(SeqCst);
+            out.fallbacks += c.fallbacks.load(SeqCst);
+        }
+        out
     }
 }
 
@@ -203,11 +211,20 @@ mod tests {
     #[test]
     fn counts_are_per_core() {
         let d = OnDevice::new(1, 2);
-        d.count(1, Some(100));
-        d.count(1, Some(28));
-        d.count(1, None);
-        d.count(7, Some(1)); // a core of no instance: not counted
+        d.count(Some(1), Some(100));
+        d.count(Some(1), Some(28));
+        d.count(Some(1), None);
+        d.count(Some(7), Some(1)); // no such core: not counted
         assert_eq!(d.counts(0), DirectCounts::default());
+        d.count(None, Some(5)); // a thread that is no core: with core 0's
+        assert_eq!(
+            d.counts(0),
+            DirectCounts {
+                reads: 1,
+                bytes: 5,
+                fallbacks: 0
+            }
+        );
         assert_eq!(
             d.counts(1),
             DirectCounts {

@@ -1,7 +1,9 @@
-//! Reads of another core's zone that only the device holds are served on the reading core,
-//! straight from the device (no hop to the owner): the bytes are those of the owner's path
-//! whatever happens meanwhile — appends, flushes, eviction, resets, and a reset that lands
-//! while such a read is at the device.
+//! Reads of a range that only the device holds (written back, no longer in the owner's
+//! memory) are served straight from the device without a hop to the owner: at once on the
+//! calling thread when the device can read without waiting (`ZonedDevice::read_now`), else
+//! by a task on the reading core when that is not the owner. The bytes are those of the
+//! owner's path whatever happens meanwhile — appends, flushes, eviction, resets, and a reset
+//! that lands while such a read is at the device — on either path.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -34,11 +36,40 @@ fn direct_reads(stats: &[ShardStats], core: usize) -> (u64, u64) {
 }
 
 /// A `mem` device whose next read of a chosen zone, once armed, stops at the device until
-/// released (before the device reads anything). Clones share the device and the gate.
+/// released (before the device reads anything). It offers `read_now` (the gate then blocks
+/// the calling thread) only if `read_now` is set. Clones share the device and the gate.
 #[derive(Clone)]
 struct GatedMem {
     mem: MemDevice,
     gate: Arc<Gate>,
+    read_now: bool,
+}
+
+impl GatedMem {
+    fn new(name: &str, read_now: bool) -> GatedMem {
+        GatedMem {
+            mem: MemDevice::new(name, &Geometry::new(4, ZONE)).unwrap(),
+            gate: Arc::new(Gate {
+                armed_zone: AtomicU32::new(u32::MAX),
+                ..Gate::default()
+            }),
+            read_now,
+        }
+    }
+}
+
+impl Gate {
+    /// Whether this read of `zone` is the armed one (it then waits for the release).
+    fn stops(&self, zone: u32) -> bool {
+        let hit = self
+            .armed_zone
+            .compare_exchange(zone, u32::MAX, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok();
+        if hit {
+            self.entered.store(true, Ordering::SeqCst);
+        }
+        hit
+    }
 }
 
 #[derive(Default)]
@@ -66,19 +97,25 @@ impl ZonedDevice for GatedMem {
         len: usize,
         buf: DmaBuf,
     ) -> (DevResult<()>, DmaBuf) {
-        let g = &self.gate;
-        if g.armed_zone
-            .compare_exchange(zone, u32::MAX, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
-            g.entered.store(true, Ordering::SeqCst);
-            while !g.released.load(Ordering::SeqCst) {
+        if self.gate.stops(zone) {
+            while !self.gate.released.load(Ordering::SeqCst) {
                 ziob::runtime::sleep(Duration::from_millis(1))
                     .await
                     .unwrap();
             }
         }
         self.mem.read(zone, offset_bytes, len, buf).await
+    }
+    fn read_now(&self, zone: u32, offset_bytes: u64, len: usize) -> Option<DevResult<Vec<u8>>> {
+        if !self.read_now {
+            return None;
+        }
+        if self.gate.stops(zone) {
+            while !self.gate.released.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        self.mem.read_now(zone, offset_bytes, len)
     }
     async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (DevResult<()>, DmaBuf) {
         self.mem.write(zone, offset_bytes, buf).await
@@ -96,17 +133,22 @@ impl ZonedDevice for GatedMem {
 
 /// A read of core 0's zone from core 1 that is at the device when the zone is reset and
 /// written again (the new bytes still in the owner's memory) gives the new bytes, never the
-/// reset zone's zeros: the reader sees the reset and reads again through the owner.
+/// reset zone's zeros: the reader sees the reset and reads again through the owner. By a
+/// task on core 1.
 #[test]
-fn a_reset_during_a_direct_read_is_never_read_as_the_old_or_empty_zone() {
+fn a_reset_during_a_direct_read_is_never_read_as_the_empty_zone() {
+    reset_during_a_direct_read(false);
+}
+
+/// The same for a read done at once on the calling thread (`read_now`).
+#[test]
+fn a_reset_during_a_direct_read_now_is_never_read_as_the_empty_zone() {
+    reset_during_a_direct_read(true);
+}
+
+fn reset_during_a_direct_read(read_now: bool) {
     let rt = Runtime::builder().cores(2).build().unwrap();
-    let dev = GatedMem {
-        mem: MemDevice::new("gated", &Geometry::new(4, ZONE)).unwrap(),
-        gate: Arc::new(Gate {
-            armed_zone: AtomicU32::new(u32::MAX),
-            ..Gate::default()
-        }),
-    };
+    let dev = GatedMem::new("gated", read_now);
     let gate = dev.gate.clone();
     // Zone 0 holds 0xAA on the device only: written, synced, and the instance reopened.
     let d = dev.clone();
@@ -157,12 +199,22 @@ fn a_reset_during_a_direct_read_is_never_read_as_the_old_or_empty_zone() {
     futures::executor::block_on(c.close()).unwrap();
 }
 
-/// Reopened, a zone is on the device only: a read from the other core is a direct read, a
-/// read on the owning core is not; both give the bytes written.
+/// Reopened, a zone is on the device only. `Client::read` reads it directly everywhere when
+/// the device reads at once, and from the other core only when it does not (the owner's
+/// read is the device read then); `Ziob::read` reads directly from the other core. All give
+/// the bytes written.
 #[test]
-fn reads_of_another_cores_zone_on_the_device_are_direct() {
+fn reads_of_ranges_on_the_device_only_are_direct() {
+    // (device offers read_now, core, direct reads expected: 3 Client and 3 Ziob reads)
+    for (read_now, core, want_direct) in [(true, 1, 6), (true, 0, 3), (false, 1, 6), (false, 0, 0)]
+    {
+        direct_reads_on_a_reopened_zone(read_now, core, want_direct);
+    }
+}
+
+fn direct_reads_on_a_reopened_zone(read_now: bool, core: usize, want_direct: u64) {
     let rt = Runtime::builder().cores(2).build().unwrap();
-    let dev = MemDevice::new("direct", &Geometry::new(4, ZONE)).unwrap();
+    let dev = GatedMem::new("direct", read_now);
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let (d, want) = (dev.clone(), data.clone());
     rt.block_on(move || async move {
@@ -171,24 +223,23 @@ fn reads_of_another_cores_zone_on_the_device_are_direct() {
         z.close().await.unwrap();
         let z = Ziob::with_device(d, config(4 << 20)).await.unwrap();
         let c = z.client();
-        for (core, direct) in [(1usize, true), (0, false)] {
-            let (c2, z2, want) = (c.clone(), z.clone(), want.clone());
-            ziob::runtime::call_on(core, move || async move {
-                // Unaligned ranges; the big one goes past 64 KiB (no copy into a Vec).
-                for (o, l) in [(1usize, 4095usize), (4096, 4096), (777, 100_000)] {
-                    assert!(c2.read(0, o as u64, l).await.unwrap()[..] == want[o..o + l]);
-                    assert!(z2.read(0, o as u64, l).await.unwrap()[..] == want[o..o + l]);
-                }
-            })
-            .await
-            .unwrap();
-            let stats = z.stats().await.unwrap();
-            assert_eq!(
-                stats[core].direct_reads,
-                if direct { 6 } else { 0 },
-                "core {core}: {stats:?}"
-            );
-        }
+        let (c2, z2, want) = (c.clone(), z.clone(), want.clone());
+        ziob::runtime::call_on(core, move || async move {
+            // Unaligned ranges; the big one goes past 64 KiB (no copy into a Vec).
+            for (o, l) in [(1usize, 4095usize), (4096, 4096), (777, 100_000)] {
+                assert!(c2.read(0, o as u64, l).await.unwrap()[..] == want[o..o + l]);
+                assert!(z2.read(0, o as u64, l).await.unwrap()[..] == want[o..o + l]);
+            }
+        })
+        .await
+        .unwrap();
+        let stats = z.stats().await.unwrap();
+        let other = 1 - core;
+        assert_eq!(
+            (stats[core].direct_reads, stats[other].direct_reads),
+            (want_direct, 0),
+            "read_now {read_now}, reads on core {core}: {stats:?}"
+        );
         z.close().await.unwrap();
     })
     .unwrap();
@@ -205,14 +256,24 @@ enum Op {
 
 /// Random appends, flushes, resets and reads of core 0's zone from both cores, on a budget
 /// small enough that data is written back and evicted: every read gives the model's bytes
-/// (what was appended, flush padding zeros, zeros past the write pointer), and reads from
-/// core 1 do go to the device directly.
+/// (what was appended, flush padding zeros, zeros past the write pointer), and some reads
+/// do go to the device directly. Reads done at once (`read_now`).
 #[test]
 fn direct_and_owner_reads_match_a_model_across_resets() {
+    reads_match_a_model(true);
+}
+
+/// The same when the device cannot read at once: direct reads from core 1 by a task there.
+#[test]
+fn direct_task_and_owner_reads_match_a_model_across_resets() {
+    reads_match_a_model(false);
+}
+
+fn reads_match_a_model(read_now: bool) {
     let rt = Runtime::builder().cores(2).build().unwrap();
-    let dev = MemDevice::new("model", &Geometry::new(4, ZONE)).unwrap();
+    let dev = GatedMem::new("model", read_now);
     let d = dev.clone();
-    let c: Client<MemDevice> = rt
+    let c: Client<GatedMem> = rt
         .block_on(move || async move {
             Ziob::with_device(d, config(64 << 10))
                 .await
@@ -284,6 +345,8 @@ fn direct_and_owner_reads_match_a_model_across_resets() {
     let stats = futures::executor::block_on(c.stats()).unwrap();
     let (direct, _) = direct_reads(&stats, 1);
     assert!(direct > 0, "no read was direct: {:?}", stats[1]);
-    assert_eq!(direct_reads(&stats, 0).0, 0, "core 0 owns the zone");
+    if !read_now {
+        assert_eq!(direct_reads(&stats, 0).0, 0, "core 0 owns the zone");
+    }
     futures::executor::block_on(c.close()).unwrap();
 }

@@ -183,6 +183,22 @@ impl ZonedDevice for MemDevice {
         (res, buf)
     }
 
+    fn read_now(&self, zone: u32, offset_bytes: u64, len: usize) -> Option<Result<Vec<u8>>> {
+        Some((|| {
+            let mut s = self.lock();
+            self.count_op(&mut s, "read")?;
+            let data_end = s.table.check_read(zone, offset_bytes, len as u64)?;
+            let data = &s.data[zone as usize];
+            debug_assert_eq!(data.len() as u64, data_end);
+            let start = (offset_bytes as usize).min(data.len());
+            let end = (offset_bytes as usize + len).min(data.len());
+            let mut out = Vec::with_capacity(len);
+            out.extend_from_slice(&data[start..end]);
+            out.resize(len, 0);
+            Ok(out)
+        })())
+    }
+
     async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (Result<()>, DmaBuf) {
         (
             self.write_now(zone, Some(offset_bytes), &buf).map(|_| ()),

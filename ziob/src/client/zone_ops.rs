@@ -137,6 +137,10 @@ impl<D: ZonedDevice> Client<D> {
                     return res.map(Bytes::from);
                 }
             }
+            if let Some(data) = ziob.read_direct_now(zone, offset, len) {
+                ziob_runtime::consume_budget().await;
+                return Ok(Bytes::from(data));
+            }
             if let Some(here) = ziob.direct_read_core(zone, offset, len) {
                 let z = ziob.clone();
                 let direct = ziob.runtime_handle().call(here, move || async move {
