@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use async_task::Runnable;
 
-use crate::background::{background_runs, TaskTime, Turn};
+use crate::background::{
+    background_continues, background_runs, ordinary_turn_ends, TaskTime, Turn,
+};
 use crate::buf::pool::BufPool;
 use crate::config::{Config, SubmitPolicy};
 use crate::error::{Error, Result};
@@ -577,16 +579,26 @@ impl Core {
         got
     }
 
-    /// Runs ready ordinary tasks, up to the task budget; returns whether they used all of it.
-    fn run_tasks(&self) -> bool {
+    /// Runs ready ordinary tasks, up to the task budget; returns whether they used all of it,
+    /// and the time they took. While background tasks wait it also stops, as if the budget
+    /// were used, once they fall behind their share (see [`ordinary_turn_ends`]).
+    fn run_tasks(&self) -> (bool, u64) {
+        let started = Instant::now();
+        let spent = || u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         for _ in 0..self.task_budget {
             let next = self.run_queue.borrow_mut().pop_front();
             match next {
                 Some(r) => self.run_task(r),
-                None => return false,
+                None => return (false, spent()),
+            }
+            if !self.background_queue.borrow().is_empty() {
+                let ns = spent();
+                if ordinary_turn_ends(ns, self.task_time.get(), self.background_share_percent) {
+                    return (true, ns);
+                }
             }
         }
-        true
+        (true, spent())
     }
 
     /// Runs one background task if no ordinary task is ready, if ordinary tasks used the
@@ -598,9 +610,11 @@ impl Core {
     /// complete at once; the count is per core, so with k background tasks queued one may
     /// wait k times as long). Called after the turn submitted and reaped: an ordinary task
     /// whose read completed at once (a page-cache hit completes in the submitting syscall)
-    /// runs before the background task, not after it. Only one per turn, since the next
-    /// turn's completions and messages may make ordinary tasks ready.
-    fn run_background_task(&self, saturated: bool) {
+    /// runs before the background task, not after it. More background tasks follow in the
+    /// same turn only while background tasks are behind their share, for at most a slice
+    /// ([`background_continues`]): the next turn's completions and messages may make
+    /// ordinary tasks ready.
+    fn run_background_task(&self, saturated: bool, ordinary_ns: u64) {
         if self.background_queue.borrow().is_empty() {
             return;
         }
@@ -614,13 +628,27 @@ impl Core {
             return;
         }
         self.background_waited_turns.set(0);
-        let next = self.background_queue.borrow_mut().pop_front();
-        if let Some(r) = next {
+        let turn_started = Instant::now();
+        let mut ran = 0;
+        loop {
+            let next = self.background_queue.borrow_mut().pop_front();
+            let Some(r) = next else { return };
             let started = Instant::now();
             self.running_background.set(true);
             self.run_task(r);
             self.running_background.set(false);
             self.account_task_time(started.elapsed(), true);
+            ran += 1;
+            let spent = u64::try_from(turn_started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            if !background_continues(
+                ran,
+                spent,
+                ordinary_ns,
+                self.task_time.get(),
+                self.background_share_percent,
+            ) {
+                return;
+            }
         }
     }
 
@@ -722,7 +750,7 @@ impl Core {
             );
             // Timed only while background tasks wait: it decides when they run.
             let timed = (!self.background_queue.borrow().is_empty()).then(Instant::now);
-            let saturated = self.run_tasks();
+            let (saturated, ordinary_ns) = self.run_tasks();
             if let Some(t) = timed {
                 self.account_task_time(t.elapsed(), false);
             }
@@ -745,7 +773,7 @@ impl Core {
                 self.reap();
                 // A failed enter left a fatal reason: the next turn dies, no task runs first.
                 if self.fatal.borrow().is_none() {
-                    self.run_background_task(saturated);
+                    self.run_background_task(saturated, ordinary_ns);
                 }
                 continue;
             }

@@ -279,11 +279,3 @@ impl AsRawFd for File {
         self.inner.fd.as_raw_fd()
     }
 }
-
-impl std::os::fd::AsFd for File {
-    /// The descriptor, borrowed for as long as this handle lives (for synchronous calls the
-    /// ring does not offer).
-    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.inner.fd.as_fd()
-    }
-}

@@ -789,21 +789,27 @@ impl ZonedDevice for EmuDevice {
             Err(e) => return Some(Err(e)),
         };
         let with_data = data_end.saturating_sub(offset_bytes).min(len as u64) as usize;
-        let mut out = vec![0u8; len];
+        let mut out: Vec<u8> = Vec::with_capacity(len);
         if with_data > 0 {
-            let pos = self.data_pos(zone, offset_bytes);
-            let mut iov = [std::io::IoSliceMut::new(&mut out[..with_data])];
-            let got = rustix::io::preadv2(
-                &self.inner.file,
-                &mut iov,
-                pos,
-                rustix::io::ReadWriteFlags::NOWAIT,
-            );
+            let pos = i64::try_from(self.data_pos(zone, offset_bytes)).ok()?;
+            let iov = libc::iovec {
+                iov_base: out.as_mut_ptr().cast(),
+                iov_len: with_data,
+            };
+            // SAFETY: the kernel writes at most `iov_len` = `with_data` <= `len` bytes into
+            // `out`'s spare capacity (the one iovec covers only that allocation) and nothing
+            // after the call returns; the descriptor stays open while `self` lives.
+            let got = unsafe {
+                libc::preadv2(self.inner.file.as_raw_fd(), &iov, 1, pos, libc::RWF_NOWAIT)
+            };
             // Not cached (EAGAIN), short, or failed: `read` does it (and reports errors).
-            if got.ok()? != with_data {
+            if usize::try_from(got).ok()? != with_data {
                 return None;
             }
+            // SAFETY: the kernel initialised exactly `with_data` bytes (checked above).
+            unsafe { out.set_len(with_data) };
         }
+        out.resize(len, 0);
         Some(Ok(out))
     }
 
