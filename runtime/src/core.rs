@@ -46,6 +46,8 @@ pub(crate) struct CoreRemote {
     dead: AtomicBool,
     /// Why the core died.
     dead_reason: OnceLock<String>,
+    /// Set once the core's loop returned (shut down or dead).
+    stopped: AtomicBool,
     sender: mpsc::Sender<Message>,
     /// Set by every sender after its message is in the channel, cleared by the core before it
     /// drains the channel: the core's loop reads this flag instead of calling `try_recv` on
@@ -86,6 +88,16 @@ impl CoreRemote {
     /// Whether the core stopped after a fatal error.
     pub(crate) fn is_dead(&self) -> bool {
         self.dead.load(Ordering::SeqCst)
+    }
+
+    /// Marks the core's loop as returned.
+    pub(crate) fn mark_stopped(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the core still runs its loop (not shut down, not dead).
+    pub(crate) fn is_running(&self) -> bool {
+        !self.stopped.load(Ordering::SeqCst) && !self.is_dead()
     }
 
     /// Marks the core dead (first reason wins).
@@ -257,6 +269,7 @@ pub(crate) fn remote(id: usize) -> std::io::Result<(Arc<CoreRemote>, mpsc::Recei
             id,
             ring_id: RingId::new(),
             dead: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
             dead_reason: OnceLock::new(),
             sender,
             mail: AtomicBool::new(false),
@@ -580,25 +593,34 @@ impl Core {
     }
 
     /// Runs ready ordinary tasks, up to the task budget; returns whether they used all of it,
-    /// and the time they took. While background tasks wait it also stops, as if the budget
-    /// were used, once they fall behind their share (see [`ordinary_turn_ends`]).
+    /// and their time since background tasks were first seen waiting in this turn (0 if
+    /// none waited: the clock is read only then). While background tasks wait it also stops,
+    /// as if the budget were used, once they fall behind their share
+    /// ([`ordinary_turn_ends`]).
     fn run_tasks(&self) -> (bool, u64) {
-        let started = Instant::now();
-        let spent = || u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let mut waiting_since: Option<Instant> = None;
+        let spent = |since: Option<Instant>| {
+            since.map_or(0, |t| {
+                u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX)
+            })
+        };
         for _ in 0..self.task_budget {
             let next = self.run_queue.borrow_mut().pop_front();
-            match next {
-                Some(r) => self.run_task(r),
-                None => return (false, spent()),
+            let Some(r) = next else {
+                return (false, spent(waiting_since));
+            };
+            if waiting_since.is_none() && !self.background_queue.borrow().is_empty() {
+                waiting_since = Some(Instant::now());
             }
-            if !self.background_queue.borrow().is_empty() {
-                let ns = spent();
+            self.run_task(r);
+            if waiting_since.is_some() {
+                let ns = spent(waiting_since);
                 if ordinary_turn_ends(ns, self.task_time.get(), self.background_share_percent) {
                     return (true, ns);
                 }
             }
         }
-        (true, spent())
+        (true, spent(waiting_since))
     }
 
     /// Runs one background task if no ordinary task is ready, if ordinary tasks used the
@@ -748,11 +770,10 @@ impl Core {
                 !self.injected_loop_panic.take(),
                 "injected panic in the core loop"
             );
-            // Timed only while background tasks wait: it decides when they run.
-            let timed = (!self.background_queue.borrow().is_empty()).then(Instant::now);
+            // Ordinary time counts only while background tasks wait: it decides when they run.
             let (saturated, ordinary_ns) = self.run_tasks();
-            if let Some(t) = timed {
-                self.account_task_time(t.elapsed(), false);
+            if ordinary_ns > 0 {
+                self.account_task_time(Duration::from_nanos(ordinary_ns), false);
             }
             let polled = if self.pollers.borrow().is_empty() {
                 0

@@ -72,6 +72,7 @@ fn run_core(core: &std::rc::Rc<Core>) {
             std::mem::forget(core.clone());
         }
     }
+    core.remote.mark_stopped();
 }
 
 impl Runtime {
@@ -290,6 +291,11 @@ impl Handle {
                 .map(|_| c.remote.id)
         })
         .flatten()
+    }
+
+    /// Whether core `core` still runs (its runtime was not stopped and it did not die).
+    pub fn core_running(&self, core: usize) -> bool {
+        self.remotes.get(core).is_some_and(|r| r.is_running())
     }
 
     /// Runs the future made by `f` on core `core` as a detached task; returns without waiting.

@@ -27,6 +27,17 @@ use crate::shard::{run_to_completion, Shard};
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
+/// Most bytes a read does synchronously on the calling thread ([`Ziob::read_direct_now`]):
+/// beyond it a copy would hold up a core's other tasks (or a foreign executor's) for long.
+pub(crate) const READ_NOW_MAX_BYTES: usize = 1 << 20;
+
+/// A device range the device alone holds, and what the reader saw of its zone's seqlock.
+struct DirectRange {
+    start: u64,
+    end: u64,
+    seen: crate::on_device::Seen,
+}
+
 thread_local! {
     /// The shards living on this core, by instance id.
     static SHARDS: RefCell<HashMap<u64, Rc<dyn Any>>> = RefCell::new(HashMap::new());
@@ -141,7 +152,7 @@ impl<D: ZonedDevice> Ziob<D> {
         config.validate(&geometry)?;
         let cores = config.instance_cores(num_cores())?;
         let id = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
-        let on_device = Arc::new(OnDevice::new(geometry.zone_count, num_cores()));
+        let on_device = Arc::new(OnDevice::new(geometry.zone_count, cores));
         for core in 0..cores {
             let (dev, cfg, on_dev) = (device.clone(), config.clone(), on_device.clone());
             let res = call_on(core, move || async move {
@@ -263,28 +274,25 @@ impl<D: ZonedDevice> Ziob<D> {
     }
 
     /// The core of this instance's runtime the caller is on, if the range `[offset, offset +
-    /// len)` of `zone` may be read there straight from the device: the zone is another
-    /// core's and its owner published the range (widened to the device's read granularity)
-    /// as held by the device only ([`OnDevice`]). The owner serves everything else: memory,
-    /// its own zones, and every error.
+    /// len)` of `zone` may be read there straight from the device ([`Ziob::read_direct`]):
+    /// the zone is another core's and the device alone holds the range.
     pub(crate) fn direct_read_core(&self, zone: u32, offset: u64, len: usize) -> Option<usize> {
-        self.direct_read_plan(zone, offset, len).map(|p| p.0)
-    }
-
-    /// [`direct_read_core`](Self::direct_read_core) and the device range to read.
-    fn direct_read_plan(&self, zone: u32, offset: u64, len: usize) -> Option<(usize, u64, u64)> {
         let here = self.inner.handle.local_core()?;
-        if owner_core(zone, self.inner.cores) == here {
-            return None;
-        }
-        let (start, end) = self.device_only_range(zone, offset, len)?;
-        Some((here, start, end))
+        let owner = owner_core(zone, self.inner.cores);
+        (owner != here && self.direct_range(zone, offset, len).is_some()).then_some(here)
     }
 
     /// `[offset, offset + len)` of `zone` widened to the device's read granularity, if the
-    /// owner published all of it as held by the device only and the instance is open.
-    fn device_only_range(&self, zone: u32, offset: u64, len: usize) -> Option<(u64, u64)> {
-        if len == 0 || self.inner.closed.load(Ordering::Acquire) {
+    /// owner published all of it as held by the device only ([`OnDevice`]), the instance is
+    /// open and the owner's core still runs (else the owner's path gives the error).
+    fn direct_range(&self, zone: u32, offset: u64, len: usize) -> Option<DirectRange> {
+        if len == 0
+            || self.inner.closed.load(Ordering::Acquire)
+            || !self
+                .inner
+                .handle
+                .core_running(owner_core(zone, self.inner.cores))
+        {
             return None;
         }
         let g = self.inner.device.read_granularity_bytes().max(1);
@@ -292,28 +300,30 @@ impl<D: ZonedDevice> Ziob<D> {
             .checked_add(len as u64)?
             .checked_next_multiple_of(g)?;
         let start = offset / g * g;
-        self.inner.on_device.readable(zone, start, end - start)?;
-        Some((start, end))
+        let seen = self.inner.on_device.readable(zone, start, end - start)?;
+        Some(DirectRange { start, end, seen })
     }
 
     /// Reads `[offset, offset + len)` of `zone` at once on the calling thread — any thread,
-    /// the owner's core included — when the owner published the range as held by the device
-    /// only and the device can read without waiting ([`ZonedDevice::read_now`]: a RAM
-    /// device, an `emu` device's page cache). `None` otherwise, and when the zone was reset
-    /// during the read or the device read failed: then read the ordinary way.
+    /// the owner's core included — when the device alone holds the range (as
+    /// [`direct_read_core`](Self::direct_read_core) but on any core) and the device can read
+    /// without waiting ([`ZonedDevice::read_now`]: a RAM device, an `emu` device's page
+    /// cache), for at most [`READ_NOW_MAX_BYTES`]. `None` otherwise, and when the zone was
+    /// reset during the read or the device read failed: then read the ordinary way.
     pub(crate) fn read_direct_now(&self, zone: u32, offset: u64, len: usize) -> Option<Vec<u8>> {
-        let (start, end) = self.device_only_range(zone, offset, len)?;
-        let on_device = &self.inner.on_device;
-        let seen = on_device.readable(zone, start, end - start)?;
+        if len > READ_NOW_MAX_BYTES {
+            return None;
+        }
+        let r = self.direct_range(zone, offset, len)?;
         let got = self
             .inner
             .device
-            .read_now(zone, start, (end - start) as usize)?;
-        let here = self.inner.handle.local_core();
-        let ok = got.is_ok() && on_device.unchanged(seen);
-        on_device.count(here, ok.then_some(len as u64));
+            .read_now(zone, r.start, (r.end - r.start) as usize)?;
+        let on_device = &self.inner.on_device;
+        let ok = got.is_ok() && on_device.unchanged(r.seen);
+        on_device.count(self.inner.handle.local_core(), ok.then_some(len as u64));
         let got = got.ok().filter(|_| ok)?;
-        let at = (offset - start) as usize;
+        let at = (offset - r.start) as usize;
         Some(if at == 0 && got.len() == len {
             got
         } else {
@@ -321,30 +331,33 @@ impl<D: ZonedDevice> Ziob<D> {
         })
     }
 
-    /// Reads `[offset, offset + len)` of `zone` straight from the device on the calling core
+    /// Reads `[offset, offset + len)` of `zone` straight from the device by the calling core
     /// when [`direct_read_core`](Self::direct_read_core) allows it: no hop to the owner,
     /// however busy the owner is. `None` when it does not, when the device read fails (the
     /// owner's read reports the error) or when the zone was reset during the read (what was
     /// read may be the new zone's): then read through the owner. On success the buffer
     /// read and where the requested bytes start in it.
+    ///
+    /// Not an admitted call: a [`close`](Self::close) does not wait for it (it reads only
+    /// what the device already holds, and keeps the device open while it runs).
     pub(crate) async fn read_direct(
         &self,
         zone: u32,
         offset: u64,
         len: usize,
     ) -> Option<(DmaBuf, usize)> {
-        let (here, start, end) = self.direct_read_plan(zone, offset, len)?;
-        let on_device = &self.inner.on_device;
-        let seen = on_device.readable(zone, start, end - start)?;
-        let n = (end - start) as usize;
+        let here = self.direct_read_core(zone, offset, len)?;
+        let r = self.direct_range(zone, offset, len)?;
+        let n = (r.end - r.start) as usize;
         let (res, buf) = self
             .inner
             .device
-            .read(zone, start, n, DmaBuf::with_capacity(n))
+            .read(zone, r.start, n, DmaBuf::with_capacity(n))
             .await;
-        let ok = res.is_ok() && on_device.unchanged(seen);
+        let on_device = &self.inner.on_device;
+        let ok = res.is_ok() && on_device.unchanged(r.seen);
         on_device.count(Some(here), ok.then_some(len as u64));
-        ok.then_some((buf, (offset - start) as usize))
+        ok.then_some((buf, (offset - r.start) as usize))
     }
 
     /// The runtime handle of the cores this instance's shards live on.

@@ -350,3 +350,31 @@ fn reads_match_a_model(read_now: bool) {
     }
     futures::executor::block_on(c.close()).unwrap();
 }
+
+/// Once the runtime stopped, a read of a range the device alone holds fails like every other
+/// call (`RuntimeStopped`), even though the device could still be read at once.
+#[test]
+fn after_the_runtime_stops_direct_reads_fail_like_other_calls() {
+    let rt = Runtime::builder().cores(2).build().unwrap();
+    let dev = GatedMem::new("stopped", true);
+    let d = dev.clone();
+    let c: Client<GatedMem> = rt
+        .block_on(move || async move {
+            let z = Ziob::with_device(d.clone(), config(4 << 20)).await.unwrap();
+            z.append(0, DmaBuf::from_slice(&[7; 8192])).await.unwrap();
+            z.close().await.unwrap();
+            Ziob::with_device(d, config(4 << 20))
+                .await
+                .unwrap()
+                .client()
+        })
+        .unwrap();
+    // Served at once from a plain thread while the runtime runs.
+    assert!(futures::executor::block_on(c.read(0, 0, 4096)).unwrap()[..] == [7; 4096]);
+    drop(rt);
+    let e = futures::executor::block_on(c.read(0, 0, 4096)).unwrap_err();
+    assert!(
+        matches!(e, ziob::ZiobError::RuntimeStopped { .. }),
+        "a read after the runtime stopped: {e}"
+    );
+}

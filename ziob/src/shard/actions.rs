@@ -112,6 +112,8 @@ impl<D: ZonedDevice> Shard<D> {
                     .zone_action(action, ZoneTarget::One(zone))
                     .await?;
                 self.zones.borrow_mut()[i].state = next;
+                // An offline zone's reads fail: they are the owner's to answer.
+                self.on_device.publish(zone, 0);
                 Ok(())
             }
         }

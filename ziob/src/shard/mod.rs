@@ -130,7 +130,7 @@ impl<D: ZonedDevice> Shard<D> {
             let zb = ZoneBuf::from_device(z, info.state, info.write_pointer_bytes);
             open_used += u32::from(zb.device == zone::DeviceZone::Open);
             active_used += u32::from(zb.device.is_active());
-            if config.buffered {
+            if config.buffered && info.state != ziob_backends::ZoneState::Offline {
                 on_device.publish(z, zb.device_only_end());
             }
             zones.push(zb);
