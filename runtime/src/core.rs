@@ -623,7 +623,7 @@ impl Core {
         (true, spent(waiting_since))
     }
 
-    /// Runs one background task if no ordinary task is ready, if ordinary tasks used the
+    /// Runs a background task if no ordinary task is ready, if ordinary tasks used the
     /// whole budget of this turn, if background tasks had less than their share of the
     /// recent task time (`Config::background_share_percent`; see `crate::background`), or
     /// on the
