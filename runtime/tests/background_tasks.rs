@@ -213,6 +213,12 @@ fn a_background_task_gets_its_share_beside_a_task_that_never_waits() {
         half >= ITERATIONS / 5,
         "a background task at a 50 % share polled {half} times beside {ITERATIONS} busy iterations"
     );
+    // And no more than its share: the ordinary task keeps about half (polls as long as its
+    // iterations; a generous bound, against a runaway background loop).
+    assert!(
+        half <= ITERATIONS * 3,
+        "a background task at a 50 % share polled {half} times beside {ITERATIONS} busy iterations"
+    );
     let none = background_polls_beside_a_task_that_never_waits(0, ITERATIONS);
     assert!(
         none <= ITERATIONS / 20,
