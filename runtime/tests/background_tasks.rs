@@ -44,15 +44,20 @@ fn spinner(background: bool, polls: Rc<Cell<u64>>, stop: Rc<Cell<bool>>) {
     busy_spinner(background, polls, stop, Duration::ZERO);
 }
 
+/// Spins (never yields) for `d`.
+fn busy_for(d: Duration) {
+    let t = std::time::Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
 /// [`spinner`] whose every poll also busy-waits `busy` before it yields.
 fn busy_spinner(background: bool, polls: Rc<Cell<u64>>, stop: Rc<Cell<bool>>, busy: Duration) {
     let work = async move {
         while !stop.get() {
             polls.set(polls.get() + 1);
-            let t = std::time::Instant::now();
-            while t.elapsed() < busy {
-                std::hint::spin_loop();
-            }
+            busy_for(busy);
             yield_now().await;
         }
     };
@@ -72,6 +77,24 @@ fn spinner_polls_during_nops(background: bool, share: u8) -> u64 {
 /// Polls a spinner busy `busy` per poll got while one ordinary task awaited `nops` nops in
 /// a row, on a core that gives background tasks `share` percent of its task time.
 fn spinner_polls_during(background: bool, share: u8, nops: u64, busy: Duration) -> u64 {
+    spinner_polls_during_steps(background, share, busy, nops, || async {
+        nop().await.unwrap();
+    })
+}
+
+/// Polls a spinner busy `busy` per poll got while one ordinary task ran `steps` times
+/// `step()`, on a core that gives background tasks `share` percent of its task time.
+fn spinner_polls_during_steps<F, Fut>(
+    background: bool,
+    share: u8,
+    busy: Duration,
+    steps: u64,
+    step: F,
+) -> u64
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
     bounded(
         Runtime::builder().cores(1).background_share_percent(share),
         move |rt| {
@@ -81,8 +104,8 @@ fn spinner_polls_during(background: bool, share: u8, nops: u64, busy: Duration) 
                 busy_spinner(background, polls.clone(), stop.clone(), busy);
                 yield_now().await;
                 let before = polls.get();
-                for _ in 0..nops {
-                    nop().await.unwrap();
+                for _ in 0..steps {
+                    step().await;
                 }
                 let during = polls.get() - before;
                 stop.set(true);
@@ -175,29 +198,10 @@ fn a_background_task_runs_while_ordinary_tasks_never_stop() {
 /// `iterations`, on a core giving background tasks `share` percent.
 fn background_polls_beside_a_task_that_never_waits(share: u8, iterations: u64) -> u64 {
     let busy = Duration::from_micros(20);
-    bounded(
-        Runtime::builder().cores(1).background_share_percent(share),
-        move |rt| {
-            rt.block_on(move || async move {
-                let polls = Rc::new(Cell::new(0));
-                let stop = Rc::new(Cell::new(false));
-                busy_spinner(true, polls.clone(), stop.clone(), busy);
-                yield_now().await;
-                let before = polls.get();
-                for _ in 0..iterations {
-                    let t = std::time::Instant::now();
-                    while t.elapsed() < busy {
-                        std::hint::spin_loop();
-                    }
-                    ziob_runtime::consume_budget().await;
-                }
-                let during = polls.get() - before;
-                stop.set(true);
-                during
-            })
-            .unwrap()
-        },
-    )
+    spinner_polls_during_steps(true, share, busy, iterations, move || async move {
+        busy_for(busy);
+        ziob_runtime::consume_budget().await;
+    })
 }
 
 #[test]

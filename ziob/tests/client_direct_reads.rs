@@ -131,6 +131,19 @@ impl ZonedDevice for GatedMem {
     }
 }
 
+/// An instance on `dev` after `data` was appended to zone 0, synced and the instance closed:
+/// zone 0 holds `data` on the device only.
+fn reopened_after_writing(rt: &Runtime, dev: &GatedMem, data: Vec<u8>) -> Ziob<GatedMem> {
+    let d = dev.clone();
+    rt.block_on(move || async move {
+        let z = Ziob::with_device(d.clone(), config(4 << 20)).await.unwrap();
+        z.append(0, DmaBuf::from_slice(&data)).await.unwrap();
+        z.close().await.unwrap();
+        Ziob::with_device(d, config(4 << 20)).await.unwrap()
+    })
+    .unwrap()
+}
+
 /// A read of core 0's zone from core 1 that is at the device when the zone is reset and
 /// written again (the new bytes still in the owner's memory) gives the new bytes, never the
 /// reset zone's zeros: the reader sees the reset and reads again through the owner. By a
@@ -151,20 +164,7 @@ fn reset_during_a_direct_read(read_now: bool) {
     let dev = GatedMem::new("gated", read_now);
     let gate = dev.gate.clone();
     // Zone 0 holds 0xAA on the device only: written, synced, and the instance reopened.
-    let d = dev.clone();
-    let c: Client<GatedMem> = rt
-        .block_on(move || async move {
-            let z = Ziob::with_device(d.clone(), config(4 << 20)).await.unwrap();
-            z.append(0, DmaBuf::from_slice(&[0xAA; 64 << 10]))
-                .await
-                .unwrap();
-            z.close().await.unwrap();
-            Ziob::with_device(d, config(4 << 20))
-                .await
-                .unwrap()
-                .client()
-        })
-        .unwrap();
+    let c = reopened_after_writing(&rt, &dev, vec![0xAA; 64 << 10]).client();
     gate.armed_zone.store(0, Ordering::SeqCst);
     let (reader, handle) = (c.clone(), rt.handle());
     let read = std::thread::spawn(move || {
@@ -216,12 +216,9 @@ fn direct_reads_on_a_reopened_zone(read_now: bool, core: usize, want_direct: u64
     let rt = Runtime::builder().cores(2).build().unwrap();
     let dev = GatedMem::new("direct", read_now);
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    let (d, want) = (dev.clone(), data.clone());
+    let z = reopened_after_writing(&rt, &dev, data.clone());
+    let want = data;
     rt.block_on(move || async move {
-        let z = Ziob::with_device(d.clone(), config(4 << 20)).await.unwrap();
-        z.append(0, DmaBuf::from_slice(&want)).await.unwrap();
-        z.close().await.unwrap();
-        let z = Ziob::with_device(d, config(4 << 20)).await.unwrap();
         let c = z.client();
         let (c2, z2, want) = (c.clone(), z.clone(), want.clone());
         ziob::runtime::call_on(core, move || async move {
@@ -357,18 +354,7 @@ fn reads_match_a_model(read_now: bool) {
 fn after_the_runtime_stops_direct_reads_fail_like_other_calls() {
     let rt = Runtime::builder().cores(2).build().unwrap();
     let dev = GatedMem::new("stopped", true);
-    let d = dev.clone();
-    let c: Client<GatedMem> = rt
-        .block_on(move || async move {
-            let z = Ziob::with_device(d.clone(), config(4 << 20)).await.unwrap();
-            z.append(0, DmaBuf::from_slice(&[7; 8192])).await.unwrap();
-            z.close().await.unwrap();
-            Ziob::with_device(d, config(4 << 20))
-                .await
-                .unwrap()
-                .client()
-        })
-        .unwrap();
+    let c = reopened_after_writing(&rt, &dev, vec![7; 8192]).client();
     // Served at once from a plain thread while the runtime runs.
     assert!(futures::executor::block_on(c.read(0, 0, 4096)).unwrap()[..] == [7; 4096]);
     drop(rt);
