@@ -144,6 +144,10 @@ impl ZonedDevice for AnyDevice {
         dispatch!(self, d => d.read_granularity_bytes())
     }
 
+    fn read_now(&self, zone: u32, offset_bytes: u64, len: usize) -> Option<Result<Vec<u8>>> {
+        dispatch!(self, d => d.read_now(zone, offset_bytes, len))
+    }
+
     async fn report_zones(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
         dispatch!(self, d => d.report_zones(first, count).await)
     }

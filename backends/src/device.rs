@@ -50,6 +50,16 @@ pub trait ZonedDevice: Clone + Send + Sync + 'static {
         buf: DmaBuf,
     ) -> (Result<()>, DmaBuf);
 
+    /// [`read`](Self::read) done at once on the calling thread, for a device that can read
+    /// without waiting: a RAM device, or one reading through the host's page cache when the
+    /// bytes are cached there (`emu` with `direct=0`). The same ranges and bytes as `read`.
+    /// `None` when it cannot without waiting — then use `read`, which also reports errors
+    /// (a `read_now` that fails may answer `None` too). The default: always `None`.
+    fn read_now(&self, zone: u32, offset_bytes: u64, len: usize) -> Option<Result<Vec<u8>>> {
+        let _ = (zone, offset_bytes, len);
+        None
+    }
+
     /// Writes all of `buf` at `offset_bytes` of `zone`, which must be the write pointer.
     /// A write that does not fit below the zone capacity is refused whole.
     async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (Result<()>, DmaBuf);

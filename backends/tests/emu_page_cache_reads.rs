@@ -1,6 +1,7 @@
 //! An `emu` device opened through the page cache (`direct=0`) reads any byte range
 //! (`read_granularity_bytes` 1): the bytes are those of the whole-block read around it, with
-//! zeros past the data; with `O_DIRECT`, and on other backends, reads stay whole blocks.
+//! zeros past the data; with `O_DIRECT`, and on other backends, reads stay whole blocks. Its
+//! `read_now` (one `preadv2` with `RWF_NOWAIT`) gives the same bytes as `read`, or nothing.
 
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, TestRunner};
@@ -104,5 +105,59 @@ fn direct_and_memory_devices_read_whole_blocks_only() {
         assert_eq!(m.read_granularity_bytes(), m.geometry().block_size_bytes);
         let (r, _) = m.read(0, 10, 100, DmaBuf::with_capacity(100)).await;
         assert!(r.is_err());
+    });
+}
+
+#[test]
+fn read_now_gives_the_bytes_of_read_or_nothing() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let base = make(dir.path());
+    let spec = format!("{base},direct=0");
+    on_core(move || async move {
+        let d = open_device(&spec).await.unwrap();
+        // Read once the ordinary way: the file's pages are in the page cache now.
+        let (r, _) = d.read(0, 0, WRITTEN, DmaBuf::with_capacity(WRITTEN)).await;
+        r.unwrap();
+        let mut runner = TestRunner::new(Config::default());
+        let strategy = (0usize..WRITTEN + 2 * BLOCK, 1usize..3 * BLOCK);
+        let mut cases: Vec<(usize, usize)> = (0..300)
+            .map(|_| strategy.new_tree(&mut runner).unwrap().current())
+            .collect();
+        cases.extend([
+            (WRITTEN - 1, 2),
+            (WRITTEN, 10),
+            (0, 1),
+            (4095, 2),
+            (0, WRITTEN),
+        ]);
+        let mut served = 0;
+        for (o, l) in cases {
+            let (r, want) = d.read(0, o as u64, l, DmaBuf::with_capacity(l)).await;
+            r.unwrap();
+            // `None` (not cached) is allowed.
+            if let Some(got) = d.read_now(0, o as u64, l) {
+                let got = got.unwrap();
+                assert!(got[..] == want[..], "read_now {o}+{l} differs from read");
+                served += 1;
+            }
+        }
+        assert!(served > 0, "read_now served nothing from a cached file");
+        // Past the zone: the same error as `read`.
+        assert!(matches!(d.read_now(0, ZONE - 10, 20), Some(Err(_))));
+    });
+    // O_DIRECT (where the file system allows it) and a latency model: never at once.
+    on_core(move || async move {
+        let d = open_device(&base).await.unwrap();
+        let AnyDevice::Emu(e) = &d else {
+            panic!("not emu")
+        };
+        if e.is_direct() {
+            assert!(d.read_now(0, 0, BLOCK).is_none());
+        }
+        drop(d);
+        let d = open_device(&format!("{base},direct=0,lat_us=10"))
+            .await
+            .unwrap();
+        assert!(d.read_now(0, 0, BLOCK).is_none());
     });
 }

@@ -108,12 +108,16 @@ type Row = (&'static str, fn(&ShardStats) -> String);
 
 /// Counters and gauges: one column per core, then the total.
 fn table(snapshot: &MetricsSnapshot) -> String {
-    let rows: [Row; 28] = [
+    let rows: [Row; 30] = [
         ("bytes written", |s| s.bytes_written.to_string()),
         ("append bytes", |s| s.append_bytes.to_string()),
         ("read bytes", |s| s.read_bytes.to_string()),
         ("read hits", |s| s.read_hits.to_string()),
         ("read misses", |s| s.read_misses.to_string()),
+        ("direct reads", |s| s.direct_reads.to_string()),
+        ("direct read fallbacks", |s| {
+            s.direct_read_fallbacks.to_string()
+        }),
         ("dirty bytes", |s| s.dirty_bytes.to_string()),
         ("clean bytes (read cache)", |s| s.clean_bytes.to_string()),
         ("memory used bytes", |s| s.memory_used_bytes.to_string()),

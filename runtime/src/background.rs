@@ -11,6 +11,17 @@ pub(crate) const BACKGROUND_TURNS_MAX: u32 = 8;
 /// while background tasks wait.
 pub(crate) const BACKGROUND_WINDOW_NS: u64 = 8_000_000;
 
+/// While background tasks wait and are behind their share, a turn's ordinary tasks stop
+/// after this much of their time, and its background tasks go on until this much of theirs:
+/// turns stay short beside an ordinary task that never waits (its operations all complete
+/// at once), and background tasks get their share within a turn instead of one poll per
+/// turn.
+pub(crate) const TURN_SLICE_NS: u64 = 200_000;
+
+/// Most background polls in one turn (the next turn's completions and messages may make
+/// ordinary tasks ready).
+pub(crate) const BACKGROUND_POLLS_PER_TURN_MAX: u32 = 64;
+
 /// What a turn of the loop knows when it decides.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Turn {
@@ -63,6 +74,30 @@ pub(crate) fn background_runs(turn: Turn, time: TaskTime, share_percent: u64) ->
         || turn.saturated
         || turn.waited >= BACKGROUND_TURNS_MAX
         || time.background_behind(share_percent)
+}
+
+/// Whether a turn's ordinary tasks stop for now after `spent_ns` of their time (background
+/// tasks waiting): past [`TURN_SLICE_NS`], if background tasks are behind their share of the
+/// recent task time with this time counted.
+pub(crate) fn ordinary_turn_ends(spent_ns: u64, time: TaskTime, share_percent: u64) -> bool {
+    spent_ns >= TURN_SLICE_NS && time.add(spent_ns, false).background_behind(share_percent)
+}
+
+/// Whether another ready background task runs in this turn after `ran` background polls took
+/// `spent_ns` and the turn's ordinary tasks `ordinary_ns`: while background tasks are behind
+/// their share of the recent task time, for at most [`TURN_SLICE_NS`] or the ordinary
+/// tasks' time if longer (an ordinary poll may run long between two checks), and at most
+/// [`BACKGROUND_POLLS_PER_TURN_MAX`] polls.
+pub(crate) fn background_continues(
+    ran: u32,
+    spent_ns: u64,
+    ordinary_ns: u64,
+    time: TaskTime,
+    share_percent: u64,
+) -> bool {
+    ran < BACKGROUND_POLLS_PER_TURN_MAX
+        && spent_ns < TURN_SLICE_NS.max(ordinary_ns)
+        && time.background_behind(share_percent)
 }
 
 #[cfg(test)]
@@ -139,6 +174,41 @@ mod tests {
             t = t.add(10_000, false);
         }
         assert!(t.background_behind(50));
+    }
+
+    #[test]
+    fn ordinary_tasks_stop_after_a_slice_only_while_background_is_behind() {
+        let behind = time(3_000_000, 1_000_000);
+        let ahead = time(1_000_000, 3_000_000);
+        assert!(
+            !ordinary_turn_ends(TURN_SLICE_NS - 1, behind, 50),
+            "within the slice"
+        );
+        assert!(ordinary_turn_ends(TURN_SLICE_NS, behind, 50));
+        assert!(
+            !ordinary_turn_ends(10 * TURN_SLICE_NS, time(0, 0), 0),
+            "share 0"
+        );
+        // Ahead of its share, unless this turn's ordinary time puts it behind.
+        assert!(!ordinary_turn_ends(TURN_SLICE_NS, ahead, 50));
+        assert!(ordinary_turn_ends(3 * TURN_SLICE_NS, time(0, 300_000), 50));
+    }
+
+    #[test]
+    fn background_goes_on_within_a_slice_while_behind() {
+        let behind = time(3_000_000, 1_000_000);
+        assert!(background_continues(1, 0, 0, behind, 50));
+        let slice = TURN_SLICE_NS;
+        assert!(!background_continues(1, slice, 0, behind, 50), "slice used");
+        // A long ordinary poll this turn: as long again for background tasks.
+        let long = 5 * slice;
+        assert!(background_continues(1, slice, long, behind, 50));
+        assert!(!background_continues(1, long, long, behind, 50));
+        let max = BACKGROUND_POLLS_PER_TURN_MAX;
+        assert!(!background_continues(max, 0, 0, behind, 50), "poll cap");
+        let even = time(1_000, 1_000);
+        assert!(!background_continues(1, 0, 0, even, 50), "at its share");
+        assert!(!background_continues(1, 0, 0, behind, 0), "share 0");
     }
 
     #[test]

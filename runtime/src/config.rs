@@ -109,7 +109,8 @@ pub struct Config {
     /// spinning would delay more than it saves.
     pub idle_spin: Duration,
     /// Ordinary tasks polled per loop turn before the reactor checks for completions (a turn
-    /// that uses all of it also polls one background task, see [`crate::spawn_background`]).
+    /// that uses all of it also polls a background task, see [`crate::spawn_background`];
+    /// a turn stops earlier when background tasks wait and are behind their share).
     pub task_budget: usize,
     /// While ordinary tasks are ready, background tasks ([`crate::spawn_background`]) also
     /// get a turn's background slot whenever they had less than this percentage of the

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use async_task::Runnable;
 
-use crate::background::{background_runs, TaskTime, Turn};
+use crate::background::{
+    background_continues, background_runs, ordinary_turn_ends, TaskTime, Turn,
+};
 use crate::buf::pool::BufPool;
 use crate::config::{Config, SubmitPolicy};
 use crate::error::{Error, Result};
@@ -44,6 +46,8 @@ pub(crate) struct CoreRemote {
     dead: AtomicBool,
     /// Why the core died.
     dead_reason: OnceLock<String>,
+    /// Set once the core's loop returned (shut down or dead).
+    stopped: AtomicBool,
     sender: mpsc::Sender<Message>,
     /// Set by every sender after its message is in the channel, cleared by the core before it
     /// drains the channel: the core's loop reads this flag instead of calling `try_recv` on
@@ -84,6 +88,16 @@ impl CoreRemote {
     /// Whether the core stopped after a fatal error.
     pub(crate) fn is_dead(&self) -> bool {
         self.dead.load(Ordering::SeqCst)
+    }
+
+    /// Marks the core's loop as returned.
+    pub(crate) fn mark_stopped(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the core still runs its loop (not shut down, not dead).
+    pub(crate) fn is_running(&self) -> bool {
+        !self.stopped.load(Ordering::SeqCst) && !self.is_dead()
     }
 
     /// Marks the core dead (first reason wins).
@@ -255,6 +269,7 @@ pub(crate) fn remote(id: usize) -> std::io::Result<(Arc<CoreRemote>, mpsc::Recei
             id,
             ring_id: RingId::new(),
             dead: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
             dead_reason: OnceLock::new(),
             sender,
             mail: AtomicBool::new(false),
@@ -577,19 +592,38 @@ impl Core {
         got
     }
 
-    /// Runs ready ordinary tasks, up to the task budget; returns whether they used all of it.
-    fn run_tasks(&self) -> bool {
+    /// Runs ready ordinary tasks, up to the task budget; returns whether they used all of it,
+    /// and their time since background tasks were first seen waiting in this turn (0 if
+    /// none waited: the clock is read only then). While background tasks wait it also stops,
+    /// as if the budget were used, once they fall behind their share
+    /// ([`ordinary_turn_ends`]).
+    fn run_tasks(&self) -> (bool, u64) {
+        let mut waiting_since: Option<Instant> = None;
+        let spent = |since: Option<Instant>| {
+            since.map_or(0, |t| {
+                u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX)
+            })
+        };
         for _ in 0..self.task_budget {
             let next = self.run_queue.borrow_mut().pop_front();
-            match next {
-                Some(r) => self.run_task(r),
-                None => return false,
+            let Some(r) = next else {
+                return (false, spent(waiting_since));
+            };
+            if waiting_since.is_none() && !self.background_queue.borrow().is_empty() {
+                waiting_since = Some(Instant::now());
+            }
+            self.run_task(r);
+            if waiting_since.is_some() {
+                let ns = spent(waiting_since);
+                if ordinary_turn_ends(ns, self.task_time.get(), self.background_share_percent) {
+                    return (true, ns);
+                }
             }
         }
-        true
+        (true, spent(waiting_since))
     }
 
-    /// Runs one background task if no ordinary task is ready, if ordinary tasks used the
+    /// Runs a background task if no ordinary task is ready, if ordinary tasks used the
     /// whole budget of this turn, if background tasks had less than their share of the
     /// recent task time (`Config::background_share_percent`; see `crate::background`), or
     /// on the
@@ -598,9 +632,11 @@ impl Core {
     /// complete at once; the count is per core, so with k background tasks queued one may
     /// wait k times as long). Called after the turn submitted and reaped: an ordinary task
     /// whose read completed at once (a page-cache hit completes in the submitting syscall)
-    /// runs before the background task, not after it. Only one per turn, since the next
-    /// turn's completions and messages may make ordinary tasks ready.
-    fn run_background_task(&self, saturated: bool) {
+    /// runs before the background task, not after it. More background tasks follow in the
+    /// same turn only while background tasks are behind their share, for at most a slice
+    /// ([`background_continues`]): the next turn's completions and messages may make
+    /// ordinary tasks ready.
+    fn run_background_task(&self, saturated: bool, ordinary_ns: u64) {
         if self.background_queue.borrow().is_empty() {
             return;
         }
@@ -614,13 +650,27 @@ impl Core {
             return;
         }
         self.background_waited_turns.set(0);
-        let next = self.background_queue.borrow_mut().pop_front();
-        if let Some(r) = next {
+        let turn_started = Instant::now();
+        let mut ran = 0;
+        loop {
+            let next = self.background_queue.borrow_mut().pop_front();
+            let Some(r) = next else { return };
             let started = Instant::now();
             self.running_background.set(true);
             self.run_task(r);
             self.running_background.set(false);
             self.account_task_time(started.elapsed(), true);
+            ran += 1;
+            let spent = u64::try_from(turn_started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            if !background_continues(
+                ran,
+                spent,
+                ordinary_ns,
+                self.task_time.get(),
+                self.background_share_percent,
+            ) {
+                return;
+            }
         }
     }
 
@@ -720,11 +770,10 @@ impl Core {
                 !self.injected_loop_panic.take(),
                 "injected panic in the core loop"
             );
-            // Timed only while background tasks wait: it decides when they run.
-            let timed = (!self.background_queue.borrow().is_empty()).then(Instant::now);
-            let saturated = self.run_tasks();
-            if let Some(t) = timed {
-                self.account_task_time(t.elapsed(), false);
+            // Ordinary time counts only while background tasks wait: it decides when they run.
+            let (saturated, ordinary_ns) = self.run_tasks();
+            if ordinary_ns > 0 {
+                self.account_task_time(Duration::from_nanos(ordinary_ns), false);
             }
             let polled = if self.pollers.borrow().is_empty() {
                 0
@@ -745,7 +794,7 @@ impl Core {
                 self.reap();
                 // A failed enter left a fatal reason: the next turn dies, no task runs first.
                 if self.fatal.borrow().is_none() {
-                    self.run_background_task(saturated);
+                    self.run_background_task(saturated, ordinary_ns);
                 }
                 continue;
             }

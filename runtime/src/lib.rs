@@ -8,14 +8,16 @@
 //!
 //! ## The loop of a core
 //! 1. Drain the mailbox (remote wake-ups, jobs).
-//! 2. Poll up to `task_budget` runnable tasks.
+//! 2. Poll up to `task_budget` runnable tasks (stopping after a 200 µs slice when background
+//!    tasks wait and are behind their share, below).
 //! 3. Call registered pollers (busy-polled drivers such as SPDK).
 //! 4. Hand queued SQEs to the kernel (one `io_uring_enter` per turn under
 //!    [`SubmitPolicy::Batched`]) and reap completions, waking exactly the task each belongs to.
-//! 5. Poll one background task ([`spawn_background`]) if no ordinary task is ready now, if
+//! 5. Poll a background task ([`spawn_background`]) if no ordinary task is ready now, if
 //!    step 2 used the whole budget, if background tasks had less than their share of the
 //!    core's recent task time ([`Builder::background_share_percent`], default half), or if
-//!    they were passed over 7 turns in a row.
+//!    they were passed over 7 turns in a row; then more of them while they are behind their
+//!    share, for at most the slice (or step 2's time, if longer) and 64 polls.
 //!
 //! With nothing to do, the core blocks in `io_uring_enter` until a completion, a timer or a
 //! message arrives (a sender wakes it with an eventfd write). With [`Builder::idle_spin`] set

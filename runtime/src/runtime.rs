@@ -72,6 +72,7 @@ fn run_core(core: &std::rc::Rc<Core>) {
             std::mem::forget(core.clone());
         }
     }
+    core.remote.mark_stopped();
 }
 
 impl Runtime {
@@ -278,6 +279,23 @@ impl Handle {
     /// Number of cores.
     pub fn cores(&self) -> usize {
         self.remotes.len()
+    }
+
+    /// The index of the core of this runtime the calling thread is, or `None` on any other
+    /// thread (another runtime's core included).
+    pub fn local_core(&self) -> Option<usize> {
+        crate::core::with_core(|c| {
+            self.remotes
+                .get(c.remote.id)
+                .filter(|r| r.ring_id == c.remote.ring_id)
+                .map(|_| c.remote.id)
+        })
+        .flatten()
+    }
+
+    /// Whether core `core` still runs (its runtime was not stopped and it did not die).
+    pub fn core_running(&self, core: usize) -> bool {
+        self.remotes.get(core).is_some_and(|r| r.is_running())
     }
 
     /// Runs the future made by `f` on core `core` as a detached task; returns without waiting.

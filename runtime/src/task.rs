@@ -68,13 +68,15 @@ where
 }
 
 /// Spawns `future` on the current core as a background task. A ready background task is
-/// polled only at the end of a turn of the core's loop, after the turn submitted and reaped,
-/// and at most one per turn: when no ordinary task is ready then, when the turn's ordinary
+/// polled only at the end of a turn of the core's loop, after the turn submitted and reaped:
+/// when no ordinary task is ready then, when the turn's ordinary
 /// tasks used the whole task budget, when background tasks had less than their share of
 /// the core's recent task time (about the last 8 ms of polling while background tasks waited)
 /// ([`Builder::background_share_percent`](crate::Builder::background_share_percent), default
 /// half), or when the background queue was passed over 7 turns in a row (the count is per
-/// core). So ordinary tasks wait for background work only up to that share, and background
+/// core); more than one per turn only while background tasks are behind their share (for a
+/// 200 µs slice, or the turn's ordinary time if longer), and a turn's ordinary tasks stop
+/// after that slice while they are behind. So ordinary tasks wait for background work only up to that share, and background
 /// work keeps up beside a foreground that is always ready (an LSM store's compactions,
 /// which its reads get slower without). For work whose delay costs nothing directly, like
 /// flushes and compactions; it should yield ([`yield_now`]) often, since a poll is not

@@ -44,15 +44,20 @@ fn spinner(background: bool, polls: Rc<Cell<u64>>, stop: Rc<Cell<bool>>) {
     busy_spinner(background, polls, stop, Duration::ZERO);
 }
 
+/// Spins (never yields) for `d`.
+fn busy_for(d: Duration) {
+    let t = std::time::Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
 /// [`spinner`] whose every poll also busy-waits `busy` before it yields.
 fn busy_spinner(background: bool, polls: Rc<Cell<u64>>, stop: Rc<Cell<bool>>, busy: Duration) {
     let work = async move {
         while !stop.get() {
             polls.set(polls.get() + 1);
-            let t = std::time::Instant::now();
-            while t.elapsed() < busy {
-                std::hint::spin_loop();
-            }
+            busy_for(busy);
             yield_now().await;
         }
     };
@@ -72,6 +77,24 @@ fn spinner_polls_during_nops(background: bool, share: u8) -> u64 {
 /// Polls a spinner busy `busy` per poll got while one ordinary task awaited `nops` nops in
 /// a row, on a core that gives background tasks `share` percent of its task time.
 fn spinner_polls_during(background: bool, share: u8, nops: u64, busy: Duration) -> u64 {
+    spinner_polls_during_steps(background, share, busy, nops, || async {
+        nop().await.unwrap();
+    })
+}
+
+/// Polls a spinner busy `busy` per poll got while one ordinary task ran `steps` times
+/// `step()`, on a core that gives background tasks `share` percent of its task time.
+fn spinner_polls_during_steps<F, Fut>(
+    background: bool,
+    share: u8,
+    busy: Duration,
+    steps: u64,
+    step: F,
+) -> u64
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
     bounded(
         Runtime::builder().cores(1).background_share_percent(share),
         move |rt| {
@@ -81,8 +104,8 @@ fn spinner_polls_during(background: bool, share: u8, nops: u64, busy: Duration) 
                 busy_spinner(background, polls.clone(), stop.clone(), busy);
                 yield_now().await;
                 let before = polls.get();
-                for _ in 0..nops {
-                    nop().await.unwrap();
+                for _ in 0..steps {
+                    step().await;
                 }
                 let during = polls.get() - before;
                 stop.set(true);
@@ -148,7 +171,7 @@ fn a_share_over_the_maximum_is_refused() {
 #[test]
 fn a_background_task_runs_while_ordinary_tasks_never_stop() {
     // The ordinary task is always ready (it only yields), so every turn uses the whole task
-    // budget; the background task still runs once per turn.
+    // budget; the background task still runs at least once per turn.
     let background = bounded(Runtime::builder().cores(1).task_budget(16), |rt| {
         rt.block_on(|| async {
             let polls = Rc::new(Cell::new(0));
@@ -162,16 +185,48 @@ fn a_background_task_runs_while_ordinary_tasks_never_stop() {
         })
         .unwrap()
     });
-    // At most 16 ordinary polls per turn, and the block_on task is one of them; one
-    // background poll per turn, never more.
+    // At most 16 ordinary polls per turn, and the block_on task is one of them.
     assert!(
         background >= STEPS / 16 / 2,
         "background task ran {background} times while an ordinary task yielded {STEPS} times"
     );
+}
+
+/// Iterations of an ordinary task that never waits (each busy `busy`, then
+/// `consume_budget`, which yields only once the cooperative budget is used — like a task
+/// whose reads all complete at once) and polls of a background spinner busy as long, over
+/// `iterations`, on a core giving background tasks `share` percent.
+fn background_polls_beside_a_task_that_never_waits(share: u8, iterations: u64) -> u64 {
+    let busy = Duration::from_micros(20);
+    spinner_polls_during_steps(true, share, busy, iterations, move || async move {
+        busy_for(busy);
+        ziob_runtime::consume_budget().await;
+    })
+}
+
+#[test]
+fn a_background_task_gets_its_share_beside_a_task_that_never_waits() {
+    // Before turns were cut at a slice, a turn ran 128 polls of 64 iterations (~160 ms)
+    // and then one background poll: the background task got ~0.01 % (a flush beside a
+    // reader whose reads all hit the page cache made no progress for seconds). At a 50 %
+    // share it gets about as many polls as the ordinary task makes iterations; at 0 % only
+    // the one poll per turn.
+    const ITERATIONS: u64 = 2_000;
+    let half = background_polls_beside_a_task_that_never_waits(50, ITERATIONS);
     assert!(
-        background <= STEPS / 16 + 2,
-        "background task ran {background} times while an ordinary task yielded {STEPS} times: \
-         more than one per turn"
+        half >= ITERATIONS / 5,
+        "a background task at a 50 % share polled {half} times beside {ITERATIONS} busy iterations"
+    );
+    // And no more than its share: the ordinary task keeps about half (polls as long as its
+    // iterations; a generous bound, against a runaway background loop).
+    assert!(
+        half <= ITERATIONS * 3,
+        "a background task at a 50 % share polled {half} times beside {ITERATIONS} busy iterations"
+    );
+    let none = background_polls_beside_a_task_that_never_waits(0, ITERATIONS);
+    assert!(
+        none <= ITERATIONS / 20,
+        "a background task at a 0 % share polled {none} times beside {ITERATIONS} busy iterations"
     );
 }
 
@@ -376,24 +431,29 @@ fn no_background_task_runs_after_a_fatal_enter() {
 /// Polls a background spinner got while an ordinary task made `STEPS` calls
 /// ([`Handle::call`](ziob_runtime::Handle::call)) to its own core, and their summed output.
 fn spinner_polls_during_calls_to_the_own_core() -> (u64, u64) {
-    bounded(Runtime::builder().cores(1), move |rt| {
-        rt.block_on(move || async move {
-            let polls = Rc::new(Cell::new(0));
-            let stop = Rc::new(Cell::new(false));
-            spinner(true, polls.clone(), stop.clone());
-            yield_now().await;
-            let handle = ziob_runtime::handle();
-            let before = polls.get();
-            let mut sum = 0;
-            for i in 0..STEPS {
-                sum += handle.call(0, move || async move { i }).await.unwrap();
-            }
-            let during = polls.get() - before;
-            stop.set(true);
-            (during, sum)
-        })
-        .unwrap()
-    })
+    // No share: only the turn rules let the spinner in (a share would let a spinner this
+    // cheap in many times per turn, whatever the calls do).
+    bounded(
+        Runtime::builder().cores(1).background_share_percent(0),
+        move |rt| {
+            rt.block_on(move || async move {
+                let polls = Rc::new(Cell::new(0));
+                let stop = Rc::new(Cell::new(false));
+                spinner(true, polls.clone(), stop.clone());
+                yield_now().await;
+                let handle = ziob_runtime::handle();
+                let before = polls.get();
+                let mut sum = 0;
+                for i in 0..STEPS {
+                    sum += handle.call(0, move || async move { i }).await.unwrap();
+                }
+                let during = polls.get() - before;
+                stop.set(true);
+                (during, sum)
+            })
+            .unwrap()
+        },
+    )
 }
 
 #[test]

@@ -230,3 +230,30 @@ fn a_dead_core_answers_with_core_dead() {
         assert_eq!(block_on(h.call(0, || async { 3 })).unwrap(), 3);
     });
 }
+
+#[test]
+fn local_core_names_this_runtimes_core_and_nothing_else() {
+    bounded("local_core", || {
+        let a = Runtime::builder().cores(2).build().unwrap();
+        let b = Runtime::builder().cores(2).build().unwrap();
+        let (ha, hb) = (a.handle(), b.handle());
+        assert_eq!(ha.local_core(), None, "a plain thread is no core");
+        for core in 0..2 {
+            let (ha2, hb2) = (ha.clone(), hb.clone());
+            let seen =
+                block_on(ha.call(
+                    core,
+                    move || async move { (ha2.local_core(), hb2.local_core()) },
+                ))
+                .unwrap();
+            assert_eq!(seen, (Some(core), None), "core {core} of runtime a");
+            // Core `core` of runtime b has the same index but is not runtime a's.
+            let ha3 = ha.clone();
+            let seen = block_on(hb.call(core, move || async move { ha3.local_core() })).unwrap();
+            assert_eq!(
+                seen, None,
+                "core {core} of runtime b seen from runtime a's handle"
+            );
+        }
+    });
+}

@@ -21,10 +21,22 @@ use crate::config::ZiobConfig;
 use crate::error::{Result, ZiobError};
 use crate::metrics::MetricsSnapshot;
 use crate::metrics::ShardStats;
+use crate::on_device::OnDevice;
 use crate::placement::owner_core;
 use crate::shard::{run_to_completion, Shard};
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
+/// Most bytes a read does synchronously on the calling thread ([`Ziob::read_direct_now`]):
+/// beyond it a copy would hold up a core's other tasks (or a foreign executor's) for long.
+pub(crate) const READ_NOW_MAX_BYTES: usize = 1 << 20;
+
+/// A device range the device alone holds, and what the reader saw of its zone's seqlock.
+struct DirectRange {
+    start: u64,
+    end: u64,
+    seen: crate::on_device::Seen,
+}
 
 thread_local! {
     /// The shards living on this core, by instance id.
@@ -51,6 +63,8 @@ struct Inner<D: ZonedDevice> {
     view_name: String,
     config: ZiobConfig,
     cores: usize,
+    /// What any core may read straight from the device (published by the owners).
+    on_device: Arc<OnDevice>,
     closed: AtomicBool,
     /// The runtime's cores, reachable from any thread (the [`Client`](crate::Client) and the
     /// drop path).
@@ -138,10 +152,11 @@ impl<D: ZonedDevice> Ziob<D> {
         config.validate(&geometry)?;
         let cores = config.instance_cores(num_cores())?;
         let id = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
+        let on_device = Arc::new(OnDevice::new(geometry.zone_count, cores));
         for core in 0..cores {
-            let (dev, cfg) = (device.clone(), config.clone());
+            let (dev, cfg, on_dev) = (device.clone(), config.clone(), on_device.clone());
             let res = call_on(core, move || async move {
-                let shard = Shard::new(core, cores, dev, &cfg).await?;
+                let shard = Shard::new(core, cores, dev, &cfg, on_dev).await?;
                 if cfg.buffered {
                     if let Some(idle) = cfg.idle_writeback {
                         ziob_runtime::spawn(shard.clone().idle_ticker(idle)).detach();
@@ -187,6 +202,7 @@ impl<D: ZonedDevice> Ziob<D> {
                 geometry,
                 config,
                 cores,
+                on_device,
                 closed: AtomicBool::new(false),
                 handle: ziob_runtime::handle(),
             }),
@@ -255,6 +271,93 @@ impl<D: ZonedDevice> Ziob<D> {
             return admitted(id, f).await;
         }
         call_on(owner, move || admitted(id, f)).await?
+    }
+
+    /// The core of this instance's runtime the caller is on, if the range `[offset, offset +
+    /// len)` of `zone` may be read there straight from the device ([`Ziob::read_direct`]):
+    /// the zone is another core's and the device alone holds the range.
+    pub(crate) fn direct_read_core(&self, zone: u32, offset: u64, len: usize) -> Option<usize> {
+        let here = self.inner.handle.local_core()?;
+        let owner = owner_core(zone, self.inner.cores);
+        (owner != here && self.direct_range(zone, offset, len).is_some()).then_some(here)
+    }
+
+    /// `[offset, offset + len)` of `zone` widened to the device's read granularity, if the
+    /// owner published all of it as held by the device only ([`OnDevice`]), the instance is
+    /// open and the owner's core still runs (else the owner's path gives the error).
+    fn direct_range(&self, zone: u32, offset: u64, len: usize) -> Option<DirectRange> {
+        if len == 0
+            || self.inner.closed.load(Ordering::Acquire)
+            || !self
+                .inner
+                .handle
+                .core_running(owner_core(zone, self.inner.cores))
+        {
+            return None;
+        }
+        let g = self.inner.device.read_granularity_bytes().max(1);
+        let end = offset
+            .checked_add(len as u64)?
+            .checked_next_multiple_of(g)?;
+        let start = offset / g * g;
+        let seen = self.inner.on_device.readable(zone, start, end - start)?;
+        Some(DirectRange { start, end, seen })
+    }
+
+    /// Reads `[offset, offset + len)` of `zone` at once on the calling thread — any thread,
+    /// the owner's core included — when the device alone holds the range (as
+    /// [`direct_read_core`](Self::direct_read_core) but on any core) and the device can read
+    /// without waiting ([`ZonedDevice::read_now`]: a RAM device, an `emu` device's page
+    /// cache), for at most [`READ_NOW_MAX_BYTES`]. `None` otherwise, and when the zone was
+    /// reset during the read or the device read failed: then read the ordinary way.
+    pub(crate) fn read_direct_now(&self, zone: u32, offset: u64, len: usize) -> Option<Vec<u8>> {
+        if len > READ_NOW_MAX_BYTES {
+            return None;
+        }
+        let r = self.direct_range(zone, offset, len)?;
+        let got = self
+            .inner
+            .device
+            .read_now(zone, r.start, (r.end - r.start) as usize)?;
+        let on_device = &self.inner.on_device;
+        let ok = got.is_ok() && on_device.unchanged(r.seen);
+        on_device.count(self.inner.handle.local_core(), ok.then_some(len as u64));
+        let got = got.ok().filter(|_| ok)?;
+        let at = (offset - r.start) as usize;
+        Some(if at == 0 && got.len() == len {
+            got
+        } else {
+            got[at..at + len].to_vec()
+        })
+    }
+
+    /// Reads `[offset, offset + len)` of `zone` straight from the device by the calling core
+    /// when [`direct_read_core`](Self::direct_read_core) allows it: no hop to the owner,
+    /// however busy the owner is. `None` when it does not, when the device read fails (the
+    /// owner's read reports the error) or when the zone was reset during the read (what was
+    /// read may be the new zone's): then read through the owner. On success the buffer
+    /// read and where the requested bytes start in it.
+    ///
+    /// Not an admitted call: a [`close`](Self::close) does not wait for it (it reads only
+    /// what the device already holds, and keeps the device open while it runs).
+    pub(crate) async fn read_direct(
+        &self,
+        zone: u32,
+        offset: u64,
+        len: usize,
+    ) -> Option<(DmaBuf, usize)> {
+        let here = self.direct_read_core(zone, offset, len)?;
+        let r = self.direct_range(zone, offset, len)?;
+        let n = (r.end - r.start) as usize;
+        let (res, buf) = self
+            .inner
+            .device
+            .read(zone, r.start, n, DmaBuf::with_capacity(n))
+            .await;
+        let on_device = &self.inner.on_device;
+        let ok = res.is_ok() && on_device.unchanged(r.seen);
+        on_device.count(Some(here), ok.then_some(len as u64));
+        ok.then_some((buf, (offset - r.start) as usize))
     }
 
     /// The runtime handle of the cores this instance's shards live on.
@@ -361,6 +464,14 @@ impl<D: ZonedDevice> Ziob<D> {
     /// # Cancel safety
     /// A read changes nothing; dropping it is always safe.
     pub async fn read(&self, zone: u32, offset_bytes: u64, len: usize) -> Result<DmaBuf> {
+        if let Some((buf, at)) = self.read_direct(zone, offset_bytes, len).await {
+            if at == 0 && buf.len() == len {
+                return Ok(buf);
+            }
+            let mut out = DmaBuf::with_capacity(len);
+            out.extend_from_slice(&buf[at..at + len]);
+            return Ok(out);
+        }
         self.on_owner(zone, move |s| async move {
             s.read(zone, offset_bytes, len).await
         })

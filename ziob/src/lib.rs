@@ -8,7 +8,9 @@
 //! ## Shards and cores
 //! The buffer is split into one shard per runtime core. Zone `z` belongs to core
 //! `z % cores` ([`placement`]); a request for a zone owned by another core is sent there by
-//! message passing, so callers never need to know the owner.
+//! message passing, so callers never need to know the owner. Reads of what only the device
+//! holds are the exception: the owner publishes those ranges, and any thread reads them from
+//! the device itself (see `on_device.rs` and `docs/CLIENT.md`).
 //!
 //! ## Write-back
 //! Data is staged in chunks that fit it: a zone's first chunk is what its first write needs
@@ -132,6 +134,7 @@ mod handle;
 pub mod logging;
 mod logical;
 pub mod metrics;
+mod on_device;
 pub mod placement;
 mod shard;
 pub mod zone_io;

@@ -128,6 +128,8 @@ struct EmuInner {
     /// Serialises table persistence; holds the next table sequence number.
     persist: futures::lock::Mutex<u64>,
     faults: HostFaults,
+    /// The file system refused `RWF_NOWAIT` reads: [`ZonedDevice::read_now`] gives up at once.
+    nowait_unsupported: AtomicBool,
     /// Whether a reset punches a hole over the zone's data ([`EmuDevice::discard_on_reset`]).
     discard: AtomicBool,
     /// This device's share of the process's lock on the file.
@@ -416,6 +418,7 @@ impl EmuDevice {
                 }),
                 persist: futures::lock::Mutex::new(loaded.sequence + 1),
                 faults: HostFaults::default(),
+                nowait_unsupported: AtomicBool::new(false),
                 discard: AtomicBool::new(false),
                 _lock: device_lock,
             }),
@@ -772,6 +775,53 @@ impl ZonedDevice for EmuDevice {
 
     async fn report_zones(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
         self.controller().table.report(first, count)
+    }
+
+    /// Through the page cache (`direct=0`, no latency model) only, and only when every byte
+    /// is cached there: one `preadv2` with `RWF_NOWAIT`, which never waits for the disk.
+    fn read_now(&self, zone: u32, offset_bytes: u64, len: usize) -> Option<Result<Vec<u8>>> {
+        if self.inner.direct
+            || !self.inner.latency.is_off()
+            || self.inner.nowait_unsupported.load(Ordering::Relaxed)
+        {
+            return None;
+        }
+        let checked = self
+            .controller()
+            .table
+            .check_read_unaligned(zone, offset_bytes, len as u64);
+        let data_end = match checked {
+            Ok(end) => end,
+            Err(e) => return Some(Err(e)),
+        };
+        let with_data = data_end.saturating_sub(offset_bytes).min(len as u64) as usize;
+        let mut out: Vec<u8> = Vec::with_capacity(len);
+        if with_data > 0 {
+            let pos = i64::try_from(self.data_pos(zone, offset_bytes)).ok()?;
+            let iov = libc::iovec {
+                iov_base: out.as_mut_ptr().cast(),
+                iov_len: with_data,
+            };
+            // SAFETY: the kernel writes at most `iov_len` = `with_data` <= `len` <= the
+            // capacity of `out` bytes into `out`'s spare capacity (the one iovec covers only
+            // that allocation), and nothing after the call returns; the descriptor stays open
+            // while `self` lives.
+            let got = unsafe {
+                libc::preadv2(self.inner.file.as_raw_fd(), &iov, 1, pos, libc::RWF_NOWAIT)
+            };
+            if got < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EOPNOTSUPP) {
+                self.inner.nowait_unsupported.store(true, Ordering::Relaxed);
+            }
+            // Not cached (EAGAIN), short, or failed: `read` does it (and reports errors).
+            if usize::try_from(got).ok()? != with_data {
+                return None;
+            }
+            // SAFETY: the kernel initialised exactly the first `with_data` bytes (checked
+            // above), all within the capacity.
+            unsafe { out.set_len(with_data) };
+        }
+        out.resize(len, 0);
+        Some(Ok(out))
     }
 
     async fn read(

@@ -148,6 +148,27 @@ impl MemDevice {
     }
 }
 
+impl MemDevice {
+    /// A read of `[offset_bytes, offset_bytes + len)` of `zone` (counted, checked): `fill` gets
+    /// the bytes that hold data (those past them read as zeros).
+    fn read_with<T>(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        len: usize,
+        fill: impl FnOnce(&[u8]) -> T,
+    ) -> Result<T> {
+        let mut s = self.lock();
+        self.count_op(&mut s, "read")?;
+        let data_end = s.table.check_read(zone, offset_bytes, len as u64)?;
+        let data = &s.data[zone as usize];
+        debug_assert_eq!(data.len() as u64, data_end);
+        let start = (offset_bytes as usize).min(data.len());
+        let end = (offset_bytes as usize + len).min(data.len());
+        Ok(fill(&data[start..end]))
+    }
+}
+
 impl ZonedDevice for MemDevice {
     fn geometry(&self) -> &Geometry {
         &self.inner.geometry
@@ -168,19 +189,22 @@ impl ZonedDevice for MemDevice {
         len: usize,
         mut buf: DmaBuf,
     ) -> (Result<()>, DmaBuf) {
-        let res = (|| {
-            check_read_buf(&buf, len)?;
-            let mut s = self.lock();
-            self.count_op(&mut s, "read")?;
-            let data_end = s.table.check_read(zone, offset_bytes, len as u64)?;
-            let data = &s.data[zone as usize];
-            debug_assert_eq!(data.len() as u64, data_end);
-            let start = (offset_bytes as usize).min(data.len());
-            let end = (offset_bytes as usize + len).min(data.len());
-            fill_read_buf(&mut buf, &data[start..end], len);
-            Ok(())
-        })();
+        let res = check_read_buf(&buf, len).and_then(|()| {
+            self.read_with(zone, offset_bytes, len, |data| {
+                fill_read_buf(&mut buf, data, len)
+            })
+        });
         (res, buf)
+    }
+
+    /// RAM reads never wait.
+    fn read_now(&self, zone: u32, offset_bytes: u64, len: usize) -> Option<Result<Vec<u8>>> {
+        Some(self.read_with(zone, offset_bytes, len, |data| {
+            let mut out = Vec::with_capacity(len);
+            out.extend_from_slice(data);
+            out.resize(len, 0);
+            out
+        }))
     }
 
     async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (Result<()>, DmaBuf) {

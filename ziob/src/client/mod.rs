@@ -5,8 +5,9 @@
 //! in one hop through [`ziob_runtime::Handle::call`] and answers through a channel: the
 //! futures are `Send + 'static` and work on any executor (on the caller's side they only read
 //! which ZIOB core, if any, they are polled on; on the owning core a call skips the mailbox,
-//! and a small read of data in buffer memory is served inline). Operations on every zone (sync, report, stats, `ZoneTarget::All`) go to
-//! every core at once. [`BlockingClient`] has the same operations as plain blocking calls.
+//! and a small read of data in buffer memory is served inline). A read of what only the
+//! device holds needs no hop ([`Client::read`]). Operations on every zone (sync, report,
+//! stats, `ZoneTarget::All`) go to every core at once. [`BlockingClient`] has the same operations as plain blocking calls.
 //!
 //! Modules by job: `route` (one hop to a core, error mapping), `zone_ops` (appends, writes,
 //! reads, flush, zone actions), `instance_ops` (sync, report, stats, close, `with_ziob`),

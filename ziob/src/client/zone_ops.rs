@@ -115,7 +115,10 @@ impl<D: ZonedDevice> Client<D> {
     ///
     /// Polled on the core owning `zone`, a read of at most 64 KiB that the buffer holds in
     /// memory is served there at once (no hop through the core's mailbox, no task; it
-    /// counts against the polling task's cooperative budget instead).
+    /// counts against the polling task's cooperative budget instead). Polled on another core
+    /// of the runtime, a range that only the device holds any more (written back and no
+    /// longer in the owner's memory) is read from the device on that core, by a task of its
+    /// own, instead of on the owner (see `Ziob::read`).
     ///
     /// # Cancel safety
     /// A read changes nothing; dropping it is always safe.
@@ -125,23 +128,51 @@ impl<D: ZonedDevice> Client<D> {
         offset: u64,
         len: usize,
     ) -> impl Future<Output = Result<Bytes>> + Send + 'static {
-        let ziob = self.ziob.clone();
-        let call = self.on_owner("read", zone, move |s| async move {
-            Ok(if len <= READ_COPY_MAX_BYTES {
-                Bytes::from(s.read::<Vec<u8>>(zone, offset, len).await?)
-            } else {
-                Bytes::from_owner(ReadBuf(s.read::<DmaBuf>(zone, offset, len).await?))
-            })
-        });
+        let client = self.clone();
         async move {
+            let ziob = &client.ziob;
             if len <= READ_COPY_MAX_BYTES {
                 if let Some(res) = ziob.read_now(zone, offset, len) {
                     ziob_runtime::consume_budget().await;
                     return res.map(Bytes::from);
                 }
             }
-            call.await
+            if let Some(data) = ziob.read_direct_now(zone, offset, len) {
+                ziob_runtime::consume_budget().await;
+                return Ok(Bytes::from(data));
+            }
+            if let Some(here) = ziob.direct_read_core(zone, offset, len) {
+                let z = ziob.clone();
+                let direct = ziob.runtime_handle().call(here, move || async move {
+                    let (buf, at) = z.read_direct(zone, offset, len).await?;
+                    Some(if len <= READ_COPY_MAX_BYTES {
+                        Bytes::copy_from_slice(&buf[at..at + len])
+                    } else {
+                        Bytes::from_owner(ReadBuf(buf)).slice(at..at + len)
+                    })
+                });
+                if let Ok(Some(bytes)) = direct.await {
+                    return Ok(bytes);
+                }
+            }
+            client.read_on_owner(zone, offset, len).await
         }
+    }
+
+    /// [`Client::read`] by the owner of `zone`, on its core.
+    fn read_on_owner(
+        &self,
+        zone: u32,
+        offset: u64,
+        len: usize,
+    ) -> impl Future<Output = Result<Bytes>> + Send + 'static {
+        self.on_owner("read", zone, move |s| async move {
+            Ok(if len <= READ_COPY_MAX_BYTES {
+                Bytes::from(s.read::<Vec<u8>>(zone, offset, len).await?)
+            } else {
+                Bytes::from_owner(ReadBuf(s.read::<DmaBuf>(zone, offset, len).await?))
+            })
+        })
     }
 
     /// Reads `buf.len()` bytes at `offset` of `zone` into `buf`.

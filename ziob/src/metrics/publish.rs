@@ -91,6 +91,27 @@ pub const STAT_METRICS: &[StatMetric] = &[
         |s| s.read_misses,
     ),
     stat(
+        "ziob_direct_reads_total",
+        Counter,
+        Count,
+        "Reads of another core's zones served straight from the device on the reading core.",
+        |s| s.direct_reads,
+    ),
+    stat(
+        "ziob_direct_read_bytes_total",
+        Counter,
+        Bytes,
+        "Bytes returned by direct reads.",
+        |s| s.direct_read_bytes,
+    ),
+    stat(
+        "ziob_direct_read_fallbacks_total",
+        Counter,
+        Count,
+        "Direct reads that went to the zone's owner after all (reset meanwhile, device error).",
+        |s| s.direct_read_fallbacks,
+    ),
+    stat(
         "ziob_writebacks_total",
         Counter,
         Count,

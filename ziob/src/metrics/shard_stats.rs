@@ -43,6 +43,15 @@ pub struct ShardStats {
     pub read_hits: u64,
     /// Reads that needed the device (at least partly).
     pub read_misses: u64,
+    /// Reads of ranges only the device holds served straight from the device on this core,
+    /// without the zone's owner (core 0's also count those on threads that are no core of
+    /// the instance): neither hits nor misses, not in `read_bytes` nor the `read` latency.
+    pub direct_reads: u64,
+    /// Bytes returned by direct reads.
+    pub direct_read_bytes: u64,
+    /// Direct reads that went to the owner after all: the zone was reset during the device
+    /// read, or the device read failed.
+    pub direct_read_fallbacks: u64,
     /// Device zones opened (implicitly, by the first write-back into a non-open zone).
     pub device_zone_opens: u64,
     /// Device zones closed after write-back, releasing their open resource.
@@ -177,6 +186,9 @@ impl ShardStats {
             t.writeback_retries += s.writeback_retries;
             t.read_hits += s.read_hits;
             t.read_misses += s.read_misses;
+            t.direct_reads += s.direct_reads;
+            t.direct_read_bytes += s.direct_read_bytes;
+            t.direct_read_fallbacks += s.direct_read_fallbacks;
             t.device_zone_opens += s.device_zone_opens;
             t.device_zone_closes += s.device_zone_closes;
             t.device_zone_finishes += s.device_zone_finishes;

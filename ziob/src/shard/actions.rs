@@ -112,6 +112,8 @@ impl<D: ZonedDevice> Shard<D> {
                     .zone_action(action, ZoneTarget::One(zone))
                     .await?;
                 self.zones.borrow_mut()[i].state = next;
+                // An offline zone's reads fail: they are the owner's to answer.
+                self.on_device.publish(zone, 0);
                 Ok(())
             }
         }
@@ -180,6 +182,7 @@ impl<D: ZonedDevice> Shard<D> {
             z.device_wp = z.wp;
             z.issued_wp = z.wp;
         }
+        self.publish_on_device(i);
         // A completed finish is durable: the data and the zone's Full state are on the
         // device, whichever way it became Full, and the device cache is flushed (a device
         // finish alone does not flush a volatile write cache on every device). If this
@@ -220,6 +223,7 @@ impl<D: ZonedDevice> Shard<D> {
             z.retries = 0;
             (lost, freed)
         };
+        self.publish_on_device(i);
         self.token_queue.borrow_mut().retain(|&q| q != zone);
         {
             let mut zones = self.zones.borrow_mut();
@@ -255,10 +259,20 @@ impl<D: ZonedDevice> Shard<D> {
             let z = &self.zones.borrow()[i];
             (z.device, z.device_wp)
         };
+        // Readers on other cores stop reading the zone from the device before it changes
+        // there, and see that it did if they were reading already.
+        let invalidated = self.on_device.invalidate(zone);
         if device != DeviceZone::Empty || device_wp > 0 {
-            self.device
+            let res = self
+                .device
                 .zone_action(ZoneAction::Reset, ZoneTarget::One(zone))
-                .await?;
+                .await;
+            if let Err(e) = res {
+                // The zone keeps its data: readable again as before.
+                drop(invalidated);
+                self.publish_on_device(i);
+                return Err(e.into());
+            }
             self.stats.borrow_mut().s.device_zone_resets += 1;
         }
         self.token_queue.borrow_mut().retain(|&q| q != zone);

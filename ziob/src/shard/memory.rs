@@ -29,7 +29,12 @@ impl<D: ZonedDevice> Shard<D> {
             if freed >= want {
                 break;
             }
-            freed += zones[z as usize / self.cores].evict_clean(want - freed);
+            let zb = &mut zones[z as usize / self.cores];
+            let n = zb.evict_clean(want - freed);
+            if n > 0 {
+                self.on_device.publish(zb.index, zb.device_only_end());
+            }
+            freed += n;
         }
         drop(zones);
         if freed > 0 {

@@ -36,6 +36,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use event_listener::Event;
 use ziob_backends::{Geometry, ZonedDevice};
@@ -43,6 +44,7 @@ use ziob_backends::{Geometry, ZonedDevice};
 use crate::config::ZiobConfig;
 use crate::error::{Result, ZiobError};
 use crate::metrics::StatsCell;
+use crate::on_device::OnDevice;
 use crate::placement::{owned_zones, resource_share};
 use guards::CallGuard;
 use zone::{ZoneBuf, ZoneOp};
@@ -54,6 +56,9 @@ pub(crate) struct Shard<D: ZonedDevice> {
     device: D,
     geometry: Geometry,
     buffered: bool,
+    /// What every core may read of this shard's zones straight from the device (published
+    /// here, by the owner).
+    on_device: Arc<OnDevice>,
     unit_bytes: u64,
     budget_bytes: u64,
     /// Zones owned by this core, at index `zone / cores`.
@@ -97,12 +102,14 @@ pub(crate) async fn run_to_completion<T: 'static>(
 }
 
 impl<D: ZonedDevice> Shard<D> {
-    /// Builds the shard of `core` from the device's zone report.
+    /// Builds the shard of `core` from the device's zone report, publishing what the device
+    /// has of its zones to `on_device`.
     pub(crate) async fn new(
         core: usize,
         cores: usize,
         device: D,
         config: &ZiobConfig,
+        on_device: Arc<OnDevice>,
     ) -> Result<Rc<Shard<D>>> {
         let geometry = *device.geometry();
         config.validate(&geometry)?;
@@ -123,6 +130,9 @@ impl<D: ZonedDevice> Shard<D> {
             let zb = ZoneBuf::from_device(z, info.state, info.write_pointer_bytes);
             open_used += u32::from(zb.device == zone::DeviceZone::Open);
             active_used += u32::from(zb.device.is_active());
+            if config.buffered && info.state != ziob_backends::ZoneState::Offline {
+                on_device.publish(z, zb.device_only_end());
+            }
             zones.push(zb);
         }
         Ok(Rc::new(Shard {
@@ -133,6 +143,7 @@ impl<D: ZonedDevice> Shard<D> {
             device,
             geometry,
             buffered: config.buffered,
+            on_device,
             zones: RefCell::new(zones),
             memory_used: Cell::new(0),
             open_max,
@@ -153,6 +164,15 @@ impl<D: ZonedDevice> Shard<D> {
     fn local(&self, zone: u32) -> usize {
         debug_assert_eq!(zone as usize % self.cores, self.core);
         zone as usize / self.cores
+    }
+
+    /// Tells every core how much of local zone `i` only the device holds ([`OnDevice`]);
+    /// a pass-through shard keeps no `device_wp` and publishes nothing.
+    fn publish_on_device(&self, i: usize) {
+        if self.buffered {
+            let z = &self.zones.borrow()[i];
+            self.on_device.publish(z.index, z.device_only_end());
+        }
     }
 
     fn check_zone(&self, zone: u32) -> Result<()> {

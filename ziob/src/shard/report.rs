@@ -41,6 +41,10 @@ impl<D: ZonedDevice> Shard<D> {
         s.dirty_bytes = zones.iter().map(|z| z.dirty_bytes()).sum();
         s.clean_bytes = zones.iter().map(|z| z.clean_bytes()).sum();
         s.memory_used_bytes = self.memory_used.get();
+        let direct = self.on_device.counts(self.core);
+        s.direct_reads = direct.reads;
+        s.direct_read_bytes = direct.bytes;
+        s.direct_read_fallbacks = direct.fallbacks;
         s.zones_buffered = zones.iter().filter(|z| z.memory_bytes() > 0).count() as u64;
         s.zones_waiting_for_resource = self.token_queue.borrow().len() as u64;
         // Called through `Ziob::stats` / `Ziob::metrics`, which are admitted calls themselves.

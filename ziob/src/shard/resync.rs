@@ -83,6 +83,7 @@ impl<D: ZonedDevice> Shard<D> {
             z.completed_ahead.clear();
             (before, after)
         };
+        self.publish_on_device(i);
         let count = |d: DeviceZone| (u32::from(d == DeviceZone::Open), u32::from(d.is_active()));
         let (open_before, active_before) = count(before);
         let (open_after, active_after) = count(after);

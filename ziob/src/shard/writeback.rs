@@ -238,6 +238,7 @@ impl<D: ZonedDevice> Shard<D> {
             match res {
                 Ok(()) => {
                     z.complete_writeback(plan.start, plan.end);
+                    self.on_device.publish(zone, z.device_only_end());
                     if !failed {
                         z.retries = 0;
                     }

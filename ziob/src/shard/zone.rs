@@ -172,6 +172,13 @@ impl ZoneBuf {
         self.chunks.front().map_or(self.wp, |c| c.start)
     }
 
+    /// Bytes from the zone start that the device has and memory does not (below both
+    /// `device_wp` and the first chunk): what other cores may read from the device
+    /// themselves ([`crate::on_device::OnDevice`]), while the owner serves what memory holds.
+    pub(crate) fn device_only_end(&self) -> u64 {
+        self.device_wp.min(self.mem_start())
+    }
+
     /// Bytes accepted but not on the device.
     pub(crate) fn dirty_bytes(&self) -> u64 {
         self.wp - self.device_wp

@@ -1,0 +1,366 @@
+//! Reads of a range that only the device holds (written back, no longer in the owner's
+//! memory) are served straight from the device without a hop to the owner: at once on the
+//! calling thread when the device can read without waiting (`ZonedDevice::read_now`), else
+//! by a task on the reading core when that is not the owner. The bytes are those of the
+//! owner's path whatever happens meanwhile — appends, flushes, eviction, resets, and a reset
+//! that lands while such a read is at the device — on either path.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use ziob::backends::{MemDevice, ZoneInfo};
+use ziob::{
+    Client, DmaBuf, Geometry, Runtime, ShardStats, Ziob, ZiobConfig, ZoneAction, ZoneTarget,
+    ZonedDevice,
+};
+
+type DevResult<T> = std::result::Result<T, ziob::backends::DeviceError>;
+
+const ZONE: u64 = 1 << 20;
+
+fn config(budget: u64) -> ZiobConfig {
+    ZiobConfig {
+        shard_budget_bytes: budget,
+        writeback_unit_bytes: Some(16 << 10),
+        idle_writeback: None,
+        ..ZiobConfig::default()
+    }
+}
+
+/// Direct reads counted on `core`.
+fn direct_reads(stats: &[ShardStats], core: usize) -> (u64, u64) {
+    (stats[core].direct_reads, stats[core].direct_read_fallbacks)
+}
+
+/// A `mem` device whose next read of a chosen zone, once armed, stops at the device until
+/// released (before the device reads anything). It offers `read_now` (the gate then blocks
+/// the calling thread) only if `read_now` is set. Clones share the device and the gate.
+#[derive(Clone)]
+struct GatedMem {
+    mem: MemDevice,
+    gate: Arc<Gate>,
+    read_now: bool,
+}
+
+impl GatedMem {
+    fn new(name: &str, read_now: bool) -> GatedMem {
+        GatedMem {
+            mem: MemDevice::new(name, &Geometry::new(4, ZONE)).unwrap(),
+            gate: Arc::new(Gate {
+                armed_zone: AtomicU32::new(u32::MAX),
+                ..Gate::default()
+            }),
+            read_now,
+        }
+    }
+}
+
+impl Gate {
+    /// Whether this read of `zone` is the armed one (it then waits for the release).
+    fn stops(&self, zone: u32) -> bool {
+        let hit = self
+            .armed_zone
+            .compare_exchange(zone, u32::MAX, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok();
+        if hit {
+            self.entered.store(true, Ordering::SeqCst);
+        }
+        hit
+    }
+}
+
+#[derive(Default)]
+struct Gate {
+    /// The zone whose next read stops (`u32::MAX`: none).
+    armed_zone: AtomicU32,
+    entered: AtomicBool,
+    released: AtomicBool,
+}
+
+impl ZonedDevice for GatedMem {
+    fn geometry(&self) -> &Geometry {
+        self.mem.geometry()
+    }
+    fn name(&self) -> &str {
+        self.mem.name()
+    }
+    async fn report_zones(&self, first: u32, count: u32) -> DevResult<Vec<ZoneInfo>> {
+        self.mem.report_zones(first, count).await
+    }
+    async fn read(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        len: usize,
+        buf: DmaBuf,
+    ) -> (DevResult<()>, DmaBuf) {
+        if self.gate.stops(zone) {
+            while !self.gate.released.load(Ordering::SeqCst) {
+                ziob::runtime::sleep(Duration::from_millis(1))
+                    .await
+                    .unwrap();
+            }
+        }
+        self.mem.read(zone, offset_bytes, len, buf).await
+    }
+    fn read_now(&self, zone: u32, offset_bytes: u64, len: usize) -> Option<DevResult<Vec<u8>>> {
+        if !self.read_now {
+            return None;
+        }
+        if self.gate.stops(zone) {
+            while !self.gate.released.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        self.mem.read_now(zone, offset_bytes, len)
+    }
+    async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (DevResult<()>, DmaBuf) {
+        self.mem.write(zone, offset_bytes, buf).await
+    }
+    async fn append(&self, zone: u32, buf: DmaBuf) -> (DevResult<u64>, DmaBuf) {
+        self.mem.append(zone, buf).await
+    }
+    async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> DevResult<()> {
+        self.mem.zone_action(action, target).await
+    }
+    async fn flush(&self) -> DevResult<()> {
+        self.mem.flush().await
+    }
+}
+
+/// An instance on `dev` after `data` was appended to zone 0, synced and the instance closed:
+/// zone 0 holds `data` on the device only.
+fn reopened_after_writing(rt: &Runtime, dev: &GatedMem, data: Vec<u8>) -> Ziob<GatedMem> {
+    let d = dev.clone();
+    rt.block_on(move || async move {
+        let z = Ziob::with_device(d.clone(), config(4 << 20)).await.unwrap();
+        z.append(0, DmaBuf::from_slice(&data)).await.unwrap();
+        z.close().await.unwrap();
+        Ziob::with_device(d, config(4 << 20)).await.unwrap()
+    })
+    .unwrap()
+}
+
+/// A read of core 0's zone from core 1 that is at the device when the zone is reset and
+/// written again (the new bytes still in the owner's memory) gives the new bytes, never the
+/// reset zone's zeros: the reader sees the reset and reads again through the owner. By a
+/// task on core 1.
+#[test]
+fn a_reset_during_a_direct_read_is_never_read_as_the_empty_zone() {
+    reset_during_a_direct_read(false);
+}
+
+/// The same for a read done at once on the calling thread (`read_now`).
+#[test]
+fn a_reset_during_a_direct_read_now_is_never_read_as_the_empty_zone() {
+    reset_during_a_direct_read(true);
+}
+
+fn reset_during_a_direct_read(read_now: bool) {
+    let rt = Runtime::builder().cores(2).build().unwrap();
+    let dev = GatedMem::new("gated", read_now);
+    let gate = dev.gate.clone();
+    // Zone 0 holds 0xAA on the device only: written, synced, and the instance reopened.
+    let c = reopened_after_writing(&rt, &dev, vec![0xAA; 64 << 10]).client();
+    gate.armed_zone.store(0, Ordering::SeqCst);
+    let (reader, handle) = (c.clone(), rt.handle());
+    let read = std::thread::spawn(move || {
+        futures::executor::block_on(
+            handle.call(1, move || async move { reader.read(0, 0, 8192).await }),
+        )
+    });
+    while !gate.entered.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // The read is at the device (on core 1, not on the owner): reset the zone and write
+    // 0xBB, which stays in the owner's memory.
+    let w = c.clone();
+    rt.block_on(move || async move {
+        w.reset(0).await.unwrap();
+        w.append(0, vec![0xBB; 16 << 10].into()).await.unwrap();
+    })
+    .unwrap();
+    gate.released.store(true, Ordering::SeqCst);
+    let got = read.join().unwrap().unwrap().unwrap();
+    assert!(
+        got.iter().all(|&b| b == 0xBB),
+        "read across a reset gave {:#x?}… (expected the new bytes 0xBB)",
+        &got[..8]
+    );
+    let stats = futures::executor::block_on(c.stats()).unwrap();
+    assert_eq!(
+        direct_reads(&stats, 1),
+        (0, 1),
+        "the read went to the device on core 1 and then to the owner"
+    );
+    futures::executor::block_on(c.close()).unwrap();
+}
+
+/// Reopened, a zone is on the device only. `Client::read` reads it directly everywhere when
+/// the device reads at once, and from the other core only when it does not (the owner's
+/// read is the device read then); `Ziob::read` reads directly from the other core. All give
+/// the bytes written.
+#[test]
+fn reads_of_ranges_on_the_device_only_are_direct() {
+    // (device offers read_now, core, direct reads expected: 3 Client and 3 Ziob reads)
+    for (read_now, core, want_direct) in [(true, 1, 6), (true, 0, 3), (false, 1, 6), (false, 0, 0)]
+    {
+        direct_reads_on_a_reopened_zone(read_now, core, want_direct);
+    }
+}
+
+fn direct_reads_on_a_reopened_zone(read_now: bool, core: usize, want_direct: u64) {
+    let rt = Runtime::builder().cores(2).build().unwrap();
+    let dev = GatedMem::new("direct", read_now);
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let z = reopened_after_writing(&rt, &dev, data.clone());
+    let want = data;
+    rt.block_on(move || async move {
+        let c = z.client();
+        let (c2, z2, want) = (c.clone(), z.clone(), want.clone());
+        ziob::runtime::call_on(core, move || async move {
+            // Unaligned ranges; the big one goes past 64 KiB (no copy into a Vec).
+            for (o, l) in [(1usize, 4095usize), (4096, 4096), (777, 100_000)] {
+                assert!(c2.read(0, o as u64, l).await.unwrap()[..] == want[o..o + l]);
+                assert!(z2.read(0, o as u64, l).await.unwrap()[..] == want[o..o + l]);
+            }
+        })
+        .await
+        .unwrap();
+        let stats = z.stats().await.unwrap();
+        let other = 1 - core;
+        assert_eq!(
+            (stats[core].direct_reads, stats[other].direct_reads),
+            (want_direct, 0),
+            "read_now {read_now}, reads on core {core}: {stats:?}"
+        );
+        z.close().await.unwrap();
+    })
+    .unwrap();
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Append(usize),
+    Flush,
+    Reset,
+    /// A read from core 1 (`true`) or 0, at the given per mille of the data's length.
+    Read(bool, usize, usize),
+}
+
+/// Random appends, flushes, resets and reads of core 0's zone from both cores, on a budget
+/// small enough that data is written back and evicted: every read gives the model's bytes
+/// (what was appended, flush padding zeros, zeros past the write pointer), and some reads
+/// do go to the device directly. Reads done at once (`read_now`).
+#[test]
+fn direct_and_owner_reads_match_a_model_across_resets() {
+    reads_match_a_model(true);
+}
+
+/// The same when the device cannot read at once: direct reads from core 1 by a task there.
+#[test]
+fn direct_task_and_owner_reads_match_a_model_across_resets() {
+    reads_match_a_model(false);
+}
+
+fn reads_match_a_model(read_now: bool) {
+    let rt = Runtime::builder().cores(2).build().unwrap();
+    let dev = GatedMem::new("model", read_now);
+    let d = dev.clone();
+    let c: Client<GatedMem> = rt
+        .block_on(move || async move {
+            Ziob::with_device(d, config(64 << 10))
+                .await
+                .unwrap()
+                .client()
+        })
+        .unwrap();
+    let mut runner = TestRunner::new(Config {
+        cases: 32,
+        ..Config::default()
+    });
+    let op = prop_oneof![
+        4 => (1usize..40_000).prop_map(Op::Append),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Reset),
+        8 => (any::<bool>(), 0usize..1100, 1usize..(80 << 10))
+            .prop_map(|(far, at, l)| Op::Read(far, at, l)),
+    ];
+    runner
+        .run(&proptest::collection::vec(op, 1..120), |ops| {
+            let c = c.clone();
+            rt.block_on(move || async move {
+                c.reset(0).await.unwrap();
+                let mut model: Vec<u8> = Vec::new();
+                for op in ops {
+                    match op {
+                        Op::Append(n) => {
+                            if model.len() + n > ZONE as usize {
+                                continue;
+                            }
+                            let data: Vec<u8> =
+                                (0..n).map(|i| (model.len() + i) as u8 | 1).collect();
+                            let off = c.append(0, data.clone().into()).await.unwrap();
+                            model.resize(off as usize, 0); // flush padding
+                            model.extend_from_slice(&data);
+                        }
+                        Op::Flush => c.flush(0).await.unwrap(),
+                        Op::Reset => {
+                            c.reset(0).await.unwrap();
+                            model.clear();
+                        }
+                        Op::Read(far, at, l) => {
+                            let o = (model.len() * at / 1000).min(ZONE as usize - 1);
+                            let l = l.min(ZONE as usize - o);
+                            let c2 = c.clone();
+                            let got =
+                                ziob::runtime::call_on(usize::from(far), move || async move {
+                                    c2.read(0, o as u64, l).await
+                                })
+                                .await
+                                .unwrap()
+                                .unwrap();
+                            let want: Vec<u8> = (o..o + l)
+                                .map(|i| model.get(i).copied().unwrap_or(0))
+                                .collect();
+                            prop_assert!(
+                                got[..] == want[..],
+                                "read {o}+{l} from core {}",
+                                usize::from(far)
+                            );
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .unwrap()
+        })
+        .unwrap();
+    let stats = futures::executor::block_on(c.stats()).unwrap();
+    let (direct, _) = direct_reads(&stats, 1);
+    assert!(direct > 0, "no read was direct: {:?}", stats[1]);
+    if !read_now {
+        assert_eq!(direct_reads(&stats, 0).0, 0, "core 0 owns the zone");
+    }
+    futures::executor::block_on(c.close()).unwrap();
+}
+
+/// Once the runtime stopped, a read of a range the device alone holds fails like every other
+/// call (`RuntimeStopped`), even though the device could still be read at once.
+#[test]
+fn after_the_runtime_stops_direct_reads_fail_like_other_calls() {
+    let rt = Runtime::builder().cores(2).build().unwrap();
+    let dev = GatedMem::new("stopped", true);
+    let c = reopened_after_writing(&rt, &dev, vec![7; 8192]).client();
+    // Served at once from a plain thread while the runtime runs.
+    assert!(futures::executor::block_on(c.read(0, 0, 4096)).unwrap()[..] == [7; 4096]);
+    drop(rt);
+    let e = futures::executor::block_on(c.read(0, 0, 4096)).unwrap_err();
+    assert!(
+        matches!(e, ziob::ZiobError::RuntimeStopped { .. }),
+        "a read after the runtime stopped: {e}"
+    );
+}
