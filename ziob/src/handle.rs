@@ -461,6 +461,10 @@ impl<D: ZonedDevice> Ziob<D> {
     /// bytes past the write pointer read as zeros, as on the device. The range must end
     /// within the zone size (Zone Boundary Error otherwise).
     ///
+    /// A range only the device holds, of a zone another core owns, is read by this core
+    /// itself, without a hop to the owner (a reset of the zone meanwhile sends it to the
+    /// owner after all).
+    ///
     /// # Cancel safety
     /// A read changes nothing; dropping it is always safe.
     pub async fn read(&self, zone: u32, offset_bytes: u64, len: usize) -> Result<DmaBuf> {
