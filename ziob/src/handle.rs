@@ -346,7 +346,10 @@ impl<D: ZonedDevice> Ziob<D> {
         offset: u64,
         len: usize,
     ) -> Option<(DmaBuf, usize)> {
-        let here = self.direct_read_core(zone, offset, len)?;
+        let here = self.inner.handle.local_core()?;
+        if owner_core(zone, self.inner.cores) == here {
+            return None;
+        }
         let r = self.direct_range(zone, offset, len)?;
         let n = (r.end - r.start) as usize;
         let (res, buf) = self

@@ -140,12 +140,13 @@ impl OnDevice {
     /// The direct reads made on `core` so far; core 0's include those made on every other
     /// thread (see [`count`](Self::count)).
     pub(crate) fn counts(&self, core: usize) -> DirectCounts {
-        let mut slots = vec![core];
-        if core == 0 {
-            slots.push(self.counts.len() - 1);
-        }
+        let elsewhere = (core == 0).then_some(self.counts.len() - 1);
         let mut out = DirectCounts::default();
-        for c in slots.into_iter().filter_map(|s| self.counts.get(s)) {
+        for c in [Some(core), elsewhere]
+            .into_iter()
+            .flatten()
+            .filter_map(|s| self.counts.get(s))
+        {
             out.reads += c.reads.load(SeqCst);
             out.bytes += c.bytes.load(SeqCst);
             out.fallbacks += c.fallbacks.load(SeqCst);
