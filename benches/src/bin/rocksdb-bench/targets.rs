@@ -25,6 +25,10 @@ pub enum TargetId {
     ZiobEmu,
     /// The same with `?buffer=off`: every write goes to the device file (host).
     ZiobEmuNobuf,
+    /// The plugin on an emu device file read and written through the host page cache
+    /// (`emu:…,direct=0`), buffer on: the equal-memory pairing with `local`, which reads
+    /// through the page cache too (host).
+    ZiobEmuPagecache,
     /// RocksDB on ext4 on the guest's conventional NVMe namespace (guest reference).
     Ext4,
     /// ZenFS on the guest's ZNS namespace (guest reference).
@@ -37,10 +41,11 @@ pub enum TargetId {
 
 impl TargetId {
     /// Every target, host ones first.
-    pub const ALL: [TargetId; 7] = [
+    pub const ALL: [TargetId; 8] = [
         TargetId::Local,
         TargetId::ZiobEmu,
         TargetId::ZiobEmuNobuf,
+        TargetId::ZiobEmuPagecache,
         TargetId::Ext4,
         TargetId::Zenfs,
         TargetId::ZiobNvme,
@@ -53,6 +58,7 @@ impl TargetId {
             TargetId::Local => "local",
             TargetId::ZiobEmu => "ziob-emu",
             TargetId::ZiobEmuNobuf => "ziob-emu-nobuf",
+            TargetId::ZiobEmuPagecache => "ziob-emu-pagecache",
             TargetId::Ext4 => "ext4",
             TargetId::Zenfs => "zenfs",
             TargetId::ZiobNvme => "ziob-nvme",
@@ -195,7 +201,7 @@ pub fn resolve(id: TargetId, m: &Machine) -> Result<Ready, String> {
                              fsync on WAL sync / SST close",
             })
         }
-        TargetId::ZiobEmu | TargetId::ZiobEmuNobuf => {
+        TargetId::ZiobEmu | TargetId::ZiobEmuNobuf | TargetId::ZiobEmuPagecache => {
             let plugin = plugin()?;
             let cli = m.ziob_cli.clone().ok_or_else(|| {
                 "no `ziob` CLI to create the emu file (cargo build -p ziob-cli, or --ziob-cli)"
@@ -203,10 +209,10 @@ pub fn resolve(id: TargetId, m: &Machine) -> Result<Ready, String> {
             })?;
             let file = format!("{work}/rocksdb-bench-{pid}-{}.zns", id.name());
             let spec = format!("emu:{file}");
-            let uri = if id == TargetId::ZiobEmuNobuf {
-                format!("ziob://{spec}?buffer=off")
-            } else {
-                format!("ziob://{spec}")
+            let uri = match id {
+                TargetId::ZiobEmuNobuf => format!("ziob://{spec}?buffer=off"),
+                TargetId::ZiobEmuPagecache => format!("ziob://{spec},direct=0"),
+                _ => format!("ziob://{spec}"),
             };
             let cli = cli.display().to_string();
             Ok(Ready {
@@ -237,11 +243,11 @@ pub fn resolve(id: TargetId, m: &Machine) -> Result<Ready, String> {
                     cli: cli.clone().into(),
                     spec: spec.clone(),
                 },
-                durability: if id == TargetId::ZiobEmu {
-                    "ZIOB buffer: a write is in ZIOB's memory when it returns; Sync/Fsync return \
-                     after the flush to the device file"
-                } else {
+                durability: if id == TargetId::ZiobEmuNobuf {
                     "pass-through: every write goes to the device file before it returns"
+                } else {
+                    "ZIOB buffer: a write is in ZIOB's memory when it returns; Sync/Fsync return \
+                     after the flush to the device file (and fdatasync of it)"
                 },
             })
         }
@@ -474,7 +480,11 @@ mod tests {
     fn every_missing_piece_is_a_stated_skip() {
         let host = machine(false);
         assert!(resolve(TargetId::Local, &host).is_ok());
-        for id in [TargetId::ZiobEmu, TargetId::ZiobEmuNobuf] {
+        for id in [
+            TargetId::ZiobEmu,
+            TargetId::ZiobEmuNobuf,
+            TargetId::ZiobEmuPagecache,
+        ] {
             let e = resolve(id, &host).unwrap_err();
             assert!(e.contains("libziob_rocksdb.so"), "{e}");
         }
@@ -514,6 +524,11 @@ mod tests {
             .starts_with("ziob://emu:/var/tmp/"));
         assert!(!on.fs_uri.as_deref().unwrap().contains("buffer=off"));
         assert!(off.fs_uri.as_deref().unwrap().ends_with("?buffer=off"));
+        let cached = resolve(TargetId::ZiobEmuPagecache, &m).unwrap();
+        let uri = cached.fs_uri.as_deref().unwrap();
+        assert!(uri.starts_with("ziob://emu:/var/tmp/"), "{uri}");
+        assert!(uri.ends_with(".zns,direct=0"), "{uri}");
+        assert_ne!(cached.cleanup, on.cleanup, "each target has its own emu file");
         m.in_guest = true;
         assert_eq!(
             resolve(TargetId::ZiobNvme, &m).unwrap().fs_uri.unwrap(),
