@@ -528,7 +528,10 @@ mod tests {
         let uri = cached.fs_uri.as_deref().unwrap();
         assert!(uri.starts_with("ziob://emu:/var/tmp/"), "{uri}");
         assert!(uri.ends_with(".zns,direct=0"), "{uri}");
-        assert_ne!(cached.cleanup, on.cleanup, "each target has its own emu file");
+        assert_ne!(
+            cached.cleanup, on.cleanup,
+            "each target has its own emu file"
+        );
         m.in_guest = true;
         assert_eq!(
             resolve(TargetId::ZiobNvme, &m).unwrap().fs_uri.unwrap(),
