@@ -68,10 +68,11 @@ fn overwrite_five_times_the_device_never_runs_out_of_space() {
             assert!(st.user_bytes >= target);
             // Every table compacted away is deleted (its zones reset or collected): the
             // files left are exactly the tables of the tree (deletions run in the
-            // background once no reader holds a table; give them a moment).
-            let tables: usize = st.levels.iter().map(|l| l.0).sum();
-            let mut files = 0;
-            for _ in 0..100 {
+            // background once no reader holds a table, and compactions may still be
+            // running: count both again until they agree).
+            let (mut files, mut tables) = (0, 0);
+            for _ in 0..200 {
+                tables = db.stats().await.levels.iter().map(|l| l.0).sum::<usize>();
                 files = 0;
                 for s in 0..db.shards() {
                     files += db.fs().list(&format!("kv/{s}")).await.unwrap().len();

@@ -31,7 +31,7 @@ static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 /// beyond it a copy would hold up a core's other tasks (or a foreign executor's) for long.
 pub(crate) const READ_NOW_MAX_BYTES: usize = 1 << 20;
 
-/// A device range the device alone holds, and what the reader saw of its zone's seqlock.
+/// A range the device holds (written back), and what the reader saw of its zone's seqlock.
 struct DirectRange {
     start: u64,
     end: u64,
@@ -275,7 +275,8 @@ impl<D: ZonedDevice> Ziob<D> {
 
     /// The core of this instance's runtime the caller is on, if the range `[offset, offset +
     /// len)` of `zone` may be read there straight from the device ([`Ziob::read_direct`]):
-    /// the zone is another core's and the device alone holds the range.
+    /// the zone is another core's and the device alone holds the range (written back, and
+    /// no longer in the owner's memory).
     pub(crate) fn direct_read_core(&self, zone: u32, offset: u64, len: usize) -> Option<usize> {
         let here = self.inner.handle.local_core()?;
         let owner = owner_core(zone, self.inner.cores);
@@ -283,15 +284,15 @@ impl<D: ZonedDevice> Ziob<D> {
     }
 
     /// `[offset, offset + len)` of `zone` widened to the device's read granularity, if the
-    /// owner published all of it as held by the device only ([`OnDevice`]), the instance is
-    /// open and the owner's core still runs (else the owner's path gives the error).
+    /// owner published all of it as written back to the device ([`OnDevice`]) (on a core of
+    /// the runtime: and no longer in the owner's memory, which the owner reads instead), the
+    /// instance is open and the owner's core still runs (else the owner's path gives the
+    /// error).
     fn direct_range(&self, zone: u32, offset: u64, len: usize) -> Option<DirectRange> {
+        let owner = owner_core(zone, self.inner.cores);
         if len == 0
             || self.inner.closed.load(Ordering::Acquire)
-            || !self
-                .inner
-                .handle
-                .core_running(owner_core(zone, self.inner.cores))
+            || !self.inner.handle.core_running(owner)
         {
             return None;
         }
@@ -300,12 +301,16 @@ impl<D: ZonedDevice> Ziob<D> {
             .checked_add(len as u64)?
             .checked_next_multiple_of(g)?;
         let start = offset / g * g;
-        let seen = self.inner.on_device.readable(zone, start, end - start)?;
+        let on_core = self.inner.handle.local_core().is_some();
+        let seen = self
+            .inner
+            .on_device
+            .readable(zone, start, end - start, on_core)?;
         Some(DirectRange { start, end, seen })
     }
 
     /// Reads `[offset, offset + len)` of `zone` at once on the calling thread — any thread,
-    /// the owner's core included — when the device alone holds the range (as
+    /// the owner's core included — when the device holds the range (as
     /// [`direct_read_core`](Self::direct_read_core) but on any core) and the device can read
     /// without waiting ([`ZonedDevice::read_now`]: a RAM device, an `emu` device's page
     /// cache), for at most [`READ_NOW_MAX_BYTES`]. `None` otherwise, and when the zone was
@@ -464,9 +469,9 @@ impl<D: ZonedDevice> Ziob<D> {
     /// bytes past the write pointer read as zeros, as on the device. The range must end
     /// within the zone size (Zone Boundary Error otherwise).
     ///
-    /// A range only the device holds, of a zone another core owns, is read by this core
-    /// itself, without a hop to the owner (a reset of the zone meanwhile sends it to the
-    /// owner after all).
+    /// A range only the device holds (written back, no longer in the owner's memory), of a
+    /// zone another core owns, is read by this core itself, without a hop to the owner (a
+    /// reset of the zone meanwhile sends it to the owner after all).
     ///
     /// # Cancel safety
     /// A read changes nothing; dropping it is always safe.

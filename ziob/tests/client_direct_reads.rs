@@ -1,5 +1,5 @@
-//! Reads of a range that only the device holds (written back, no longer in the owner's
-//! memory) are served straight from the device without a hop to the owner: at once on the
+//! Reads of a range written back to the device (whether or not the owner's memory still
+//! holds a clean copy) are served straight from the device without a hop to the owner: at once on the
 //! calling thread when the device can read without waiting (`ZonedDevice::read_now`), else
 //! by a task on the reading core when that is not the owner. The bytes are those of the
 //! owner's path whatever happens meanwhile — appends, flushes, eviction, resets, and a reset
@@ -176,11 +176,12 @@ fn reset_during_a_direct_read(read_now: bool) {
         std::thread::sleep(Duration::from_millis(1));
     }
     // The read is at the device (on core 1, not on the owner): reset the zone and write
-    // 0xBB, which stays in the owner's memory.
+    // 0xBB, less than a write-back unit, which stays in the owner's memory only (not
+    // written back, so not readable from the device).
     let w = c.clone();
     rt.block_on(move || async move {
         w.reset(0).await.unwrap();
-        w.append(0, vec![0xBB; 16 << 10].into()).await.unwrap();
+        w.append(0, vec![0xBB; 12 << 10].into()).await.unwrap();
     })
     .unwrap();
     gate.released.store(true, Ordering::SeqCst);
@@ -240,6 +241,75 @@ fn direct_reads_on_a_reopened_zone(read_now: bool, core: usize, want_direct: u64
         z.close().await.unwrap();
     })
     .unwrap();
+}
+
+/// A range written back to the device while the owner's memory still holds a clean copy of
+/// it: a plain thread (say RocksDB's, behind `BlockingClient`) reads it from the device at
+/// once when the device reads without waiting, rather than wait for the owner's core; the
+/// runtime's cores, the owner's and the others, leave it to the owner's memory.
+#[test]
+fn clean_copies_in_memory_are_read_from_the_device_by_plain_threads_only() {
+    let ranges = [(0usize, 4096usize), (5000, 60_000), (777, 200_000)];
+    for read_now in [true, false] {
+        let rt = Runtime::builder().cores(2).build().unwrap();
+        let dev = GatedMem::new("clean-copy", read_now);
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+        let want = data.clone();
+        let c = rt
+            .block_on(move || async move {
+                // A budget far above the data: nothing is evicted.
+                let c = Ziob::with_device(dev, config(4 << 20))
+                    .await
+                    .unwrap()
+                    .client();
+                c.append(0, data.into()).await.unwrap();
+                c.flush(0).await.unwrap();
+                c
+            })
+            .unwrap();
+        // This thread is no core of the runtime.
+        for (o, l) in ranges {
+            let got = futures::executor::block_on(c.read(0, o as u64, l)).unwrap();
+            assert!(got[..] == want[o..o + l]);
+        }
+        let plain = futures::executor::block_on(c.stats()).unwrap();
+        let (c2, want2) = (c.clone(), want.clone());
+        rt.block_on(move || async move {
+            for core in [1, 0] {
+                let (c, want) = (c2.clone(), want2.clone());
+                ziob::runtime::call_on(core, move || async move {
+                    for (o, l) in ranges {
+                        assert!(c.read(0, o as u64, l).await.unwrap()[..] == want[o..o + l]);
+                    }
+                })
+                .await
+                .unwrap();
+            }
+        })
+        .unwrap();
+        let stats = futures::executor::block_on(c.stats()).unwrap();
+        assert!(
+            stats[0].memory_used_bytes >= 300_000,
+            "the owner's memory still holds the data: {stats:?}"
+        );
+        // Direct reads of threads that are no core count with core 0's.
+        let direct = if read_now { 3 } else { 0 };
+        assert_eq!(
+            (plain[0].direct_reads, plain[0].read_hits),
+            (direct, 3 - direct),
+            "read_now {read_now}: the plain thread: {plain:?}"
+        );
+        assert_eq!(
+            (
+                stats[0].direct_reads,
+                stats[1].direct_reads,
+                stats[0].read_hits - plain[0].read_hits
+            ),
+            (direct, 0, 6),
+            "read_now {read_now}: both cores read the owner's memory: {stats:?}"
+        );
+        futures::executor::block_on(c.close()).unwrap();
+    }
 }
 
 #[derive(Debug, Clone)]

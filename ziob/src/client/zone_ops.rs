@@ -116,8 +116,9 @@ impl<D: ZonedDevice> Client<D> {
     /// Polled on the core owning `zone`, a read of at most 64 KiB that the buffer holds in
     /// memory is served there at once (no hop through the core's mailbox, no task; it
     /// counts against the polling task's cooperative budget instead). A range that only the
-    /// device holds any more (written back and no longer in the owner's memory) needs no
-    /// hop: on a device that reads without waiting (`mem`; `emu` through the page cache) it
+    /// device holds any more (written back and no longer in the owner's memory; polled on a
+    /// thread that is no core of the runtime, any range written back) needs no hop: on a
+    /// device that reads without waiting (`mem`; `emu` through the page cache) it
     /// is read at once on the polling thread, any thread (at most 1 MiB); otherwise, polled
     /// on a core of the runtime that is not the owner, by a task on that core. A zone reset
     /// meanwhile sends the read to the owner (docs/CLIENT.md).

@@ -113,7 +113,7 @@ impl<D: ZonedDevice> Shard<D> {
                     .await?;
                 self.zones.borrow_mut()[i].state = next;
                 // An offline zone's reads fail: they are the owner's to answer.
-                self.on_device.publish(zone, 0);
+                self.on_device.publish(zone, 0, 0);
                 Ok(())
             }
         }

@@ -32,7 +32,9 @@ impl<D: ZonedDevice> Shard<D> {
             let zb = &mut zones[z as usize / self.cores];
             let n = zb.evict_clean(want - freed);
             if n > 0 {
-                self.on_device.publish(zb.index, zb.device_only_end());
+                // The device holds what it held; the owner's memory now starts later.
+                self.on_device
+                    .publish(zb.index, zb.on_device_end(), zb.mem_start());
             }
             freed += n;
         }

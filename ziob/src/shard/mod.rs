@@ -131,7 +131,7 @@ impl<D: ZonedDevice> Shard<D> {
             open_used += u32::from(zb.device == zone::DeviceZone::Open);
             active_used += u32::from(zb.device.is_active());
             if config.buffered && info.state != ziob_backends::ZoneState::Offline {
-                on_device.publish(z, zb.device_only_end());
+                on_device.publish(z, zb.on_device_end(), zb.mem_start());
             }
             zones.push(zb);
         }
@@ -166,12 +166,13 @@ impl<D: ZonedDevice> Shard<D> {
         zone as usize / self.cores
     }
 
-    /// Tells every core how much of local zone `i` only the device holds ([`OnDevice`]);
+    /// Tells every core how much of local zone `i` the device holds ([`OnDevice`]);
     /// a pass-through shard keeps no `device_wp` and publishes nothing.
     fn publish_on_device(&self, i: usize) {
         if self.buffered {
             let z = &self.zones.borrow()[i];
-            self.on_device.publish(z.index, z.device_only_end());
+            self.on_device
+                .publish(z.index, z.on_device_end(), z.mem_start());
         }
     }
 

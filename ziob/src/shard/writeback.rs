@@ -238,7 +238,8 @@ impl<D: ZonedDevice> Shard<D> {
             match res {
                 Ok(()) => {
                     z.complete_writeback(plan.start, plan.end);
-                    self.on_device.publish(zone, z.device_only_end());
+                    self.on_device
+                        .publish(zone, z.on_device_end(), z.mem_start());
                     if !failed {
                         z.retries = 0;
                     }

@@ -172,11 +172,12 @@ impl ZoneBuf {
         self.chunks.front().map_or(self.wp, |c| c.start)
     }
 
-    /// Bytes from the zone start that the device has and memory does not (below both
-    /// `device_wp` and the first chunk): what other cores may read from the device
-    /// themselves ([`crate::on_device::OnDevice`]), while the owner serves what memory holds.
-    pub(crate) fn device_only_end(&self) -> u64 {
-        self.device_wp.min(self.mem_start())
+    /// Bytes from the zone start that completed write-backs put on the device (`device_wp`),
+    /// whether or not memory still holds a clean copy of some of them: what any thread may
+    /// read from the device itself ([`crate::on_device::OnDevice`]). The owner's core reads
+    /// what its memory holds (from [`mem_start`](Self::mem_start) on) from memory.
+    pub(crate) fn on_device_end(&self) -> u64 {
+        self.device_wp
     }
 
     /// Bytes accepted but not on the device.
