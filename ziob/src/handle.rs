@@ -311,7 +311,9 @@ impl<D: ZonedDevice> Ziob<D> {
 
     /// Reads `[offset, offset + len)` of `zone` at once on the calling thread — any thread,
     /// the owner's core included — when the device holds the range (as
-    /// [`direct_read_core`](Self::direct_read_core) but on any core) and the device can read
+    /// [`direct_read_core`](Self::direct_read_core) but on any core; on a thread that is no
+    /// core of the runtime also a range of which the owner's memory holds a clean copy) and
+    /// the device can read
     /// without waiting ([`ZonedDevice::read_now`]: a RAM device, an `emu` device's page
     /// cache), for at most [`READ_NOW_MAX_BYTES`]. `None` otherwise, and when the zone was
     /// reset during the read or the device read failed: then read the ordinary way.

@@ -10,7 +10,8 @@
 //! `z % cores` ([`placement`]); a request for a zone owned by another core is sent there by
 //! message passing, so callers never need to know the owner. Reads of what only the device
 //! holds are the exception: the owner publishes those ranges, and any thread reads them from
-//! the device itself (see `on_device.rs` and `docs/CLIENT.md`).
+//! the device itself (threads that are no core of the runtime also what was written back
+//! while the owner's memory still holds it; see `on_device.rs` and `docs/CLIENT.md`).
 //!
 //! ## Write-back
 //! Data is staged in chunks that fit it: a zone's first chunk is what its first write needs

@@ -1,7 +1,9 @@
-//! Reads of a range written back to the device (whether or not the owner's memory still
-//! holds a clean copy) are served straight from the device without a hop to the owner: at once on the
+//! Reads of a range that only the device holds (written back, no longer in the owner's
+//! memory) are served straight from the device without a hop to the owner: at once on the
 //! calling thread when the device can read without waiting (`ZonedDevice::read_now`), else
-//! by a task on the reading core when that is not the owner. The bytes are those of the
+//! by a task on the reading core when that is not the owner. A thread that is no core of the
+//! runtime reads at once also what was written back while the owner's memory still holds a
+//! clean copy. The bytes are those of the
 //! owner's path whatever happens meanwhile — appends, flushes, eviction, resets, and a reset
 //! that lands while such a read is at the device — on either path.
 
@@ -254,7 +256,11 @@ fn clean_copies_in_memory_are_read_from_the_device_by_plain_threads_only() {
         let rt = Runtime::builder().cores(2).build().unwrap();
         let dev = GatedMem::new("clean-copy", read_now);
         let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
-        let want = data.clone();
+        let more = vec![0x5A; 5000];
+        // The flush pads the last block (to 303,104); `more` stays in memory only.
+        let mut want = data.clone();
+        want.resize(303_104, 0);
+        want.extend_from_slice(&more);
         let c = rt
             .block_on(move || async move {
                 // A budget far above the data: nothing is evicted.
@@ -264,13 +270,15 @@ fn clean_copies_in_memory_are_read_from_the_device_by_plain_threads_only() {
                     .client();
                 c.append(0, data.into()).await.unwrap();
                 c.flush(0).await.unwrap();
+                assert_eq!(c.append(0, more.into()).await.unwrap(), 303_104);
                 c
             })
             .unwrap();
-        // This thread is no core of the runtime.
-        for (o, l) in ranges {
+        // This thread is no core of the runtime: the ranges, then the padding (written
+        // back, so direct) and a range past what was written back (through the owner).
+        for (o, l) in ranges.into_iter().chain([(300_000, 3104), (302_000, 4000)]) {
             let got = futures::executor::block_on(c.read(0, o as u64, l)).unwrap();
-            assert!(got[..] == want[o..o + l]);
+            assert!(got[..] == want[o..o + l], "{o}+{l}");
         }
         let plain = futures::executor::block_on(c.stats()).unwrap();
         let (c2, want2) = (c.clone(), want.clone());
@@ -293,10 +301,10 @@ fn clean_copies_in_memory_are_read_from_the_device_by_plain_threads_only() {
             "the owner's memory still holds the data: {stats:?}"
         );
         // Direct reads of threads that are no core count with core 0's.
-        let direct = if read_now { 3 } else { 0 };
+        let direct = if read_now { 4 } else { 0 };
         assert_eq!(
             (plain[0].direct_reads, plain[0].read_hits),
-            (direct, 3 - direct),
+            (direct, 5 - direct),
             "read_now {read_now}: the plain thread: {plain:?}"
         );
         assert_eq!(
@@ -317,11 +325,13 @@ enum Op {
     Append(usize),
     Flush,
     Reset,
-    /// A read from core 1 (`true`) or 0, at the given per mille of the data's length.
-    Read(bool, usize, usize),
+    /// A read from core 0 or 1, or (2) from a thread that is no core of the runtime, at the
+    /// given per mille of the data's length.
+    Read(u8, usize, usize),
 }
 
-/// Random appends, flushes, resets and reads of core 0's zone from both cores, on a budget
+/// Random appends, flushes, resets and reads of core 0's zone from both cores and a plain
+/// thread, on a budget
 /// small enough that data is written back and evicted: every read gives the model's bytes
 /// (what was appended, flush padding zeros, zeros past the write pointer), and some reads
 /// do go to the device directly. Reads done at once (`read_now`).
@@ -356,8 +366,8 @@ fn reads_match_a_model(read_now: bool) {
         4 => (1usize..40_000).prop_map(Op::Append),
         1 => Just(Op::Flush),
         1 => Just(Op::Reset),
-        8 => (any::<bool>(), 0usize..1100, 1usize..(80 << 10))
-            .prop_map(|(far, at, l)| Op::Read(far, at, l)),
+        8 => (0u8..3, 0usize..1100, 1usize..(80 << 10))
+            .prop_map(|(from, at, l)| Op::Read(from, at, l)),
     ];
     runner
         .run(&proptest::collection::vec(op, 1..120), |ops| {
@@ -382,24 +392,34 @@ fn reads_match_a_model(read_now: bool) {
                             c.reset(0).await.unwrap();
                             model.clear();
                         }
-                        Op::Read(far, at, l) => {
+                        Op::Read(from, at, l) => {
                             let o = (model.len() * at / 1000).min(ZONE as usize - 1);
                             let l = l.min(ZONE as usize - o);
                             let c2 = c.clone();
-                            let got =
-                                ziob::runtime::call_on(usize::from(far), move || async move {
+                            let got = if from == 2 {
+                                // A plain thread; this core keeps running meanwhile (the
+                                // read may need the owner, core 0).
+                                let (tx, rx) = futures::channel::oneshot::channel();
+                                std::thread::spawn(move || {
+                                    let _ = tx
+                                        .send(futures::executor::block_on(c2.read(0, o as u64, l)));
+                                });
+                                rx.await.unwrap().unwrap()
+                            } else {
+                                ziob::runtime::call_on(usize::from(from), move || async move {
                                     c2.read(0, o as u64, l).await
                                 })
                                 .await
                                 .unwrap()
-                                .unwrap();
+                                .unwrap()
+                            };
                             let want: Vec<u8> = (o..o + l)
                                 .map(|i| model.get(i).copied().unwrap_or(0))
                                 .collect();
                             prop_assert!(
                                 got[..] == want[..],
-                                "read {o}+{l} from core {}",
-                                usize::from(far)
+                                "read {o}+{l} from {}",
+                                ["core 0", "core 1", "a plain thread"][usize::from(from)]
                             );
                         }
                     }

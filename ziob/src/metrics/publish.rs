@@ -94,7 +94,7 @@ pub const STAT_METRICS: &[StatMetric] = &[
         "ziob_direct_reads_total",
         Counter,
         Count,
-        "Reads of another core's zones served straight from the device on the reading core.",
+        "Reads served straight from the device on the reading core, without the zone's owner.",
         |s| s.direct_reads,
     ),
     stat(

@@ -43,9 +43,10 @@ pub struct ShardStats {
     pub read_hits: u64,
     /// Reads that needed the device (at least partly).
     pub read_misses: u64,
-    /// Reads of ranges only the device holds served straight from the device on this core,
-    /// without the zone's owner (core 0's also count those on threads that are no core of
-    /// the instance): neither hits nor misses, not in `read_bytes` nor the `read` latency.
+    /// Reads of ranges only the device holds (on threads that are no core: any range written
+    /// back) served straight from the device on this core, without the zone's owner (core
+    /// 0's also count those on threads that are no core of the instance): neither hits nor
+    /// misses, not in `read_bytes` nor the `read` latency.
     pub direct_reads: u64,
     /// Bytes returned by direct reads.
     pub direct_read_bytes: u64,

@@ -7,7 +7,8 @@
 //! ```
 //! Host targets: `local` (RocksDB's default file system on `--work-dir`), `ziob-emu` and
 //! `ziob-emu-nobuf` (the `libziob_rocksdb.so` plugin on an emu device file, ZIOB buffer on /
-//! off). Guest targets (`--guest` boots `cargo xtask vm-run` and runs this binary inside):
+//! off), `ziob-emu-pagecache` (buffer on, the emu file through the host page cache like
+//! `local`'s files). Guest targets (`--guest` boots `cargo xtask vm-run` and runs this binary inside):
 //! `ziob-nvme`, `ziob-zbd` (the plugin on the ZNS namespace), `zenfs` (ZenFS from `cargo xtask
 //! zenfs-build`, after mq-deadline and `zenfs mkfs`) and `ext4` (on the conventional
 //! namespace). Each benchmark of fillseq, fillrandom, overwrite, readrandom, readseq,
