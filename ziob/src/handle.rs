@@ -313,9 +313,8 @@ impl<D: ZonedDevice> Ziob<D> {
     /// the owner's core included — when the device holds the range (as
     /// [`direct_read_core`](Self::direct_read_core) but on any core; on a thread that is no
     /// core of the runtime also a range of which the owner's memory holds a clean copy) and
-    /// the device can read
-    /// without waiting ([`ZonedDevice::read_now`]: a RAM device, an `emu` device's page
-    /// cache), for at most [`READ_NOW_MAX_BYTES`]. `None` otherwise, and when the zone was
+    /// the device can read without waiting ([`ZonedDevice::read_now`]: a RAM device, an
+    /// `emu` device's page cache), for at most [`READ_NOW_MAX_BYTES`]. `None` otherwise, and when the zone was
     /// reset during the read or the device read failed: then read the ordinary way.
     pub(crate) fn read_direct_now(&self, zone: u32, offset: u64, len: usize) -> Option<Vec<u8>> {
         if len > READ_NOW_MAX_BYTES {
