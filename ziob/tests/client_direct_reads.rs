@@ -202,6 +202,57 @@ fn reset_during_a_direct_read(read_now: bool) {
     futures::executor::block_on(c.close()).unwrap();
 }
 
+/// A plain thread reading, from the device, bytes that were written back while the owner's
+/// memory still holds them, when the zone is reset and written again during that device
+/// read (the new bytes in the owner's memory only): it gets the new bytes, never the reset
+/// zone's zeros or the old bytes — it sees the reset and reads again through the owner.
+#[test]
+fn a_reset_during_a_plain_threads_read_of_a_clean_copy_gives_the_new_bytes() {
+    let rt = Runtime::builder().cores(2).build().unwrap();
+    let dev = GatedMem::new("gated-clean", true);
+    let gate = dev.gate.clone();
+    // Zone 0 holds 0xAA written back, and still in the owner's memory.
+    let c = rt
+        .block_on(move || async move {
+            let c = Ziob::with_device(dev, config(4 << 20))
+                .await
+                .unwrap()
+                .client();
+            c.append(0, vec![0xAA; 64 << 10].into()).await.unwrap();
+            c.flush(0).await.unwrap();
+            c
+        })
+        .unwrap();
+    gate.armed_zone.store(0, Ordering::SeqCst);
+    let reader = c.clone();
+    let read = std::thread::spawn(move || futures::executor::block_on(reader.read(0, 0, 8192)));
+    while !gate.entered.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // The read is at the device on a plain thread: reset the zone and write 0xBB, less than
+    // a write-back unit, which stays in the owner's memory only.
+    let w = c.clone();
+    rt.block_on(move || async move {
+        w.reset(0).await.unwrap();
+        w.append(0, vec![0xBB; 12 << 10].into()).await.unwrap();
+    })
+    .unwrap();
+    gate.released.store(true, Ordering::SeqCst);
+    let got = read.join().unwrap().unwrap();
+    assert!(
+        got.iter().all(|&b| b == 0xBB),
+        "read across a reset gave {:#x?}… (expected the new bytes 0xBB)",
+        &got[..8]
+    );
+    let stats = futures::executor::block_on(c.stats()).unwrap();
+    assert_eq!(
+        direct_reads(&stats, 0),
+        (0, 1),
+        "the plain thread's read went to the device, then to the owner (counted with core 0)"
+    );
+    futures::executor::block_on(c.close()).unwrap();
+}
+
 /// Reopened, a zone is on the device only. `Client::read` reads it directly everywhere when
 /// the device reads at once, and from the other core only when it does not (the owner's
 /// read is the device read then); `Ziob::read` reads directly from the other core. All give
