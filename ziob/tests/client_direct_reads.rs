@@ -146,6 +146,21 @@ fn reopened_after_writing(rt: &Runtime, dev: &GatedMem, data: Vec<u8>) -> Ziob<G
     .unwrap()
 }
 
+/// A client of an instance on `dev` after `data` was appended to zone 0 and flushed: the
+/// device has it, and the owner's memory still holds it (the budget is far above it).
+fn written_back_still_in_memory(rt: &Runtime, dev: GatedMem, data: Vec<u8>) -> Client<GatedMem> {
+    rt.block_on(move || async move {
+        let c = Ziob::with_device(dev, config(4 << 20))
+            .await
+            .unwrap()
+            .client();
+        c.append(0, data.into()).await.unwrap();
+        c.flush(0).await.unwrap();
+        c
+    })
+    .unwrap()
+}
+
 /// A read of core 0's zone from core 1 that is at the device when the zone is reset and
 /// written again (the new bytes still in the owner's memory) gives the new bytes, never the
 /// reset zone's zeros: the reader sees the reset and reads again through the owner. By a
@@ -161,6 +176,43 @@ fn a_reset_during_a_direct_read_now_is_never_read_as_the_empty_zone() {
     reset_during_a_direct_read(true);
 }
 
+/// Once `read` (of zone 0's first 8 KiB) is stopped at the device: resets zone 0 and writes
+/// 0xBB, less than a write-back unit, which stays in the owner's memory only (not written
+/// back, so not readable from the device); then lets the read go on. It must give 0xBB,
+/// counted on `counted_on` as a direct read that went to the owner after all. Closes `c`.
+fn reset_and_rewrite_under_the_read<D: ZonedDevice, B: AsRef<[u8]>>(
+    rt: &Runtime,
+    c: &Client<D>,
+    gate: &Gate,
+    read: std::thread::JoinHandle<B>,
+    counted_on: usize,
+) {
+    while !gate.entered.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let w = c.clone();
+    rt.block_on(move || async move {
+        w.reset(0).await.unwrap();
+        w.append(0, vec![0xBB; 12 << 10].into()).await.unwrap();
+    })
+    .unwrap();
+    gate.released.store(true, Ordering::SeqCst);
+    let got = read.join().unwrap();
+    let got = got.as_ref();
+    assert!(
+        got.iter().all(|&b| b == 0xBB),
+        "read across a reset gave {:#x?}… (expected the new bytes 0xBB)",
+        &got[..8]
+    );
+    let stats = futures::executor::block_on(c.stats()).unwrap();
+    assert_eq!(
+        direct_reads(&stats, counted_on),
+        (0, 1),
+        "the read went to the device and then to the owner: {stats:?}"
+    );
+    futures::executor::block_on(c.close()).unwrap();
+}
+
 fn reset_during_a_direct_read(read_now: bool) {
     let rt = Runtime::builder().cores(2).build().unwrap();
     let dev = GatedMem::new("gated", read_now);
@@ -169,37 +221,15 @@ fn reset_during_a_direct_read(read_now: bool) {
     let c = reopened_after_writing(&rt, &dev, vec![0xAA; 64 << 10]).client();
     gate.armed_zone.store(0, Ordering::SeqCst);
     let (reader, handle) = (c.clone(), rt.handle());
+    // The read runs on core 1, not on the owner.
     let read = std::thread::spawn(move || {
         futures::executor::block_on(
             handle.call(1, move || async move { reader.read(0, 0, 8192).await }),
         )
+        .unwrap()
+        .unwrap()
     });
-    while !gate.entered.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    // The read is at the device (on core 1, not on the owner): reset the zone and write
-    // 0xBB, less than a write-back unit, which stays in the owner's memory only (not
-    // written back, so not readable from the device).
-    let w = c.clone();
-    rt.block_on(move || async move {
-        w.reset(0).await.unwrap();
-        w.append(0, vec![0xBB; 12 << 10].into()).await.unwrap();
-    })
-    .unwrap();
-    gate.released.store(true, Ordering::SeqCst);
-    let got = read.join().unwrap().unwrap().unwrap();
-    assert!(
-        got.iter().all(|&b| b == 0xBB),
-        "read across a reset gave {:#x?}… (expected the new bytes 0xBB)",
-        &got[..8]
-    );
-    let stats = futures::executor::block_on(c.stats()).unwrap();
-    assert_eq!(
-        direct_reads(&stats, 1),
-        (0, 1),
-        "the read went to the device on core 1 and then to the owner"
-    );
-    futures::executor::block_on(c.close()).unwrap();
+    reset_and_rewrite_under_the_read(&rt, &c, &gate, read, 1);
 }
 
 /// A plain thread reading, from the device, bytes that were written back while the owner's
@@ -212,45 +242,14 @@ fn a_reset_during_a_plain_threads_read_of_a_clean_copy_gives_the_new_bytes() {
     let dev = GatedMem::new("gated-clean", true);
     let gate = dev.gate.clone();
     // Zone 0 holds 0xAA written back, and still in the owner's memory.
-    let c = rt
-        .block_on(move || async move {
-            let c = Ziob::with_device(dev, config(4 << 20))
-                .await
-                .unwrap()
-                .client();
-            c.append(0, vec![0xAA; 64 << 10].into()).await.unwrap();
-            c.flush(0).await.unwrap();
-            c
-        })
-        .unwrap();
+    let c = written_back_still_in_memory(&rt, dev, vec![0xAA; 64 << 10]);
     gate.armed_zone.store(0, Ordering::SeqCst);
     let reader = c.clone();
-    let read = std::thread::spawn(move || futures::executor::block_on(reader.read(0, 0, 8192)));
-    while !gate.entered.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    // The read is at the device on a plain thread: reset the zone and write 0xBB, less than
-    // a write-back unit, which stays in the owner's memory only.
-    let w = c.clone();
-    rt.block_on(move || async move {
-        w.reset(0).await.unwrap();
-        w.append(0, vec![0xBB; 12 << 10].into()).await.unwrap();
-    })
-    .unwrap();
-    gate.released.store(true, Ordering::SeqCst);
-    let got = read.join().unwrap().unwrap();
-    assert!(
-        got.iter().all(|&b| b == 0xBB),
-        "read across a reset gave {:#x?}… (expected the new bytes 0xBB)",
-        &got[..8]
-    );
-    let stats = futures::executor::block_on(c.stats()).unwrap();
-    assert_eq!(
-        direct_reads(&stats, 0),
-        (0, 1),
-        "the plain thread's read went to the device, then to the owner (counted with core 0)"
-    );
-    futures::executor::block_on(c.close()).unwrap();
+    // The read runs on a plain thread.
+    let read =
+        std::thread::spawn(move || futures::executor::block_on(reader.read(0, 0, 8192)).unwrap());
+    // A plain thread's direct reads count with core 0's.
+    reset_and_rewrite_under_the_read(&rt, &c, &gate, read, 0);
 }
 
 /// Reopened, a zone is on the device only. `Client::read` reads it directly everywhere when
@@ -312,19 +311,12 @@ fn clean_copies_in_memory_are_read_from_the_device_by_plain_threads_only() {
         let mut want = data.clone();
         want.resize(303_104, 0);
         want.extend_from_slice(&more);
-        let c = rt
-            .block_on(move || async move {
-                // A budget far above the data: nothing is evicted.
-                let c = Ziob::with_device(dev, config(4 << 20))
-                    .await
-                    .unwrap()
-                    .client();
-                c.append(0, data.into()).await.unwrap();
-                c.flush(0).await.unwrap();
-                assert_eq!(c.append(0, more.into()).await.unwrap(), 303_104);
-                c
-            })
-            .unwrap();
+        let c = written_back_still_in_memory(&rt, dev, data);
+        let m = c.clone();
+        rt.block_on(move || async move {
+            assert_eq!(m.append(0, more.into()).await.unwrap(), 303_104);
+        })
+        .unwrap();
         // This thread is no core of the runtime: the ranges, then the padding (written
         // back, so direct) and a range past what was written back (through the owner).
         for (o, l) in ranges.into_iter().chain([(300_000, 3104), (302_000, 4000)]) {
