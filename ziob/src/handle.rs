@@ -280,15 +280,24 @@ impl<D: ZonedDevice> Ziob<D> {
     pub(crate) fn direct_read_core(&self, zone: u32, offset: u64, len: usize) -> Option<usize> {
         let here = self.inner.handle.local_core()?;
         let owner = owner_core(zone, self.inner.cores);
-        (owner != here && self.direct_range(zone, offset, len).is_some()).then_some(here)
+        (owner != here && self.direct_range(zone, offset, len, Some(here)).is_some())
+            .then_some(here)
     }
 
     /// `[offset, offset + len)` of `zone` widened to the device's read granularity, if the
     /// owner published all of it as written back to the device ([`OnDevice`]) (on a core of
     /// the runtime: and no longer in the owner's memory, which the owner reads instead), the
     /// instance is open and the owner's core still runs (else the owner's path gives the
-    /// error).
-    fn direct_range(&self, zone: u32, offset: u64, len: usize) -> Option<DirectRange> {
+    /// error). `here`: the caller's core of the runtime ([`Handle::local_core`]), if any.
+    ///
+    /// [`Handle::local_core`]: ziob_runtime::Handle::local_core
+    fn direct_range(
+        &self,
+        zone: u32,
+        offset: u64,
+        len: usize,
+        here: Option<usize>,
+    ) -> Option<DirectRange> {
         let owner = owner_core(zone, self.inner.cores);
         if len == 0
             || self.inner.closed.load(Ordering::Acquire)
@@ -301,11 +310,10 @@ impl<D: ZonedDevice> Ziob<D> {
             .checked_add(len as u64)?
             .checked_next_multiple_of(g)?;
         let start = offset / g * g;
-        let on_core = self.inner.handle.local_core().is_some();
         let seen = self
             .inner
             .on_device
-            .readable(zone, start, end - start, on_core)?;
+            .readable(zone, start, end - start, here.is_some())?;
         Some(DirectRange { start, end, seen })
     }
 
@@ -314,20 +322,22 @@ impl<D: ZonedDevice> Ziob<D> {
     /// [`direct_read_core`](Self::direct_read_core) but on any core; on a thread that is no
     /// core of the runtime also a range of which the owner's memory holds a clean copy) and
     /// the device can read without waiting ([`ZonedDevice::read_now`]: a RAM device, an
-    /// `emu` device's page cache), for at most [`READ_NOW_MAX_BYTES`]. `None` otherwise, and when the zone was
-    /// reset during the read or the device read failed: then read the ordinary way.
+    /// `emu` device's page cache), for at most [`READ_NOW_MAX_BYTES`]. `None` otherwise,
+    /// and when the zone was reset during the read or the device read failed: then read
+    /// the ordinary way.
     pub(crate) fn read_direct_now(&self, zone: u32, offset: u64, len: usize) -> Option<Vec<u8>> {
         if len > READ_NOW_MAX_BYTES {
             return None;
         }
-        let r = self.direct_range(zone, offset, len)?;
+        let here = self.inner.handle.local_core();
+        let r = self.direct_range(zone, offset, len, here)?;
         let got = self
             .inner
             .device
             .read_now(zone, r.start, (r.end - r.start) as usize)?;
         let on_device = &self.inner.on_device;
         let ok = got.is_ok() && on_device.unchanged(r.seen);
-        on_device.count(self.inner.handle.local_core(), ok.then_some(len as u64));
+        on_device.count(here, ok.then_some(len as u64));
         let got = got.ok().filter(|_| ok)?;
         let at = (offset - r.start) as usize;
         Some(if at == 0 && got.len() == len {
@@ -356,7 +366,7 @@ impl<D: ZonedDevice> Ziob<D> {
         if owner_core(zone, self.inner.cores) == here {
             return None;
         }
-        let r = self.direct_range(zone, offset, len)?;
+        let r = self.direct_range(zone, offset, len, Some(here))?;
         let n = (r.end - r.start) as usize;
         let (res, buf) = self
             .inner

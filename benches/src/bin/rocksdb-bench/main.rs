@@ -8,11 +8,11 @@
 //! Host targets: `local` (RocksDB's default file system on `--work-dir`), `ziob-emu` and
 //! `ziob-emu-nobuf` (the `libziob_rocksdb.so` plugin on an emu device file, ZIOB buffer on /
 //! off), `ziob-emu-pagecache` (buffer on, the emu file through the host page cache like
-//! `local`'s files). Guest targets (`--guest` boots `cargo xtask vm-run` and runs this binary inside):
-//! `ziob-nvme`, `ziob-zbd` (the plugin on the ZNS namespace), `zenfs` (ZenFS from `cargo xtask
-//! zenfs-build`, after mq-deadline and `zenfs mkfs`) and `ext4` (on the conventional
-//! namespace). Each benchmark of fillseq, fillrandom, overwrite, readrandom, readseq,
-//! readwhilewriting is one db_bench process (so `--statistics` is per benchmark: write
+//! `local`'s files). Guest targets (`--guest` boots `cargo xtask vm-run` and runs this
+//! binary inside): `ziob-nvme`, `ziob-zbd` (the plugin on the ZNS namespace), `zenfs`
+//! (ZenFS from `cargo xtask zenfs-build`, after mq-deadline and `zenfs mkfs`) and `ext4`
+//! (on the conventional namespace). Each benchmark of fillseq, fillrandom, overwrite,
+//! readrandom, readseq, readwhilewriting is one db_bench process (so `--statistics` is per benchmark: write
 //! amplification = (flush + compaction bytes) / user bytes); space is read after the writes.
 //! Targets that cannot run are skipped with the reason. Prints Markdown tables (median ops/sec,
 //! ratios, write amplification, space) and, with `--out`, keeps every db_bench output and
