@@ -12,11 +12,11 @@
 //! binary inside): `ziob-nvme`, `ziob-zbd` (the plugin on the ZNS namespace), `zenfs`
 //! (ZenFS from `cargo xtask zenfs-build`, after mq-deadline and `zenfs mkfs`) and `ext4`
 //! (on the conventional namespace). Each benchmark of fillseq, fillrandom, overwrite,
-//! readrandom, readseq, readwhilewriting is one db_bench process (so `--statistics` is per benchmark: write
-//! amplification = (flush + compaction bytes) / user bytes); space is read after the writes.
-//! Targets that cannot run are skipped with the reason. Prints Markdown tables (median ops/sec,
-//! ratios, write amplification, space) and, with `--out`, keeps every db_bench output and
-//! results.json. See docs/ROCKSDB-BENCH.md.
+//! readrandom, readseq, readwhilewriting is one db_bench process (so `--statistics` is per
+//! benchmark: write amplification = (flush + compaction bytes) / user bytes); space is read
+//! after the writes. Targets that cannot run are skipped with the reason. Prints Markdown
+//! tables (median ops/sec, ratios, write amplification, space) and, with `--out`, keeps every
+//! db_bench output and results.json. See docs/ROCKSDB-BENCH.md.
 
 mod guest;
 mod options;
