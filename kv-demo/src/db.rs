@@ -3,11 +3,12 @@
 //! shards to every involved shard's WAL before any of them applies it, and merges the
 //! shards for scans.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use smallvec::SmallVec;
+use tokio::sync::Notify;
 use ziob_zonefs::{FsStats, SpaceUsage, ZoneFs};
 
 use crate::batch::WriteBatch;
@@ -71,6 +72,10 @@ struct DbInner {
     ctx: Arc<StoreCtx>,
     store: Store,
     closed: AtomicBool,
+    /// Writes that began before `closed` was set and have not ended: `close` waits for them.
+    writes_in_progress: AtomicUsize,
+    /// The last write in progress ended while `closed` was set.
+    writes_ended: Notify,
     /// `close` or `abandon` ran to its end: nothing is left for the drop to stop.
     finished: AtomicBool,
     user_bytes: AtomicU64,
@@ -101,6 +106,20 @@ impl Drop for DbInner {
             }
             drop(shards);
         });
+    }
+}
+
+/// A write in progress (see [`Db::begin_write`]); dropping it (the write ended, or its
+/// future was dropped) wakes a waiting `close` when it was the last one.
+struct WriteInProgress<'a>(&'a DbInner);
+
+impl Drop for WriteInProgress<'_> {
+    fn drop(&mut self) {
+        if self.0.writes_in_progress.fetch_sub(1, Ordering::SeqCst) == 1
+            && self.0.closed.load(Ordering::SeqCst)
+        {
+            self.0.writes_ended.notify_waiters();
+        }
     }
 }
 
@@ -157,6 +176,8 @@ impl Db {
                 ctx,
                 store,
                 closed: AtomicBool::new(false),
+                writes_in_progress: AtomicUsize::new(0),
+                writes_ended: Notify::new(),
                 finished: AtomicBool::new(false),
                 user_bytes: AtomicU64::new(0),
             }),
@@ -168,6 +189,31 @@ impl Db {
             return Err(DbError::Closed);
         }
         Ok(())
+    }
+
+    /// Counts a write in progress until the guard drops; [`DbError::Closed`] once `close`
+    /// began. (The count goes up before `closed` is read and `close` sets `closed` before
+    /// it reads the count, both `SeqCst`: a write `close` does not wait for sees `closed`.)
+    fn begin_write(&self) -> Result<WriteInProgress<'_>, DbError> {
+        self.inner.writes_in_progress.fetch_add(1, Ordering::SeqCst);
+        let guard = WriteInProgress(&self.inner);
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return Err(DbError::Closed);
+        }
+        Ok(guard)
+    }
+
+    /// Waits until no write that began before `close` is in progress.
+    async fn wait_for_writes(&self) {
+        loop {
+            let ended = self.inner.writes_ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if self.inner.writes_in_progress.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            ended.await;
+        }
     }
 
     /// The shard of `key`.
@@ -206,7 +252,7 @@ impl Db {
 
     /// Applies `batch` atomically: after a crash, all of it or none (across shards too).
     pub async fn write(&self, batch: WriteBatch, w: &WriteOptions) -> Result<(), DbError> {
-        self.check_open()?;
+        let _in_progress = self.begin_write()?;
         if batch.is_empty() {
             return Ok(());
         }
@@ -342,18 +388,22 @@ impl Db {
         Ok(())
     }
 
-    /// Closes the store: waits for writes in progress, stops the background work (after
-    /// the flush or compaction under way), syncs the WALs and the table files, closes the
-    /// device. Other clones of this `Db` get [`DbError::Closed`] from then on. Memtables are
-    /// not flushed: the next open replays them from the WAL. If the last `Db` is dropped
-    /// without a finished close (this future dropped too), the same happens in a background
-    /// task; reopen the device only after a close that returned.
+    /// Closes the store: waits for the writes in progress (a sync write until it is durable),
+    /// stops the background work (after the flush or compaction under way), syncs the WALs
+    /// and the table files, closes the device. Other clones of this `Db` get
+    /// [`DbError::Closed`] from then on: a write that returns it wrote nothing (one that had
+    /// not reached the WAL yet when close began ends so too), while a read or scan under way
+    /// may return it instead of its result. Memtables are not flushed: the next open replays
+    /// them from the WAL. If the last `Db` is dropped without a finished close (this future
+    /// dropped too), the same happens in a background task; reopen the device only after a
+    /// close that returned.
     pub async fn close(self) -> Result<(), DbError> {
-        if self.inner.closed.swap(true, Ordering::AcqRel) {
+        if self.inner.closed.swap(true, Ordering::SeqCst) {
             return Err(DbError::Closed);
         }
+        self.wait_for_writes().await;
         for s in &self.inner.shards {
-            // Writers in progress finish first.
+            // A memtable switch under way (`flush`) finishes first.
             drop(s.gate.write().await);
         }
         for s in &self.inner.shards {

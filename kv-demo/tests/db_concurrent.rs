@@ -175,58 +175,148 @@ fn a_returned_write_is_visible_at_once() {
     });
 }
 
-/// Writers racing `close` all return — `Ok` before it, `Closed` after — and nothing hangs
-/// (a writer must not queue for a WAL pump that close has stopped); what was acknowledged
-/// is there after reopen.
+/// Polls `fut` to its end on this thread with a no-op waker, pausing a seeded while
+/// whenever it is pending — as if its thread were preempted at each await point. The
+/// longer pauses let another thread's `close` run to its end between two steps of a call.
+fn poll_with_pauses<T>(fut: impl std::future::Future<Output = T>, rng: &mut db_common::Rng) -> T {
+    let mut fut = std::pin::pin!(fut);
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    loop {
+        if let std::task::Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        // Mostly short pauses; now and then one longer than a whole close.
+        let pause = if rng.below(8) == 0 {
+            2_000 + rng.below(18_000)
+        } else {
+            rng.below(1_000)
+        };
+        std::thread::sleep(std::time::Duration::from_micros(pause));
+    }
+}
+
+/// Keys written before the race, from `PREFILL_BASE` on.
+const PREFILLED: u64 = 3_000;
+const PREFILL_BASE: u64 = 1 << 40;
+
+/// Reads while writing: writer 0 gets one key it acknowledged (`acked`, in tables by then
+/// mostly: the write buffer is 4 KiB), writer 1 scans up to 256 of the keys written before
+/// the race (a table at a time), a slow consumer that a `close` may overtake. Every step
+/// is paused. The others read nothing.
+fn read_back(
+    db: &Db,
+    acked: &[Vec<u8>],
+    t: u64,
+    rng: &mut db_common::Rng,
+) -> Result<(), kv_demo::DbError> {
+    let k = &acked[rng.below(acked.len() as u64) as usize];
+    match t {
+        0 => {
+            let v = poll_with_pauses(db.get(k), rng)?;
+            assert!(v.is_some(), "own write unseen");
+        }
+        1 => {
+            let from = key(PREFILL_BASE + rng.below(PREFILLED));
+            let mut scan = poll_with_pauses(db.scan(Some(&from), None, None), rng)?;
+            for _ in 0..256 {
+                let r = poll_with_pauses(scan.next(), rng);
+                if let Err(e) = &r {
+                    eprintln!("DBG scan err {e}");
+                }
+                if r?.is_none() {
+                    break;
+                }
+                // A slow consumer: the scan may outlive the store.
+                std::thread::sleep(std::time::Duration::from_micros(rng.below(200)));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Writers and readers racing `close` all return — `Ok` before it, `Closed` after, never an
+/// I/O error of the closed device — and nothing hangs (a writer must not queue for a WAL
+/// pump that close has stopped). After reopen, what was acknowledged is there and a write
+/// that returned `Closed` is not: a write in progress when close begins (say between its
+/// WAL append and its sync) finishes before close goes on. The writers pause at their await points and close comes at a seeded
+/// time, so the rounds search the interleavings.
 #[test]
 fn writers_racing_close_return() {
-    with_watchdog(300, || {
+    with_watchdog(600, || {
         let dev = db_common::EmuFile::new("close-race");
         let rt = Runtime::builder().cores(2).build().unwrap();
-        for round in 0..5u64 {
-            let db = futures::executor::block_on(Db::open(
-                rt.handle(),
-                &dev.spec(),
-                db_common::tiny_emu(2, 64),
-            ))
-            .unwrap();
-            let writers: Vec<_> = (0..4u64)
+        let rounds: u64 = db_common::env_or("KV_CLOSE_RACE_ROUNDS", 12);
+        let seed = db_common::env_or("KV_CLOSE_RACE_SEED", 7);
+        // No block cache: reads of tables go to the device, which close closes.
+        let opts = || kv_demo::Options {
+            cache_bytes: 0,
+            ..db_common::tiny_emu(2, 64)
+        };
+        let mut rng = db_common::Rng(seed | 1);
+        // Keys for the scans, in tables of the lower levels, read a table at a time.
+        let db = futures::executor::block_on(Db::open(rt.handle(), &dev.spec(), opts())).unwrap();
+        futures::executor::block_on(async {
+            for i in 0..PREFILLED {
+                let w = WriteOptions::default();
+                db.put(key(PREFILL_BASE + i), vec![9; 64], &w)
+                    .await
+                    .unwrap();
+            }
+            db.close().await.unwrap();
+        });
+        for round in 0..rounds {
+            let db =
+                futures::executor::block_on(Db::open(rt.handle(), &dev.spec(), opts())).unwrap();
+            let writers: Vec<_> = (0..6u64)
                 .map(|t| {
                     let db = db.clone();
+                    let mut rng = db_common::Rng((seed ^ (round << 8) ^ (t << 32)) | 1);
                     std::thread::spawn(move || {
-                        futures::executor::block_on(async {
-                            let mut acked = Vec::new();
-                            for i in 0.. {
-                                let k = key(round * 100_000 + t * 10_000 + i);
-                                let w = WriteOptions { sync: i % 3 == 0 };
-                                match db.put(k.clone(), vec![t as u8; 64], &w).await {
-                                    Ok(()) => acked.push(k),
-                                    Err(kv_demo::DbError::Closed) => break,
-                                    Err(e) => panic!("writer {t}: {e}"),
+                        let mut acked = Vec::new();
+                        let mut refused = None;
+                        for i in 0.. {
+                            let k = key(round * 100_000 + t * 10_000 + i);
+                            let w = WriteOptions {
+                                sync: (i + t) % 2 == 0,
+                            };
+                            let put = db.put(k.clone(), vec![t as u8; 64], &w);
+                            match poll_with_pauses(put, &mut rng) {
+                                Ok(()) => acked.push(k),
+                                Err(kv_demo::DbError::Closed) => {
+                                    refused = Some(k);
+                                    break;
                                 }
+                                Err(e) => panic!("seed {seed} round {round} writer {t}: {e}"),
                             }
-                            acked
-                        })
+                            match read_back(&db, &acked, t, &mut rng) {
+                                Ok(()) => {}
+                                Err(kv_demo::DbError::Closed) => break,
+                                Err(e) => panic!("seed {seed} round {round} reader {t}: {e}"),
+                            }
+                        }
+                        (acked, refused)
                     })
                 })
                 .collect();
-            std::thread::sleep(std::time::Duration::from_millis(20 + round * 10));
+            std::thread::sleep(std::time::Duration::from_micros(rng.below(30_000)));
             futures::executor::block_on(db.close()).unwrap();
-            let acked: Vec<Vec<u8>> = writers
-                .into_iter()
-                .flat_map(|w| w.join().unwrap())
-                .collect();
-            let db = futures::executor::block_on(Db::open(
-                rt.handle(),
-                &dev.spec(),
-                db_common::tiny_emu(2, 64),
-            ))
-            .unwrap();
+            let (acked, refused): (Vec<_>, Vec<_>) =
+                writers.into_iter().map(|w| w.join().unwrap()).unzip();
+            let db =
+                futures::executor::block_on(Db::open(rt.handle(), &dev.spec(), opts())).unwrap();
             futures::executor::block_on(async {
-                for k in &acked {
+                for k in acked.iter().flatten() {
                     assert!(
                         db.get(k).await.unwrap().is_some(),
-                        "round {round}: acknowledged write lost"
+                        "seed {seed} round {round}: acknowledged write lost"
+                    );
+                }
+                for k in refused.iter().flatten() {
+                    assert!(
+                        db.get(k).await.unwrap().is_none(),
+                        "seed {seed} round {round}: a write that returned `Closed` is there"
                     );
                 }
                 db.close().await.unwrap();

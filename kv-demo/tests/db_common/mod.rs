@@ -23,6 +23,17 @@ impl Rng {
     }
 }
 
+/// The number in environment variable `name`, or `default` (tests that search take their
+/// rounds and seeds this way, so a longer search needs no rebuild).
+pub fn env_or(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not a number")),
+        Err(_) => default,
+    }
+}
+
 /// Options that make flushes and compactions happen after a few dozen writes.
 pub fn tiny(shards: usize) -> Options {
     Options {
