@@ -72,7 +72,8 @@ struct DbInner {
     ctx: Arc<StoreCtx>,
     store: Store,
     closed: AtomicBool,
-    /// Writes that began before `closed` was set and have not ended: `close` waits for them.
+    /// Writes counted by [`Db::begin_write`] that have not ended (for a moment also ones it
+    /// refuses because `closed` is set): `close` waits until none is left.
     writes_in_progress: AtomicUsize,
     /// The last write in progress ended while `closed` was set.
     writes_ended: Notify,
@@ -284,8 +285,8 @@ impl Db {
         for s in &shards {
             gates.push(s.gate.read().await);
         }
-        // `close` takes every gate after marking the store closed, then stops the WAL
-        // pumps: a writer that got its gates after that must not queue for a stopped pump.
+        // A write that began before `close` but got its gates after `close` began ends
+        // here, having written nothing (so `Closed` keeps meaning "not written").
         self.check_open()?;
         let seq = &self.inner.ctx.seq;
         let start = seq.allocate(batch.len() as u64);
@@ -388,15 +389,17 @@ impl Db {
         Ok(())
     }
 
-    /// Closes the store: waits for the writes in progress (a sync write until it is durable),
-    /// stops the background work (after the flush or compaction under way), syncs the WALs
-    /// and the table files, closes the device. Other clones of this `Db` get
-    /// [`DbError::Closed`] from then on: a write that returns it wrote nothing (one that had
-    /// not reached the WAL yet when close began ends so too), while a read or scan under way
-    /// may return it instead of its result. Memtables are not flushed: the next open replays
-    /// them from the WAL. If the last `Db` is dropped without a finished close (this future
-    /// dropped too), the same happens in a background task; reopen the device only after a
-    /// close that returned.
+    /// Closes the store: waits for the writes in progress (a sync write until it is durable;
+    /// one stalled for a flush or compaction until that is done; one that had not got its
+    /// gates yet ends with [`DbError::Closed`]), stops the background work (after the flush
+    /// or compaction under way), syncs the WALs and the table files, closes the device.
+    /// Other clones of this `Db` get `Closed` from then on: a write that returns it after
+    /// `close` began wrote nothing, while a read or scan under way may return it instead of
+    /// its result. A write future that was polled and is never polled again keeps `close`
+    /// waiting (drop it instead). Memtables are not flushed: the next open replays them from
+    /// the WAL. If the last `Db` is dropped without a finished close (this future dropped
+    /// too), the same happens in a background task; reopen the device only after a close
+    /// that returned.
     pub async fn close(self) -> Result<(), DbError> {
         if self.inner.closed.swap(true, Ordering::SeqCst) {
             return Err(DbError::Closed);
@@ -411,8 +414,9 @@ impl Db {
         }
         let closed = self.inner.store.clone().close().await;
         self.inner.finished.store(true, Ordering::Release);
-        closed?;
-        Ok(())
+        // Failing to close is an I/O error, even one that says the instance is closed
+        // (`Closed` from `close` means "closed already").
+        closed.map_err(|e| DbError::Io(Box::new(e)))
     }
 
     /// Stops the store as a power loss would, for crash tests: ZIOB's buffered (unsynced)

@@ -26,7 +26,10 @@ pub enum DbError {
     #[error("I/O: {0}")]
     Io(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The store was closed (see [`Db::close`](crate::Db::close)): a write that returns
-    /// this wrote nothing; a read or scan that `close` overtook returns it too.
+    /// this after `close` began wrote nothing; a read or scan that `close` overtook returns
+    /// it too. (After [`Db::abandon`](crate::Db::abandon), or when the owner of the
+    /// instance given to [`Db::open_on`](crate::Db::open_on) closes it, a write under way
+    /// may get it after its record reached the WAL.)
     #[error("the store is closed")]
     Closed,
 }

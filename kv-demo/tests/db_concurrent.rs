@@ -220,11 +220,7 @@ fn read_back(
             let from = key(PREFILL_BASE + rng.below(PREFILLED));
             let mut scan = poll_with_pauses(db.scan(Some(&from), None, None), rng)?;
             for _ in 0..256 {
-                let r = poll_with_pauses(scan.next(), rng);
-                if let Err(e) = &r {
-                    eprintln!("DBG scan err {e}");
-                }
-                if r?.is_none() {
+                if poll_with_pauses(scan.next(), rng)?.is_none() {
                     break;
                 }
                 // A slow consumer: the scan may outlive the store.
@@ -240,8 +236,8 @@ fn read_back(
 /// I/O error of the closed device — and nothing hangs (a writer must not queue for a WAL
 /// pump that close has stopped). After reopen, what was acknowledged is there and a write
 /// that returned `Closed` is not: a write in progress when close begins (say between its
-/// WAL append and its sync) finishes before close goes on. The writers pause at their await points and close comes at a seeded
-/// time, so the rounds search the interleavings.
+/// WAL append and its sync) finishes before close goes on. The writers pause at their
+/// await points and close comes at a seeded time, so the rounds search the interleavings.
 #[test]
 fn writers_racing_close_return() {
     with_watchdog(600, || {

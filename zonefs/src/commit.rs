@@ -34,10 +34,31 @@ struct Queue {
     durable: u64,
     /// A journal write failed: memory and device may disagree; every call fails until a
     /// remount.
-    failed: Option<String>,
+    failed: Option<Failed>,
     /// The current journal zone must not be appended to any more (a write to it failed as
     /// full, possibly after writing part of a batch): the next write rolls.
     must_roll: bool,
+}
+
+/// Why the journal stopped taking writes.
+#[derive(Debug)]
+enum Failed {
+    /// The ZIOB instance was closed under the file system: every later call gets
+    /// [`ZiobError::Closed`](ziob::ZiobError::Closed), as the device's own calls would (the
+    /// journal is as a crash at the close would leave it, which a mount recovers; calling
+    /// it corrupt would send callers after damage that is not there).
+    Closed,
+    /// Any other failure (its message): the journal may be torn.
+    Other(String),
+}
+
+impl Failed {
+    fn of(e: &FsError) -> Failed {
+        match e {
+            FsError::Ziob(ziob::ZiobError::Closed) => Failed::Closed,
+            e => Failed::Other(e.to_string()),
+        }
+    }
 }
 
 /// What [`GroupCommit::wait`] found.
@@ -90,7 +111,8 @@ impl GroupCommit {
     /// The error every call gives after a failed journal write.
     pub fn check(&self) -> Result<()> {
         match &self.queue().failed {
-            Some(why) => Err(FsError::Corrupt {
+            Some(Failed::Closed) => Err(FsError::Ziob(ziob::ZiobError::Closed)),
+            Some(Failed::Other(why)) => Err(FsError::Corrupt {
                 reason: format!("a journal write failed earlier ({why}); remount"),
             }),
             None => Ok(()),
@@ -160,7 +182,7 @@ impl GroupCommit {
                         q.must_roll = false;
                     }
                     Err(e) => {
-                        self.queue().failed = Some(e.to_string());
+                        self.queue().failed = Some(Failed::of(&e));
                         return Err(e);
                     }
                 }
@@ -208,7 +230,7 @@ impl GroupCommit {
                 Ok(false)
             }
             Err(e) => {
-                self.queue().failed = Some(e.to_string());
+                self.queue().failed = Some(Failed::of(&e));
                 Err(e)
             }
         }

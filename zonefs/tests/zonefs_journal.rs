@@ -178,3 +178,32 @@ fn a_corrupt_newest_snapshot_is_an_error_not_a_fallback() {
         end(client, false);
     });
 }
+
+/// A metadata call that finds the ZIOB instance closed under the file system fails with
+/// `Closed`, and so does every call after it — a read included: a closed instance is not a
+/// damaged journal (kv-demo maps `Closed` to its own `Closed` for reads that its close
+/// overtook, and a table deleted as the store closes must not turn them into `Corrupt`).
+#[test]
+fn a_journal_write_on_a_closed_instance_is_closed_not_corrupt() {
+    let file = EmuFile::create("closed-under", ZONES, ZONE_BYTES, None);
+    let spec = file.spec();
+    bounded(60, move || {
+        let rt = runtime(2);
+        let client = open(&rt, &spec, true);
+        b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
+        let fs = b(ZoneFs::mount(client.clone())).unwrap();
+        for p in ["a", "b"] {
+            b(fs.create(p, WriteLifetime::Short)).unwrap();
+            b(fs.append(p, b"bytes")).unwrap();
+            b(fs.sync(p)).unwrap();
+        }
+        b(client.close()).unwrap();
+        let closed = |r: Result<_, FsError>, what: &str| match r {
+            Err(FsError::Ziob(ziob::ZiobError::Closed)) => {}
+            other => panic!("{what} on a closed instance: {other:?}"),
+        };
+        closed(b(fs.delete("a")).map(drop), "the delete");
+        closed(b(fs.read_at("b", 0, 5)).map(drop), "a read after it");
+        closed(b(fs.create("c", WriteLifetime::Short)), "a create after it");
+    });
+}
