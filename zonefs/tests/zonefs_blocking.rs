@@ -3,9 +3,9 @@
 
 mod support;
 
-use support::{b, bounded, end, open, runtime, EmuFile};
+use support::{b, bounded, end, formatted, open, runtime, EmuFile};
 use ziob::ZiobError;
-use ziob_zonefs::{FsError, MkfsOptions, WriteLifetime, ZoneFs};
+use ziob_zonefs::{FsError, WriteLifetime, ZoneFs};
 
 #[test]
 fn blocking_calls_from_threads_and_refused_on_a_core() {
@@ -13,9 +13,12 @@ fn blocking_calls_from_threads_and_refused_on_a_core() {
     let spec = file.spec();
     bounded(120, move || {
         let rt = runtime(2);
-        let client = open(&rt, &spec, true);
-        b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
-        let fs = b(ZoneFs::mount(client.clone())).unwrap().blocking();
+        // Keep only the blocking handle: the async one, left alive, would keep the device
+        // open past the reopen below.
+        let (client, fs) = {
+            let (client, fs) = formatted(&rt, &spec, true);
+            (client, fs.blocking())
+        };
         let threads: Vec<_> = (0..4)
             .map(|t| {
                 let fs = fs.clone();

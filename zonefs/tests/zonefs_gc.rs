@@ -8,7 +8,7 @@ mod support;
 
 use std::collections::VecDeque;
 
-use support::{b, bounded, end, open, runtime, EmuFile, Rng};
+use support::{b, bounded, end, formatted, runtime, EmuFile, Rng};
 use ziob::{Client, ZiobConfig};
 use ziob_zonefs::{FsError, MkfsOptions, WriteLifetime, ZoneFs};
 
@@ -128,9 +128,7 @@ fn a_device_full_of_live_data_is_no_space_then_recovers() {
     let spec = file.spec();
     bounded(120, move || {
         let rt = runtime(1);
-        let client = open(&rt, &spec, true);
-        b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
-        let fs = b(ZoneFs::mount(client.clone())).unwrap();
+        let (client, fs) = formatted(&rt, &spec, true);
         let mut i = 0;
         let err = loop {
             let p = format!("f{i}");

@@ -6,7 +6,7 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use support::{b, bounded, end, open, runtime, EmuFile};
+use support::{b, bounded, end, formatted, open, runtime, EmuFile};
 use ziob::zonelog::{LogSpace, LogSpaceOptions};
 use ziob_zonefs::{FsError, MkfsOptions, WriteLifetime, ZoneFs};
 
@@ -149,9 +149,7 @@ fn a_corrupt_newest_snapshot_is_an_error_not_a_fallback() {
     let spec2 = spec.clone();
     let current = bounded(60, move || {
         let rt = runtime(1);
-        let client = open(&rt, &spec, true);
-        b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
-        let fs = b(ZoneFs::mount(client.clone())).unwrap();
+        let (client, fs) = formatted(&rt, &spec, true);
         b(fs.create("kept", WriteLifetime::Long)).unwrap();
         drop(fs);
         end(client, false);
@@ -189,9 +187,7 @@ fn a_journal_write_on_a_closed_instance_is_closed_not_corrupt() {
     let spec = file.spec();
     bounded(60, move || {
         let rt = runtime(2);
-        let client = open(&rt, &spec, true);
-        b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
-        let fs = b(ZoneFs::mount(client.clone())).unwrap();
+        let (client, fs) = formatted(&rt, &spec, true);
         for p in ["a", "b"] {
             b(fs.create(p, WriteLifetime::Short)).unwrap();
             b(fs.append(p, b"bytes")).unwrap();

@@ -4,7 +4,7 @@
 
 mod support;
 
-use support::{b, bounded, end, open, runtime, EmuFile};
+use support::{b, bounded, end, formatted, open, runtime, EmuFile};
 use ziob::ZoneState;
 use ziob_zonefs::{FsError, MkfsOptions, WriteLifetime, ZoneFs, ZoneUse};
 
@@ -30,9 +30,7 @@ fn delete_and_rename_over_reset_zones_and_classes_are_apart() {
         let spec = file.spec();
         bounded(120, move || {
             let rt = runtime(2);
-            let client = open(&rt, &spec, buffered);
-            b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
-            let fs = b(ZoneFs::mount(client.clone())).unwrap();
+            let (client, fs) = formatted(&rt, &spec, buffered);
             // Two WAL files and two long-lived files, interleaved, each over several zones.
             let names = ["wal1", "wal2", "sst1", "sst2"];
             let lts = [
@@ -113,9 +111,7 @@ fn classes_use_separate_zones() {
     let spec = file.spec();
     bounded(120, move || {
         let rt = runtime(1);
-        let client = open(&rt, &spec, true);
-        b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
-        let fs = b(ZoneFs::mount(client.clone())).unwrap();
+        let (client, fs) = formatted(&rt, &spec, true);
         for lt in WriteLifetime::ALL {
             for i in 0..2 {
                 let p = format!("{lt:?}/{i}");
@@ -142,9 +138,7 @@ fn active_zone_limit_is_kept_without_the_buffer() {
         let spec = file.spec();
         bounded(120, move || {
             let rt = runtime(2);
-            let client = open(&rt, &spec, false);
-            b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
-            let fs = b(ZoneFs::mount(client.clone())).unwrap();
+            let (client, fs) = formatted(&rt, &spec, false);
             let active = |client: &ziob::Client| {
                 b(client.report(0, 40))
                     .unwrap()

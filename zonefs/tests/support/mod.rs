@@ -8,6 +8,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use ziob::{Client, Runtime, ZiobConfig};
+use ziob_zonefs::{MkfsOptions, ZoneFs};
 
 /// Runs `f` on a thread of its own and panics if it does not finish within `secs` (a hang
 /// watchdog, not a speed check).
@@ -115,6 +116,14 @@ pub fn open(rt: &Runtime, spec: &str, buffered: bool) -> Client {
             Err(e) => panic!("open {spec}: {e}"),
         }
     }
+}
+
+/// Opens `spec` on `rt` (as [`open`]), formats it with the default options and mounts it.
+pub fn formatted(rt: &Runtime, spec: &str, buffered: bool) -> (Client, ZoneFs) {
+    let client = open(rt, spec, buffered);
+    b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
+    let fs = b(ZoneFs::mount(client.clone())).unwrap();
+    (client, fs)
 }
 
 /// Ends the instance: a clean close, or an abandon (a crash: buffered data is lost).
