@@ -32,8 +32,9 @@ struct Queue {
     next: u64,
     /// Every delta numbered below this is durable.
     durable: u64,
-    /// A journal write failed: memory and device may disagree; every call fails until a
-    /// remount.
+    /// A journal write failed (the first failure is kept): memory and device may disagree;
+    /// every call that checks the journal (all but the in-memory queries such as `size`,
+    /// `list` and `df`) fails until a remount.
     failed: Option<Failed>,
     /// The current journal zone must not be appended to any more (a write to it failed as
     /// full, possibly after writing part of a batch): the next write rolls.
@@ -43,10 +44,11 @@ struct Queue {
 /// Why the journal stopped taking writes.
 #[derive(Debug)]
 enum Failed {
-    /// The ZIOB instance was closed under the file system: every later call gets
-    /// [`ZiobError::Closed`](ziob::ZiobError::Closed), as the device's own calls would (the
-    /// journal is as a crash at the close would leave it, which a mount recovers; calling
-    /// it corrupt would send callers after damage that is not there).
+    /// The ZIOB instance was closed under the file system: later calls get
+    /// [`ZiobError::Closed`](ziob::ZiobError::Closed), as the device's own calls would. The
+    /// outcome of the calls whose deltas were in the failed write is unknown, as for a
+    /// dropped call; the device holds a journal that a mount recovers (calling it corrupt
+    /// would send callers after damage that is not there).
     Closed,
     /// Any other failure (its message): the journal may be torn.
     Other(String),
@@ -182,7 +184,7 @@ impl GroupCommit {
                         q.must_roll = false;
                     }
                     Err(e) => {
-                        self.queue().failed = Some(Failed::of(&e));
+                        self.queue().failed.get_or_insert_with(|| Failed::of(&e));
                         return Err(e);
                     }
                 }
@@ -230,7 +232,7 @@ impl GroupCommit {
                 Ok(false)
             }
             Err(e) => {
-                self.queue().failed = Some(Failed::of(&e));
+                self.queue().failed.get_or_insert_with(|| Failed::of(&e));
                 Err(e)
             }
         }

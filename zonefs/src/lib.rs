@@ -45,6 +45,11 @@
 //!   roll's snapshot carries them), an append cut off keeps the pieces it finished (the
 //!   rest is dead bytes) and leaves no in-flight mark, a zone whose reset was cut off is free in the table, and a zone left without
 //!   live data is taken back by the next garbage collection.
+//! - **A failed journal write** (a device error) leaves every later call that writes or
+//!   reads file data failing with [`FsError::Corrupt`] ("remount"): memory and device may
+//!   disagree. When the cause was the ZIOB instance being closed under the file system,
+//!   they fail with [`ziob::ZiobError::Closed`] instead. Either way the failed call's
+//!   outcome is unknown until a remount shows it.
 //! - **Crash semantics**: `create`, `delete` and `rename` are durable when they return.
 //!   `append` is not; `sync(file)` makes the file durable up to its size at that point. After a
 //!   crash each file has at least its last synced size and content; unsynced tails are lost.

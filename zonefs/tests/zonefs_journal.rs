@@ -7,7 +7,10 @@ mod support;
 use std::collections::BTreeMap;
 
 use support::{b, bounded, end, formatted, open, runtime, EmuFile};
+use ziob::backends::mem::{Fault, MemDevice};
+use ziob::backends::AnyDevice;
 use ziob::zonelog::{LogSpace, LogSpaceOptions};
+use ziob::{Geometry, ZiobConfig};
 use ziob_zonefs::{FsError, MkfsOptions, WriteLifetime, ZoneFs};
 
 const ZONES: u32 = 16;
@@ -201,5 +204,50 @@ fn a_journal_write_on_a_closed_instance_is_closed_not_corrupt() {
         closed(b(fs.delete("a")).map(drop), "the delete");
         closed(b(fs.read_at("b", 0, 5)).map(drop), "a read after it");
         closed(b(fs.create("c", WriteLifetime::Short)), "a create after it");
+    });
+}
+
+/// The other side of the test above: a journal write that the device fails (an injected
+/// EIO) leaves the file system answering `Corrupt` ("remount"), not `Closed`.
+#[test]
+fn a_journal_write_the_device_fails_is_corrupt_not_closed() {
+    bounded(60, || {
+        let rt = runtime(2);
+        let dev = MemDevice::new("mem:journal-eio", &Geometry::new(ZONES, ZONE_BYTES)).unwrap();
+        let client = {
+            let dev = dev.clone();
+            b(rt.handle().call(0, move || async move {
+                let config = ZiobConfig {
+                    buffered: false,
+                    ..ZiobConfig::default()
+                };
+                ziob::Ziob::with_device(AnyDevice::Mem(dev), config)
+                    .await
+                    .map(|z| z.client())
+            }))
+            .unwrap()
+            .unwrap()
+        };
+        b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
+        let fs = b(ZoneFs::mount(client.clone())).unwrap();
+        b(fs.create("a", WriteLifetime::Short)).unwrap();
+        b(fs.append("a", b"bytes")).unwrap();
+        b(fs.sync("a")).unwrap();
+        // The next device op is the delete's journal append.
+        dev.inject(Fault::FailOp {
+            op_index: dev.op_count(),
+        });
+        let r = b(fs.delete("a"));
+        assert!(
+            matches!(r, Err(FsError::Ziob(_))),
+            "the failed delete: {r:?}"
+        );
+        let r = b(fs.read_at("a", 0, 5));
+        assert!(
+            matches!(r, Err(FsError::Corrupt { .. })),
+            "a read after it: {r:?}"
+        );
+        drop(fs);
+        b(client.close()).unwrap();
     });
 }
