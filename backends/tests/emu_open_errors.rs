@@ -148,13 +148,13 @@ fn table_inconsistent_with_geometry_is_corrupt() {
     let g = geometry();
     let layout = Layout::for_geometry(&g);
     let mut zones = vec![
-        ziob_backends::PersistedZone {
+        format::TableEntry::unchecked(ziob_backends::PersistedZone {
             state: ZoneState::Empty,
             written_bytes: 0
-        };
+        });
         4
     ];
-    zones[1].written_bytes = 4096; // Empty with data
+    zones[1].zone.written_bytes = 4096; // Empty with data
     patch(
         &path,
         layout.slot_offset(1),

@@ -70,7 +70,8 @@ fn patch(path: &Path, offset: u64, bytes: &[u8]) {
     f.write_all_at(bytes, offset).unwrap();
 }
 
-/// Bytes 24.. of a slot are the entries: state (1), reserved (7), written bytes (8).
+/// Bytes 24.. of a slot are the entries: state (1), data check blocks (3) and CRC-32C (4),
+/// written bytes (8).
 fn entry_byte(zone: u32, field_offset: u64) -> u64 {
     24 + 16 * u64::from(zone) + field_offset
 }
@@ -219,7 +220,7 @@ fn a_torn_table_write_falls_back_with_a_recovery_note() {
     let mut zones: Vec<_> = format::decode_table(&slot_bytes(&path, 1), ZONES)
         .unwrap()
         .1;
-    zones[40].written_bytes = 8192;
+    zones[40].zone.written_bytes = 8192;
     let new_slot0 = format::encode_table(&layout, 4, &zones);
     let mut torn = old_slot0.clone();
     torn[..512].copy_from_slice(&new_slot0[..512]);

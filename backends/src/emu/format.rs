@@ -17,8 +17,11 @@ use crate::model::zone::{PersistedZone, ZoneState};
 pub const HEADER_MAGIC: [u8; 8] = *b"ZIOBEMU\0";
 /// Magic of a zone-table slot.
 pub const TABLE_MAGIC: [u8; 8] = *b"ZIOBZTBL";
-/// Format version of the header and the table slots.
+/// Format version of the header.
 pub const FORMAT_VERSION: u32 = 1;
+/// Version of the zone-table slots this build writes: 2, whose entries may carry a data check
+/// ([`DataCheck`]). Version 1 slots (entries without one) are still read.
+pub const TABLE_VERSION: u32 = 2;
 /// Bytes of the header region.
 pub const HEADER_BYTES: u64 = EMU_REGION_ALIGN_BYTES;
 
@@ -50,8 +53,11 @@ const T_VERSION: usize = T_MAGIC + 8;
 const T_ZONE_COUNT: usize = T_VERSION + 4;
 const T_SEQUENCE: usize = T_ZONE_COUNT + 4;
 const T_ENTRIES: usize = T_SEQUENCE + 8;
-/// Bytes per zone entry: state (1), reserved (7), written bytes (8).
+/// Bytes per zone entry: state (1), data check blocks (3), data check CRC-32C (4), written
+/// bytes (8). In a version 1 slot the 7 bytes after the state are reserved (zero).
 pub const ENTRY_BYTES: usize = 16;
+/// Most blocks a [`DataCheck`] can cover (its count is 24 bits).
+pub const CHECK_BLOCKS_MAX: u32 = (1 << 24) - 1;
 const _: () = assert!(T_ENTRIES == 24);
 
 /// The unit a drive writes atomically (a logical sector; 4Kn drives write 4096): a write torn
@@ -61,6 +67,35 @@ pub const ATOMIC_SECTOR_BYTES: usize = 512;
 /// Bytes of a zone table of `zone_count` zones that carry fields (header, entries, checksum).
 pub fn table_bytes(zone_count: u32) -> usize {
     T_ENTRIES + ENTRY_BYTES * zone_count as usize + 4
+}
+
+/// A table entry's check of the data its table made durable: the CRC-32C of the `blocks`
+/// blocks that end at the zone's `written_bytes`. A table written with one `fdatasync` (data
+/// and table made durable together) carries one for every zone whose data grew since the
+/// previous table; on open, a check that does not match means that flush never completed
+/// (see `docs/format.md`, "Write ordering and crash semantics").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataCheck {
+    /// Blocks covered, ending at the zone's written bytes (1..=[`CHECK_BLOCKS_MAX`]).
+    pub blocks: u32,
+    /// CRC-32C of those bytes.
+    pub crc32c: u32,
+}
+
+/// One zone of a zone-table slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableEntry {
+    /// State and written bytes.
+    pub zone: PersistedZone,
+    /// The check of the data that ends at the written bytes, if the entry has one.
+    pub check: Option<DataCheck>,
+}
+
+impl TableEntry {
+    /// An entry without a data check.
+    pub fn unchecked(zone: PersistedZone) -> TableEntry {
+        TableEntry { zone, check: None }
+    }
 }
 
 /// Where the regions of a device file are.
@@ -184,23 +219,46 @@ pub fn decode_header(b: &[u8]) -> Result<(Geometry, Layout), String> {
     Ok((g, layout))
 }
 
-/// Encodes a zone-table slot (`layout.table_slot_bytes` bytes).
-pub fn encode_table(layout: &Layout, sequence: u64, zones: &[PersistedZone]) -> Vec<u8> {
+/// Encodes a zone-table slot (`layout.table_slot_bytes` bytes, version [`TABLE_VERSION`]).
+pub fn encode_table(layout: &Layout, sequence: u64, entries: &[TableEntry]) -> Vec<u8> {
     let mut b = vec![0u8; layout.table_slot_bytes as usize];
-    let crc_at = T_ENTRIES + ENTRY_BYTES * zones.len();
+    let crc_at = T_ENTRIES + ENTRY_BYTES * entries.len();
     assert!(crc_at + 4 <= b.len(), "zone table does not fit its slot");
     b[T_MAGIC..T_MAGIC + 8].copy_from_slice(&TABLE_MAGIC);
-    put_u32(&mut b, T_VERSION, FORMAT_VERSION);
-    put_u32(&mut b, T_ZONE_COUNT, zones.len() as u32);
+    put_u32(&mut b, T_VERSION, TABLE_VERSION);
+    put_u32(&mut b, T_ZONE_COUNT, entries.len() as u32);
     put_u64(&mut b, T_SEQUENCE, sequence);
-    for (i, z) in zones.iter().enumerate() {
+    for (i, e) in entries.iter().enumerate() {
         let at = T_ENTRIES + ENTRY_BYTES * i;
-        b[at] = z.state.nvme_code();
-        put_u64(&mut b, at + 8, z.written_bytes);
+        b[at] = e.zone.state.nvme_code();
+        if let Some(check) = e.check {
+            assert!(
+                (1..=CHECK_BLOCKS_MAX).contains(&check.blocks),
+                "a data check of {} blocks",
+                check.blocks
+            );
+            b[at + 1..at + 4].copy_from_slice(&check.blocks.to_le_bytes()[..3]);
+            put_u32(&mut b, at + 4, check.crc32c);
+        }
+        put_u64(&mut b, at + 8, e.zone.written_bytes);
     }
     let crc = crc32c::crc32c(&b[..crc_at]);
     put_u32(&mut b, crc_at, crc);
     b
+}
+
+/// The data check bytes 1..8 of an entry hold in a slot of `version`: `Ok(None)` for none,
+/// an error for bytes no table write produces (reserved bytes set in version 1, a checksum
+/// without blocks in version 2).
+fn decode_check(version: u32, entry: &[u8]) -> Result<Option<DataCheck>, &'static str> {
+    let blocks = u32::from_le_bytes([entry[1], entry[2], entry[3], 0]);
+    let crc32c = get_u32(entry, 4);
+    match (version, blocks) {
+        (1, _) if entry[1..8].iter().any(|&x| x != 0) => Err("non-zero reserved bytes"),
+        (_, 0) if crc32c != 0 => Err("a data checksum without blocks"),
+        (_, 0) => Ok(None),
+        _ => Ok(Some(DataCheck { blocks, crc32c })),
+    }
 }
 
 /// Why a zone-table slot was not accepted (see `docs/format.md`, "Choosing the table").
@@ -244,10 +302,11 @@ impl std::fmt::Display for SlotDefect {
     }
 }
 
-/// Decodes a zone-table slot of a device with `zone_count` zones: its sequence number and
-/// entries (consistency with the geometry is checked by `ZoneTable::restore`). Checks, in this
-/// order: length, magic, version, zone count, checksum, state codes.
-pub fn decode_table(b: &[u8], zone_count: u32) -> Result<(u64, Vec<PersistedZone>), SlotDefect> {
+/// Decodes a zone-table slot (version 1 or 2) of a device with `zone_count` zones: its
+/// sequence number and entries (consistency with the geometry is checked by
+/// `ZoneTable::restore`, data checks against the data by the open). Checks, in this order:
+/// length, magic, version, zone count, checksum, state codes and check fields.
+pub fn decode_table(b: &[u8], zone_count: u32) -> Result<(u64, Vec<TableEntry>), SlotDefect> {
     let crc_at = T_ENTRIES + ENTRY_BYTES * zone_count as usize;
     if b.len() < crc_at + 4 {
         return Err(SlotDefect::Header(format!(
@@ -259,8 +318,10 @@ pub fn decode_table(b: &[u8], zone_count: u32) -> Result<(u64, Vec<PersistedZone
         return Err(SlotDefect::Header("bad magic".into()));
     }
     let version = get_u32(b, T_VERSION);
-    if version != FORMAT_VERSION {
-        return Err(SlotDefect::Header(format!("version {version}")));
+    if !(1..=TABLE_VERSION).contains(&version) {
+        return Err(SlotDefect::Header(format!(
+            "version {version}, this build reads 1..={TABLE_VERSION}"
+        )));
     }
     let n = get_u32(b, T_ZONE_COUNT);
     if n != zone_count {
@@ -285,17 +346,26 @@ pub fn decode_table(b: &[u8], zone_count: u32) -> Result<(u64, Vec<PersistedZone
             sequence,
             detail: format!("zone {i} has unknown state code {:#x}", b[at]),
         })?;
-        zones.push(PersistedZone {
-            state,
-            written_bytes: get_u64(b, at + 8),
+        let check =
+            decode_check(version, &b[at..at + ENTRY_BYTES]).map_err(|d| SlotDefect::Entry {
+                sequence,
+                detail: format!("zone {i} has {d}"),
+            })?;
+        zones.push(TableEntry {
+            zone: PersistedZone {
+                state,
+                written_bytes: get_u64(b, at + 8),
+            },
+            check,
         });
     }
     Ok((sequence, zones))
 }
 
 /// Whether every entry of a slot (whatever its checksum) is one a table write could have
-/// produced for `g`: a known state code, zero reserved bytes, whole blocks within the
-/// capacity, and zero reserved bytes after the checksum. A slot torn by a crash during its
+/// produced for `g`: a known state code, check fields a table write produces (zero in a
+/// version 1 slot; no checksum without blocks, and no more blocks than written, in version
+/// 2), whole blocks within the capacity, and zero reserved bytes after the checksum. A slot torn by a crash during its
 /// write is made of such entries (pieces of its old and its new content); a flipped bit
 /// usually is not. Returns the first entry that is not.
 pub fn entries_well_formed(b: &[u8], g: &Geometry) -> Result<(), String> {
@@ -303,19 +373,24 @@ pub fn entries_well_formed(b: &[u8], g: &Geometry) -> Result<(), String> {
     if b.len() < crc_at + 4 {
         return Err(format!("slot of {} bytes is too short", b.len()));
     }
+    // A torn slot mixes sectors of its old and new content; its version field is the new
+    // one's (the header sector is intact), and old entries are well-formed in version 2 too.
+    let version = get_u32(b, T_VERSION);
     for i in 0..g.zone_count as usize {
         let at = T_ENTRIES + ENTRY_BYTES * i;
         if ZoneState::from_nvme_code(b[at]).is_none() {
             return Err(format!("zone {i} has unknown state code {:#x}", b[at]));
         }
-        if b[at + 1..at + 8].iter().any(|&x| x != 0) {
-            return Err(format!("zone {i} has non-zero reserved bytes"));
-        }
+        let check = decode_check(version, &b[at..at + ENTRY_BYTES])
+            .map_err(|d| format!("zone {i} has {d}"))?;
         let written = get_u64(b, at + 8);
         if written > g.zone_capacity_bytes || written % g.block_size_bytes != 0 {
             return Err(format!(
                 "zone {i} claims {written} bytes written, not whole blocks within the capacity"
             ));
+        }
+        if check.is_some_and(|c| u64::from(c.blocks) * g.block_size_bytes > written) {
+            return Err(format!("zone {i} checks more data than it holds"));
         }
     }
     if b[crc_at + 4..].iter().any(|&x| x != 0) {
@@ -374,23 +449,30 @@ mod tests {
         let g = geometry();
         let layout = Layout::for_geometry(&g);
         let zones = [
-            PersistedZone {
-                state: ZoneState::Closed,
-                written_bytes: 8192,
+            TableEntry {
+                zone: PersistedZone {
+                    state: ZoneState::Closed,
+                    written_bytes: 8192,
+                },
+                check: Some(DataCheck {
+                    blocks: 2,
+                    crc32c: 0x1234_5678,
+                }),
             },
-            PersistedZone {
+            TableEntry::unchecked(PersistedZone {
                 state: ZoneState::Full,
                 written_bytes: 4096,
-            },
+            }),
         ];
         let mut b = encode_table(&layout, 7, &zones);
         #[rustfmt::skip]
         let want: [u8; 56] = [
             b'Z', b'I', b'O', b'B', b'Z', b'T', b'B', b'L', // magic
-            1, 0, 0, 0,                                     // version
+            2, 0, 0, 0,                                     // version
             2, 0, 0, 0,                                     // zone count
             7, 0, 0, 0, 0, 0, 0, 0,                         // sequence
-            0x4, 0, 0, 0, 0, 0, 0, 0, 0, 0x20, 0, 0, 0, 0, 0, 0, // zone 0: Closed, 8192
+            // zone 0: Closed, check of 2 blocks, CRC 0x12345678, 8192 bytes
+            0x4, 2, 0, 0, 0x78, 0x56, 0x34, 0x12, 0, 0x20, 0, 0, 0, 0, 0, 0,
             0xE, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, // zone 1: Full, 4096
         ];
         assert_eq!(&b[..56], &want[..]);
@@ -410,10 +492,60 @@ mod tests {
         assert!(entries_well_formed(&b, &g).unwrap_err().contains("zone 1"));
         b[48] ^= 1;
         assert_eq!(entries_well_formed(&b, &g), Ok(()));
-        b[25] = 1;
+        // Zone 0 checking 3 blocks of its 2.
+        b[25] = 3;
         assert!(entries_well_formed(&b, &g)
             .unwrap_err()
-            .contains("reserved"));
+            .contains("checks more data"));
+        // Zone 1 with a checksum but no blocks.
+        b[25] = 2;
+        b[45] = 1;
+        assert!(entries_well_formed(&b, &g)
+            .unwrap_err()
+            .contains("without blocks"));
+        // The same bytes in a version 1 slot: reserved bytes set.
+        b[45] = 0;
+        put_u32(&mut b, T_VERSION, 1);
+        assert!(entries_well_formed(&b, &g)
+            .unwrap_err()
+            .contains("zone 0 has non-zero reserved"));
+    }
+
+    #[test]
+    fn version_1_slots_are_read_and_other_versions_refused() {
+        let g = geometry();
+        let layout = Layout::for_geometry(&g);
+        let zones = [
+            TableEntry::unchecked(PersistedZone {
+                state: ZoneState::Closed,
+                written_bytes: 8192,
+            }),
+            TableEntry::unchecked(PersistedZone {
+                state: ZoneState::Empty,
+                written_bytes: 0,
+            }),
+        ];
+        let reseal = |b: &mut Vec<u8>| {
+            let crc_at = T_ENTRIES + 2 * ENTRY_BYTES;
+            let crc = crc32c::crc32c(&b[..crc_at]);
+            put_u32(b, crc_at, crc);
+        };
+        let mut b = encode_table(&layout, 3, &zones);
+        put_u32(&mut b, T_VERSION, 1);
+        reseal(&mut b);
+        assert_eq!(decode_table(&b, 2).unwrap(), (3, zones.to_vec()));
+        // A version 1 entry with a reserved byte set is not one a table write produced.
+        b[T_ENTRIES + 3] = 1;
+        reseal(&mut b);
+        let e = decode_table(&b, 2).unwrap_err();
+        assert!(
+            e.to_string().contains("zone 0 has non-zero reserved"),
+            "{e}"
+        );
+        put_u32(&mut b, T_VERSION, 3);
+        let e = decode_table(&b, 2).unwrap_err();
+        assert!(matches!(e, SlotDefect::Header(_)), "{e}");
+        assert!(e.to_string().contains("version 3"), "{e}");
     }
 
     #[test]

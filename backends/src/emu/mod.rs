@@ -8,12 +8,17 @@
 //!
 //! ## Crash semantics (a device with a volatile write cache)
 //! Writes go to the data region without sync and advance the in-memory write pointer.
-//! [`flush`](ZonedDevice::flush) snapshots the zone table, `fdatasync`s the data, writes the
-//! snapshot to the older table slot (sequence number + crc32c) and `fdatasync`s again. Zone
-//! management commands do the same before completing, so a completed reset can never be
-//! undone by a crash. On open the newest valid slot wins (a table write torn by a crash falls
-//! back to the previous one, reported by [`EmuDevice::recovery`]; any other damage of the
-//! newest slot is a [`DeviceError::Corrupt`] error) and opened zones come back Closed:
+//! [`flush`](ZonedDevice::flush) snapshots the zone table and writes it to the older table
+//! slot (sequence number + crc32c). When the zones' data grew since the last table only by
+//! short writes (at most 64 KiB each, 1 MiB in all), whose CRC-32Cs the device keeps, the
+//! table carries a data check per grown zone and one `fdatasync` makes data and table durable
+//! together; otherwise the data is `fdatasync`ed first and the table after it. A flush that
+//! finds nothing changed since the last table writes nothing. Zone management commands
+//! persist the table the same way before completing, so a completed reset can never be
+//! undone by a crash. On open the newest valid slot wins if its data checks match (a table
+//! write or its data torn by a crash falls back to the previous table, reported by
+//! [`EmuDevice::recovery`]; any other damage of the newest slot is a
+//! [`DeviceError::Corrupt`] error) and opened zones come back Closed:
 //! everything before the last completed flush survives `kill -9`; later writes may be lost,
 //! and since write pointers come from the table, no write pointer is ever past unwritten data.
 //! Bytes past a zone's data read as zeros.
@@ -40,6 +45,7 @@
 //! `emu:PATH,lat_us=N,bw_mbps=M` adds `N` µs plus `bytes / M MB/s` to every op with
 //! [`ziob_runtime::sleep`] (off by default), to study buffering effects on a fast disk.
 
+mod checks;
 pub mod format;
 mod lock;
 mod open;
@@ -59,7 +65,8 @@ use crate::model::geometry::Geometry;
 use crate::model::spec::LatencyModel;
 use crate::model::state::{PersistedZone, Reservation, WriteFate, ZoneTable};
 use crate::model::zone::{ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
-use format::Layout;
+use checks::{DataChecks, CHECKED_TABLE_BYTES_MAX};
+use format::{Layout, TableEntry};
 use open::{corrupt, io_err};
 pub use open::{OpenMode, TableRecovery};
 
@@ -78,6 +85,8 @@ struct Controller {
     queued: Vec<std::collections::VecDeque<u64>>,
     /// The next write ticket.
     next_ticket: u64,
+    /// Checksums of the completed writes a table has not covered yet.
+    checks: DataChecks,
 }
 
 impl Controller {
@@ -125,8 +134,8 @@ struct EmuInner {
     latency: LatencyModel,
     recovery: Option<TableRecovery>,
     controller: Mutex<Controller>,
-    /// Serialises table persistence; holds the next table sequence number.
-    persist: futures::lock::Mutex<u64>,
+    /// Serialises table persistence.
+    persist: futures::lock::Mutex<Persisted>,
     faults: HostFaults,
     /// The file system refused `RWF_NOWAIT` reads: [`ZonedDevice::read_now`] gives up at once.
     nowait_unsupported: AtomicBool,
@@ -171,6 +180,16 @@ impl HostFaults {
         planned.push((data_write_index, errno));
         self.armed.store(true, Ordering::Release);
     }
+}
+
+/// What the zone-table writes have made durable (behind [`EmuInner::persist`], which
+/// serialises them).
+struct Persisted {
+    /// Sequence number of the next table write.
+    next_sequence: u64,
+    /// The zones as the last table this device wrote stored them (`None` until it wrote one:
+    /// the table an open read may not have been made durable by the process that wrote it).
+    zones: Option<Vec<PersistedZone>>,
 }
 
 /// A file-backed emulated zoned device. Clones share the device.
@@ -229,7 +248,7 @@ struct Unfinished<'a> {
 impl Drop for Unfinished<'_> {
     fn drop(&mut self) {
         if let Some(r) = self.r.take() {
-            let fate = self.dev.complete(r, false);
+            let fate = self.dev.complete(r, false, None);
             debug_assert_ne!(
                 fate,
                 WriteFate::Pending,
@@ -305,7 +324,11 @@ impl EmuDevice {
                 .map_err(|e| io_err(path, "set length", e))?;
             f.write_all_at(&format::encode_header(geometry, &layout), 0)
                 .map_err(|e| io_err(path, "write header", e))?;
-            let empty = ZoneTable::new(geometry).snapshot();
+            let empty: Vec<TableEntry> = ZoneTable::new(geometry)
+                .snapshot()
+                .into_iter()
+                .map(TableEntry::unchecked)
+                .collect();
             for seq in 0..2u64 {
                 let slot = format::encode_table(&layout, seq, &empty);
                 f.write_all_at(&slot, layout.slot_offset(seq % 2))
@@ -415,8 +438,12 @@ impl EmuDevice {
                     draining: vec![0; zones],
                     queued: vec![std::collections::VecDeque::new(); zones],
                     next_ticket: 0,
+                    checks: DataChecks::new(loaded.geometry.zone_count),
                 }),
-                persist: futures::lock::Mutex::new(loaded.sequence + 1),
+                persist: futures::lock::Mutex::new(Persisted {
+                    next_sequence: loaded.sequence + 1,
+                    zones: None,
+                }),
                 faults: HostFaults::default(),
                 nowait_unsupported: AtomicBool::new(false),
                 discard: AtomicBool::new(false),
@@ -512,10 +539,14 @@ impl EmuDevice {
         }
     }
 
-    /// Ends a reservation in the table and wakes the zone's waiting writes and actions.
-    fn complete(&self, r: Reservation, ok: bool) -> WriteFate {
+    /// Ends a reservation in the table (`crc32c`: its data's checksum, if it was short enough
+    /// to compute one) and wakes the zone's waiting writes and actions.
+    fn complete(&self, r: Reservation, ok: bool, crc32c: Option<u32>) -> WriteFate {
         let (fate, waiters) = {
             let mut c = self.controller();
+            if ok {
+                c.checks.record(r.zone, r.offset_bytes, r.len_bytes, crc32c);
+            }
             let fate = c.table.complete(r, ok);
             (fate, c.take_waiters(r.zone))
         };
@@ -633,6 +664,7 @@ impl EmuDevice {
         };
         self.model_delay(r.len_bytes).await;
         let path = &self.inner.path;
+        let crc32c = DataChecks::checksum(&buf);
         let (res, buf) = match self.inner.faults.next() {
             Some(errno) => (
                 Err(DeviceError::io(
@@ -648,7 +680,7 @@ impl EmuDevice {
             }
         };
         unfinished.r = None;
-        let mut fate = self.complete(r, res.is_ok());
+        let mut fate = self.complete(r, res.is_ok(), crc32c);
         if fate == WriteFate::Pending {
             fate = self.fate_of(r).await;
         }
@@ -669,29 +701,54 @@ impl EmuDevice {
         (res, buf)
     }
 
-    /// Persists the zone table: snapshot, fdatasync the data, write the next slot, fdatasync.
+    /// Persists the zone table (see [`EmuDevice::persist_with`]).
     async fn persist(&self) -> Result<()> {
         self.persist_with(|table| Ok(table.snapshot()), |_| Ok(()))
             .await
     }
 
     /// Persists the zones `snapshot` makes of the zone table (called under the controller
-    /// lock, once table writes are serialised): fdatasync the data, write the next slot,
-    /// fdatasync; then, on success and before the next table write can start, runs `then`
-    /// on the table (so no later table write can miss what `snapshot` stored). Nothing is
-    /// written if `snapshot` fails.
+    /// lock, once table writes are serialised), then, on success and before the next table
+    /// write can start, runs `then` on the table (so no later table write can miss what
+    /// `snapshot` stored). Nothing is written if `snapshot` fails.
+    ///
+    /// - Nothing changed since the last table this device wrote: nothing to write (every
+    ///   write the snapshot covers is already durable).
+    /// - Every zone's data that grew since then was written by writes short enough to carry
+    ///   checksums ([`DataChecks`]), in all at most [`CHECKED_TABLE_BYTES_MAX`]: write the
+    ///   next slot with a check per grown zone, one `fdatasync` (an open that finds a check
+    ///   not matching falls back to the previous table).
+    /// - Otherwise: `fdatasync` the data, write the next slot, `fdatasync`.
     async fn persist_with<T>(
         &self,
         snapshot: impl FnOnce(&ZoneTable) -> Result<Vec<PersistedZone>>,
         then: impl FnOnce(&mut ZoneTable) -> Result<T>,
     ) -> Result<T> {
         let path = &self.inner.path;
-        let mut next_seq = self.inner.persist.lock().await;
-        let zones = snapshot(&self.controller().table)?;
+        let mut persisted = self.inner.persist.lock().await;
+        let (zones, entries) = {
+            let c = self.controller();
+            let zones = snapshot(&c.table)?;
+            let entries = persisted
+                .zones
+                .as_deref()
+                .and_then(|last| self.checked_entries(&c.checks, last, &zones));
+            (zones, entries)
+        };
+        if persisted.zones.as_ref() == Some(&zones) {
+            return then(&mut self.controller().table);
+        }
         let file = &self.inner.file;
-        file.sync_data().await.map_err(|e| rt_err(path, e))?;
-        let seq = *next_seq;
-        let slot = format::encode_table(&self.inner.layout, seq, &zones);
+        let one_sync = entries.is_some();
+        let entries = match entries {
+            Some(entries) => entries,
+            None => {
+                file.sync_data().await.map_err(|e| rt_err(path, e))?;
+                zones.iter().copied().map(TableEntry::unchecked).collect()
+            }
+        };
+        let seq = persisted.next_sequence;
+        let slot = format::encode_table(&self.inner.layout, seq, &entries);
         let injected = self.inner.faults.table.swap(0, Ordering::Relaxed);
         if injected != 0 {
             return Err(DeviceError::io(
@@ -704,10 +761,48 @@ impl EmuDevice {
         }
         write_region(file, path, self.inner.layout.slot_offset(seq % 2), &slot).await?;
         file.sync_data().await.map_err(|e| rt_err(path, e))?;
-        *next_seq = seq + 1;
-        let out = then(&mut self.controller().table);
-        drop(next_seq);
+        tracing::trace!(sequence = seq, one_sync, "zone table written");
+        persisted.next_sequence = seq + 1;
+        let out = {
+            let mut c = self.controller();
+            let last = persisted.zones.as_deref();
+            for (zone, z) in zones.iter().enumerate() {
+                let reset = last.is_none_or(|last| z.written_bytes < last[zone].written_bytes);
+                c.checks.persisted(zone as u32, z.written_bytes, reset);
+            }
+            then(&mut c.table)
+        };
+        persisted.zones = Some(zones);
+        drop(persisted);
         out
+    }
+
+    /// The entries of a table that stores `zones` after the table `last`, with a data check
+    /// for every zone whose data grew: `None` if one of those ranges has no check or they
+    /// add up to more than [`CHECKED_TABLE_BYTES_MAX`] (the table then needs the data synced
+    /// before it is written).
+    fn checked_entries(
+        &self,
+        checks: &DataChecks,
+        last: &[PersistedZone],
+        zones: &[PersistedZone],
+    ) -> Option<Vec<TableEntry>> {
+        let bs = self.inner.geometry.block_size_bytes;
+        let mut checked_bytes = 0u64;
+        let mut entries = Vec::with_capacity(zones.len());
+        for (zone, (z, before)) in zones.iter().zip(last).enumerate() {
+            let check = if z.written_bytes > before.written_bytes {
+                checked_bytes += z.written_bytes - before.written_bytes;
+                if checked_bytes > CHECKED_TABLE_BYTES_MAX {
+                    return None;
+                }
+                Some(checks.check(zone as u32, before.written_bytes, z.written_bytes, bs)?)
+            } else {
+                None
+            };
+            entries.push(TableEntry { zone: *z, check });
+        }
+        Some(entries)
     }
 
     /// With [`EmuDevice::discard_on_reset`] on, gives the space of reset zones back to the

@@ -5,7 +5,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
-use crate::emu::format::{self, Layout, SlotDefect};
+use crate::emu::format::{self, Layout, SlotDefect, TableEntry};
 use crate::emu::lock::{self, DeviceClaim};
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
@@ -39,16 +39,17 @@ pub struct TableRecovery {
     pub used_slot: u64,
     /// The sequence number of the table in use.
     pub used_sequence: u64,
-    /// Whether the damaged slot was the newer one: a table write torn by a crash, whose flush
-    /// therefore never completed (nothing acknowledged is lost). Otherwise it was the older
-    /// slot and nothing is lost either.
+    /// Whether the damaged slot was the newer one: a table write torn by a crash, or a table
+    /// whose data check failed (its data did not all land), so its flush never completed
+    /// (nothing acknowledged is lost). Otherwise it was the older slot and nothing is lost
+    /// either.
     pub torn_newest_write: bool,
 }
 
 impl std::fmt::Display for TableRecovery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let what = if self.torn_newest_write {
-            "a table write torn by a crash (its flush never completed)"
+            "a table write or its data torn by a crash (its flush never completed)"
         } else {
             "the older copy"
         };
@@ -184,6 +185,7 @@ pub(crate) fn load(f: &std::fs::File, path: &Path) -> Result<Loaded> {
         slots.push(bytes);
     }
     let chosen = choose_table(&slots, &geometry).map_err(|d| corrupt(path, d))?;
+    let chosen = verify_data(f, path, &geometry, &layout, chosen)?;
     if let Some(r) = &chosen.recovery {
         tracing::warn!(path = %path.display(), "{r}");
     }
@@ -210,7 +212,98 @@ pub(crate) struct Chosen {
     pub(crate) slot: u64,
     pub(crate) sequence: u64,
     pub(crate) zones: Vec<PersistedZone>,
+    /// The entries' data checks, per zone.
+    pub(crate) checks: Vec<Option<format::DataCheck>>,
     pub(crate) recovery: Option<TableRecovery>,
+    /// The other slot, when it is valid and older: what the open falls back to if this
+    /// table's data checks fail.
+    pub(crate) older: Option<Box<Chosen>>,
+}
+
+impl Chosen {
+    fn new(slot: u64, sequence: u64, entries: &[TableEntry]) -> Chosen {
+        Chosen {
+            slot,
+            sequence,
+            zones: entries.iter().map(|e| e.zone).collect(),
+            checks: entries.iter().map(|e| e.check).collect(),
+            recovery: None,
+            older: None,
+        }
+    }
+}
+
+/// The first data check of `chosen` that the data does not match, described.
+fn failed_check(
+    f: &std::fs::File,
+    path: &Path,
+    g: &Geometry,
+    layout: &Layout,
+    chosen: &Chosen,
+) -> Result<Option<String>> {
+    for (zone, (z, check)) in chosen.zones.iter().zip(&chosen.checks).enumerate() {
+        let Some(check) = check else { continue };
+        let len = u64::from(check.blocks) * g.block_size_bytes;
+        let start = z.written_bytes - len;
+        let at = layout.data_offset_bytes + zone as u64 * g.zone_size_bytes + start;
+        let data = read_exact(f, path, at, len as usize)?
+            .ok_or_else(|| corrupt(path, "the file ends inside the data region"))?;
+        let computed = crc32c::crc32c(&data);
+        if computed != check.crc32c {
+            return Ok(Some(format!(
+                "zone {zone}: the data of blocks {}..{} does not match the table's check \
+                 (stored {:#010x}, computed {computed:#010x})",
+                start / g.block_size_bytes,
+                z.written_bytes / g.block_size_bytes,
+                check.crc32c
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// Checks the data the chosen table's entries carry checks for (a table written with one
+/// `fdatasync`, see `docs/format.md`). If one does not match, that table's flush never
+/// completed: the open falls back to the older slot (whose checks must match) and says so in
+/// the recovery note; with no valid older slot it is a `Corrupt` error.
+fn verify_data(
+    f: &std::fs::File,
+    path: &Path,
+    g: &Geometry,
+    layout: &Layout,
+    mut chosen: Chosen,
+) -> Result<Chosen> {
+    let Some(defect) = failed_check(f, path, g, layout, &chosen)? else {
+        return Ok(chosen);
+    };
+    let Some(mut older) = chosen.older.take().map(|o| *o) else {
+        return Err(corrupt(
+            path,
+            format!(
+                "zone-table slot {} (sequence {}): {defect}, and no older valid table to fall \
+                 back to",
+                chosen.slot, chosen.sequence
+            ),
+        ));
+    };
+    if let Some(older_defect) = failed_check(f, path, g, layout, &older)? {
+        return Err(corrupt(
+            path,
+            format!(
+                "zone-table slot {} (sequence {}): {defect}; the older slot {} (sequence {}) \
+                 fails its check too: {older_defect}",
+                chosen.slot, chosen.sequence, older.slot, older.sequence
+            ),
+        ));
+    }
+    older.recovery = Some(TableRecovery {
+        damaged_slot: chosen.slot,
+        defect: format!("sequence {}: {defect}", chosen.sequence),
+        used_slot: older.slot,
+        used_sequence: older.sequence,
+        torn_newest_write: true,
+    });
+    Ok(older)
 }
 
 /// Picks the zone table from the two slots' bytes (rule in `docs/format.md`): the newer of two
@@ -235,12 +328,14 @@ pub(crate) fn choose_table(slots: &[Vec<u8>], g: &Geometry) -> std::result::Resu
         .collect();
     match (&decoded[0], &decoded[1]) {
         (Ok((s0, z0)), Ok((s1, z1))) => {
-            let (slot, sequence, zones) = if s1 > s0 { (1, *s1, z1) } else { (0, *s0, z0) };
+            let (newer, older) = if s1 > s0 {
+                (Chosen::new(1, *s1, z1), Chosen::new(0, *s0, z0))
+            } else {
+                (Chosen::new(0, *s0, z0), Chosen::new(1, *s1, z1))
+            };
             Ok(Chosen {
-                slot,
-                sequence,
-                zones: zones.clone(),
-                recovery: None,
+                older: Some(Box::new(older)),
+                ..newer
             })
         }
         (Err(d0), Err(d1)) => Err(format!("no valid zone table (slot 0: {d0}; slot 1: {d1})")),
@@ -288,9 +383,6 @@ pub(crate) fn choose_table(slots: &[Vec<u8>], g: &Geometry) -> std::result::Resu
                 _ => return refuse("is the newest table, not a torn write"),
             };
             Ok(Chosen {
-                slot: used_slot,
-                sequence: *sequence,
-                zones: zones.clone(),
                 recovery: Some(TableRecovery {
                     damaged_slot,
                     defect: defect.to_string(),
@@ -298,6 +390,7 @@ pub(crate) fn choose_table(slots: &[Vec<u8>], g: &Geometry) -> std::result::Resu
                     used_sequence: *sequence,
                     torn_newest_write,
                 }),
+                ..Chosen::new(used_slot, *sequence, zones)
             })
         }
     }
