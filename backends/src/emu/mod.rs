@@ -13,7 +13,8 @@
 //! short writes (at most 64 KiB each, 1 MiB in all), whose CRC-32Cs the device keeps, the
 //! table carries a data check per grown zone and one `fdatasync` makes data and table durable
 //! together; otherwise the data is `fdatasync`ed first and the table after it. A flush that
-//! finds nothing changed since the last table writes nothing. Zone management commands
+//! finds nothing changed since the last table writes nothing (or, if that table has checks,
+//! writes it again without them). Zone management commands
 //! persist the table the same way before completing, so a completed reset can never be
 //! undone by a crash. On open the newest valid slot wins if its data checks match (a table
 //! write or its data torn by a crash falls back to the previous table, reported by
@@ -49,6 +50,7 @@ mod checks;
 pub mod format;
 mod lock;
 mod open;
+mod persist;
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -63,12 +65,13 @@ use crate::limits::EMU_DIRECT_BLOCK_SIZE_BYTES_MIN;
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
 use crate::model::spec::LatencyModel;
-use crate::model::state::{PersistedZone, Reservation, WriteFate, ZoneTable};
+use crate::model::state::{Reservation, WriteFate, ZoneTable};
 use crate::model::zone::{ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
-use checks::{DataChecks, CHECKED_TABLE_BYTES_MAX};
+use checks::DataChecks;
 use format::{Layout, TableEntry};
 use open::{corrupt, io_err};
 pub use open::{OpenMode, TableRecovery};
+use persist::Persisted;
 
 /// The modelled controller: the zone table and, per zone, the tasks waiting for something of
 /// the zone (a write's fate, the zone's writes in flight to drain, a zone action to end). Held
@@ -145,8 +148,8 @@ struct EmuInner {
     _lock: lock::DeviceClaim,
 }
 
-/// Injected host I/O errors (see [`EmuDevice::fail_data_write`] and
-/// [`EmuDevice::fail_table_write`]).
+/// Injected host I/O errors (see [`EmuDevice::fail_data_write`],
+/// [`EmuDevice::fail_table_write`] and [`EmuDevice::fail_table_sync`]).
 #[derive(Default)]
 struct HostFaults {
     /// Data writes issued since the device was opened.
@@ -157,6 +160,8 @@ struct HostFaults {
     planned: Mutex<Vec<(u64, i32)>>,
     /// The errno the next zone-table write fails with (0: none).
     table: AtomicI32,
+    /// The errno the `fdatasync` after the next zone-table write fails with (0: none).
+    table_sync: AtomicI32,
 }
 
 impl HostFaults {
@@ -180,16 +185,6 @@ impl HostFaults {
         planned.push((data_write_index, errno));
         self.armed.store(true, Ordering::Release);
     }
-}
-
-/// What the zone-table writes have made durable (behind [`EmuInner::persist`], which
-/// serialises them).
-struct Persisted {
-    /// Sequence number of the next table write.
-    next_sequence: u64,
-    /// The zones as the last table this device wrote stored them (`None` until it wrote one:
-    /// the table an open read may not have been made durable by the process that wrote it).
-    zones: Option<Vec<PersistedZone>>,
 }
 
 /// A file-backed emulated zoned device. Clones share the device.
@@ -443,6 +438,7 @@ impl EmuDevice {
                 persist: futures::lock::Mutex::new(Persisted {
                     next_sequence: loaded.sequence + 1,
                     zones: None,
+                    checked: false,
                 }),
                 faults: HostFaults::default(),
                 nowait_unsupported: AtomicBool::new(false),
@@ -478,8 +474,9 @@ impl EmuDevice {
     }
 
     /// Set when the open found one zone-table slot damaged and used the other (a torn table
-    /// write, or a damaged older copy; see `docs/format.md`). Nothing acknowledged was lost,
-    /// but a tool should say so. The open also logged it with `tracing::warn!`.
+    /// write, a newest table whose data checks failed because its flush never completed, or
+    /// a damaged older copy; see `docs/format.md`). Nothing acknowledged was lost, but a tool
+    /// should say so. The open also logged it with `tracing::warn!`.
     pub fn recovery(&self) -> Option<&TableRecovery> {
         self.inner.recovery.as_ref()
     }
@@ -497,6 +494,13 @@ impl EmuDevice {
     /// error would.
     pub fn fail_table_write(&self, errno: i32) {
         self.inner.faults.table.store(errno, Ordering::Relaxed);
+    }
+
+    /// Fault injection for tests: the `fdatasync` after the next zone-table write fails with
+    /// `errno` (non-zero, e.g. `libc::EIO`) after the table was written (to the page cache or
+    /// the drive's cache, where it may still become durable), as a host I/O error would.
+    pub fn fail_table_sync(&self, errno: i32) {
+        self.inner.faults.table_sync.store(errno, Ordering::Relaxed);
     }
 
     fn controller(&self) -> MutexGuard<'_, Controller> {
@@ -699,110 +703,6 @@ impl EmuDevice {
             (fate, res) => unreachable!("reservation fate {fate:?} after a transfer {res:?}"),
         };
         (res, buf)
-    }
-
-    /// Persists the zone table (see [`EmuDevice::persist_with`]).
-    async fn persist(&self) -> Result<()> {
-        self.persist_with(|table| Ok(table.snapshot()), |_| Ok(()))
-            .await
-    }
-
-    /// Persists the zones `snapshot` makes of the zone table (called under the controller
-    /// lock, once table writes are serialised), then, on success and before the next table
-    /// write can start, runs `then` on the table (so no later table write can miss what
-    /// `snapshot` stored). Nothing is written if `snapshot` fails.
-    ///
-    /// - Nothing changed since the last table this device wrote: nothing to write (every
-    ///   write the snapshot covers is already durable).
-    /// - Every zone's data that grew since then was written by writes short enough to carry
-    ///   checksums ([`DataChecks`]), in all at most [`CHECKED_TABLE_BYTES_MAX`]: write the
-    ///   next slot with a check per grown zone, one `fdatasync` (an open that finds a check
-    ///   not matching falls back to the previous table).
-    /// - Otherwise: `fdatasync` the data, write the next slot, `fdatasync`.
-    async fn persist_with<T>(
-        &self,
-        snapshot: impl FnOnce(&ZoneTable) -> Result<Vec<PersistedZone>>,
-        then: impl FnOnce(&mut ZoneTable) -> Result<T>,
-    ) -> Result<T> {
-        let path = &self.inner.path;
-        let mut persisted = self.inner.persist.lock().await;
-        let (zones, entries) = {
-            let c = self.controller();
-            let zones = snapshot(&c.table)?;
-            let entries = persisted
-                .zones
-                .as_deref()
-                .and_then(|last| self.checked_entries(&c.checks, last, &zones));
-            (zones, entries)
-        };
-        if persisted.zones.as_ref() == Some(&zones) {
-            return then(&mut self.controller().table);
-        }
-        let file = &self.inner.file;
-        let one_sync = entries.is_some();
-        let entries = match entries {
-            Some(entries) => entries,
-            None => {
-                file.sync_data().await.map_err(|e| rt_err(path, e))?;
-                zones.iter().copied().map(TableEntry::unchecked).collect()
-            }
-        };
-        let seq = persisted.next_sequence;
-        let slot = format::encode_table(&self.inner.layout, seq, &entries);
-        let injected = self.inner.faults.table.swap(0, Ordering::Relaxed);
-        if injected != 0 {
-            return Err(DeviceError::io(
-                format!(
-                    "emu:{}: zone table write (injected host error)",
-                    path.display()
-                ),
-                std::io::Error::from_raw_os_error(injected),
-            ));
-        }
-        write_region(file, path, self.inner.layout.slot_offset(seq % 2), &slot).await?;
-        file.sync_data().await.map_err(|e| rt_err(path, e))?;
-        tracing::trace!(sequence = seq, one_sync, "zone table written");
-        persisted.next_sequence = seq + 1;
-        let out = {
-            let mut c = self.controller();
-            let last = persisted.zones.as_deref();
-            for (zone, z) in zones.iter().enumerate() {
-                let reset = last.is_none_or(|last| z.written_bytes < last[zone].written_bytes);
-                c.checks.persisted(zone as u32, z.written_bytes, reset);
-            }
-            then(&mut c.table)
-        };
-        persisted.zones = Some(zones);
-        drop(persisted);
-        out
-    }
-
-    /// The entries of a table that stores `zones` after the table `last`, with a data check
-    /// for every zone whose data grew: `None` if one of those ranges has no check or they
-    /// add up to more than [`CHECKED_TABLE_BYTES_MAX`] (the table then needs the data synced
-    /// before it is written).
-    fn checked_entries(
-        &self,
-        checks: &DataChecks,
-        last: &[PersistedZone],
-        zones: &[PersistedZone],
-    ) -> Option<Vec<TableEntry>> {
-        let bs = self.inner.geometry.block_size_bytes;
-        let mut checked_bytes = 0u64;
-        let mut entries = Vec::with_capacity(zones.len());
-        for (zone, (z, before)) in zones.iter().zip(last).enumerate() {
-            let check = if z.written_bytes > before.written_bytes {
-                checked_bytes += z.written_bytes - before.written_bytes;
-                if checked_bytes > CHECKED_TABLE_BYTES_MAX {
-                    return None;
-                }
-                Some(checks.check(zone as u32, before.written_bytes, z.written_bytes, bs)?)
-            } else {
-                None
-            };
-            entries.push(TableEntry { zone: *z, check });
-        }
-        Some(entries)
     }
 
     /// With [`EmuDevice::discard_on_reset`] on, gives the space of reset zones back to the

@@ -1,10 +1,12 @@
-//! Opening an emu file: the regular-file check, the lock, the header and the choice of the
-//! zone-table slot (the rule is in `docs/format.md`, "Choosing the table").
+//! Opening an emu file: the regular-file check, the lock, the header, the choice of the
+//! zone-table slot and the check of the data its checks cover (the rule is in
+//! `docs/format.md`, "Choosing the table").
 
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
+use crate::emu::checks::CHECKED_TABLE_BYTES_MAX;
 use crate::emu::format::{self, Layout, SlotDefect, TableEntry};
 use crate::emu::lock::{self, DeviceClaim};
 use crate::model::error::{DeviceError, Result};
@@ -233,7 +235,33 @@ impl Chosen {
     }
 }
 
-/// The first data check of `chosen` that the data does not match, described.
+/// Refuses data checks no table write produces: a check longer than the zone's data, a
+/// zone's data past its capacity, or checks that add up to more than a table ever checks.
+/// Runs before any data is read.
+fn checks_in_bounds(g: &Geometry, chosen: &Chosen) -> std::result::Result<(), String> {
+    let mut total = 0u64;
+    for (zone, (z, check)) in chosen.zones.iter().zip(&chosen.checks).enumerate() {
+        let Some(check) = check else { continue };
+        let len = u64::from(check.blocks) * g.block_size_bytes;
+        total += len;
+        if len > z.written_bytes || z.written_bytes > g.zone_capacity_bytes {
+            return Err(format!(
+                "zone {zone} checks {} blocks of {} bytes written (capacity {})",
+                check.blocks, z.written_bytes, g.zone_capacity_bytes
+            ));
+        }
+    }
+    if total > CHECKED_TABLE_BYTES_MAX {
+        return Err(format!(
+            "its data checks cover {total} bytes, more than a table write checks \
+             ({CHECKED_TABLE_BYTES_MAX})"
+        ));
+    }
+    Ok(())
+}
+
+/// The first data check of `chosen` that the data does not match, described (the checks are
+/// in bounds, see [`checks_in_bounds`]).
 fn failed_check(
     f: &std::fs::File,
     path: &Path,
@@ -262,10 +290,37 @@ fn failed_check(
     Ok(None)
 }
 
+/// Why `older` cannot be the table a flush writing `newer` started from, if it cannot: the
+/// sequence right before, and every checked range of `newer` starting where `older`'s data
+/// of that zone ends.
+fn not_the_previous(g: &Geometry, newer: &Chosen, older: &Chosen) -> Option<String> {
+    if older.sequence + 1 != newer.sequence {
+        return Some(format!(
+            "the older slot holds sequence {}, not {}",
+            older.sequence,
+            newer.sequence - 1
+        ));
+    }
+    let zones = newer.zones.iter().zip(&newer.checks).zip(&older.zones);
+    for (zone, ((z, check), before)) in zones.enumerate() {
+        let Some(check) = check else { continue };
+        let start = z.written_bytes - u64::from(check.blocks) * g.block_size_bytes;
+        if start != before.written_bytes {
+            return Some(format!(
+                "zone {zone}'s check starts at byte {start}, the older table's data ends at {}",
+                before.written_bytes
+            ));
+        }
+    }
+    None
+}
+
 /// Checks the data the chosen table's entries carry checks for (a table written with one
 /// `fdatasync`, see `docs/format.md`). If one does not match, that table's flush never
-/// completed: the open falls back to the older slot (whose checks must match) and says so in
-/// the recovery note; with no valid older slot it is a `Corrupt` error.
+/// completed: the open falls back to the older slot and says so in the recovery note. That
+/// older slot must hold the table the failed flush started from (the sequence right before,
+/// the checked ranges starting where its data ends) and its own checks must match; anything
+/// else, or checks no table write produces, is a `Corrupt` error.
 fn verify_data(
     f: &std::fs::File,
     path: &Path,
@@ -273,26 +328,41 @@ fn verify_data(
     layout: &Layout,
     mut chosen: Chosen,
 ) -> Result<Chosen> {
+    let refuse = |c: &Chosen, detail: String| {
+        corrupt(
+            path,
+            format!(
+                "zone-table slot {} (sequence {}): {detail}",
+                c.slot, c.sequence
+            ),
+        )
+    };
+    checks_in_bounds(g, &chosen).map_err(|d| refuse(&chosen, d))?;
     let Some(defect) = failed_check(f, path, g, layout, &chosen)? else {
         return Ok(chosen);
     };
     let Some(mut older) = chosen.older.take().map(|o| *o) else {
-        return Err(corrupt(
-            path,
-            format!(
-                "zone-table slot {} (sequence {}): {defect}, and no older valid table to fall \
-                 back to",
-                chosen.slot, chosen.sequence
-            ),
+        return Err(refuse(
+            &chosen,
+            format!("{defect}, and no older valid table to fall back to"),
         ));
     };
-    if let Some(older_defect) = failed_check(f, path, g, layout, &older)? {
-        return Err(corrupt(
-            path,
+    if let Some(why) = not_the_previous(g, &chosen, &older) {
+        return Err(refuse(
+            &chosen,
             format!(
-                "zone-table slot {} (sequence {}): {defect}; the older slot {} (sequence {}) \
-                 fails its check too: {older_defect}",
-                chosen.slot, chosen.sequence, older.slot, older.sequence
+                "{defect}; not a flush torn by a crash, since {why}. Refusing to roll back \
+                 silently (copy the file, then see docs/format.md)"
+            ),
+        ));
+    }
+    checks_in_bounds(g, &older).map_err(|d| refuse(&older, d))?;
+    if let Some(older_defect) = failed_check(f, path, g, layout, &older)? {
+        return Err(refuse(
+            &chosen,
+            format!(
+                "{defect}; the older slot {} (sequence {}) fails its check too: {older_defect}",
+                older.slot, older.sequence
             ),
         ));
     }
