@@ -177,10 +177,12 @@ async fn run(path: &Path, seed: u64) -> Vec<Flushed> {
             model.wrote(blocks * BS);
         }
         let before = out.last().expect("the creation image").image.clone();
+        let syncs = dev.fdatasyncs();
         dev.flush().await.unwrap();
         let flushed = image();
         // The first flush after an open writes a table even with nothing changed.
         let one_sync = flushed != before && model.table_written();
+        expect_syncs(&dev, syncs, flushed != before, one_sync);
         out.push(Flushed {
             image: flushed,
             state: state_of(&dev, &generations).await,
@@ -191,12 +193,14 @@ async fn run(path: &Path, seed: u64) -> Vec<Flushed> {
         if !written.is_empty() && rng.below(4) == 0 {
             // A reset writes a table of its own (no data to check).
             let zone = written[rng.below(written.len() as u64) as usize];
+            let syncs = dev.fdatasyncs();
             dev.zone_action(ZoneAction::Reset, ZoneTarget::One(zone))
                 .await
                 .unwrap();
             generations[zone as usize] += 1;
             wps[zone as usize] = 0;
             let one_sync = model.table_written();
+            expect_syncs(&dev, syncs, true, one_sync);
             out.push(Flushed {
                 image: image(),
                 state: state_of(&dev, &generations).await,
@@ -205,6 +209,21 @@ async fn run(path: &Path, seed: u64) -> Vec<Flushed> {
         }
     }
     out
+}
+
+/// Checks the `fdatasync`s a flush or zone action issued since `before`: none when it wrote
+/// no table, one for a table written with one, two otherwise.
+fn expect_syncs(dev: &EmuDevice, before: u64, wrote_table: bool, one_sync: bool) {
+    let want = match (wrote_table, one_sync) {
+        (false, _) => 0,
+        (true, true) => 1,
+        (true, false) => 2,
+    };
+    assert_eq!(
+        dev.fdatasyncs() - before,
+        want,
+        "fdatasyncs of a table write"
+    );
 }
 
 /// Opens the image at `path`: the candidate state it is in (checking every byte below every
@@ -377,6 +396,17 @@ fn check_seed(seed: u64) {
                 .unwrap();
         }
     }
+    // The crash file holds the last image: it opens as the last state.
+    let cp = crash_path.clone();
+    let last = flushes.last().expect("flushes").state.clone();
+    let want = last.clone();
+    let (state, fell_back) = on_core(move || async move { open_and_check(&cp, &[&want]).await })
+        .unwrap_or_else(|e| panic!("seed {seed}: the last image: {e}"));
+    assert_eq!(
+        (state, fell_back),
+        (last, false),
+        "seed {seed}: the last image"
+    );
     assert!(
         checked_flushes >= FLUSHES / 3,
         "seed {seed}: only {checked_flushes} flushes wrote data and a table with one fdatasync"

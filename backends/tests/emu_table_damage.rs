@@ -246,3 +246,107 @@ fn a_torn_table_write_falls_back_with_a_recovery_note() {
         assert_eq!(d.report_all().await.unwrap(), newest);
     });
 }
+
+/// Rewrites table slot `slot` as sequence `sequence`, its entries changed by `change`.
+fn rewrite_slot(
+    path: &Path,
+    slot: u64,
+    sequence: u64,
+    change: impl FnOnce(&mut Vec<format::TableEntry>),
+) {
+    let layout = Layout::for_geometry(&geometry());
+    let (_, mut entries) = format::decode_table(&slot_bytes(path, slot), ZONES).unwrap();
+    change(&mut entries);
+    patch(
+        path,
+        layout.slot_offset(slot),
+        &format::encode_table(&layout, sequence, &entries),
+    );
+}
+
+/// Where zone `zone`'s data starts in the file.
+fn data_at(zone: u32) -> u64 {
+    let g = geometry();
+    Layout::for_geometry(&g).data_offset_bytes + u64::from(zone) * g.zone_size_bytes
+}
+
+fn open_err(path: &Path) -> String {
+    let p = path.to_path_buf();
+    let e =
+        on_core(move || async move { EmuDevice::open(&p, LatencyModel::default()).await.err() })
+            .expect("the open is refused");
+    assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+    e.to_string()
+}
+
+/// `make_device`'s newest table (sequence 3) was written with one fdatasync and checks zone
+/// 40's block. Its data not there: the open falls back to sequence 2, says so, and retires
+/// the rejected table, so the same data landing later (written again, reaching the disk by
+/// writeback) does not bring it back.
+#[test]
+fn a_failed_data_check_falls_back_once_and_for_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, older, _) = make_device(dir.path());
+    let (_, newest_entries) = format::decode_table(&slot_bytes(&path, 1), ZONES).unwrap();
+    assert!(
+        newest_entries[40].check.is_some(),
+        "sequence 3 checks zone 40"
+    );
+    patch(&path, data_at(40), &[0; 4096]);
+    let p = path.clone();
+    let want = older.clone();
+    on_core(move || async move {
+        let d = EmuDevice::open(&p, LatencyModel::default()).await.unwrap();
+        let r = d.recovery().expect("the fall back is reported").clone();
+        assert!(r.torn_newest_write, "{r}");
+        assert_eq!((r.damaged_slot, r.used_slot, r.used_sequence), (1, 0, 2));
+        assert!(r.defect.contains("zone 40"), "{r}");
+        assert_eq!(d.report_all().await.unwrap(), want);
+    });
+    patch(&path, data_at(40), &[2; 4096]);
+    let p = path.clone();
+    on_core(move || async move {
+        let d = EmuDevice::open(&p, LatencyModel::default()).await.unwrap();
+        assert_eq!(
+            d.report_all().await.unwrap(),
+            older,
+            "the rejected table came back"
+        );
+    });
+}
+
+/// A failed data check falls back only to the table the torn flush started from, and only
+/// with checks no table write could have produced refused before any data is read.
+#[test]
+fn a_failed_data_check_that_no_crash_explains_is_corrupt() {
+    type Damage = fn(&Path);
+    let cases: [(&str, Damage); 4] = [
+        ("the older slot holds sequence 0, not 2", |p| {
+            rewrite_slot(p, 0, 0, |_| {})
+        }),
+        (
+            "zone 40's check starts at byte 0, the older table's data ends at 4096",
+            |p| rewrite_slot(p, 0, 2, |e| e[40].zone.written_bytes = 4096),
+        ),
+        ("fails its check too", |p| {
+            rewrite_slot(p, 0, 2, |e| {
+                e[0].check = Some(format::DataCheck {
+                    blocks: 2,
+                    crc32c: 7,
+                })
+            })
+        }),
+        ("zone 40 checks 2 blocks of 4096 bytes written", |p| {
+            rewrite_slot(p, 1, 3, |e| e[40].check.as_mut().unwrap().blocks = 2)
+        }),
+    ];
+    for (want, damage) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _, _) = make_device(dir.path());
+        patch(&path, data_at(40), &[0; 4096]);
+        damage(&path);
+        let e = open_err(&path);
+        assert!(e.contains(want), "want {want:?}: {e}");
+        assert!(e.contains("slot"), "{e}");
+    }
+}

@@ -12,9 +12,6 @@ use crate::emu::format::{DataCheck, CHECK_BLOCKS_MAX};
 /// `fdatasync` it saves); a flush whose table would have to cover one uses two.
 pub(crate) const CHECKED_WRITE_BYTES_MAX: u64 = 64 << 10;
 
-/// Most bytes one table checks: bounds what an open reads to verify it.
-pub(crate) const CHECKED_TABLE_BYTES_MAX: u64 = 1 << 20;
-
 /// Most records kept per zone: a zone written in more short writes than this between two
 /// tables gets no check (its records are dropped until the next table covers the zone).
 const RECORDS_PER_ZONE_MAX: usize = 256;

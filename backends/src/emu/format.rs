@@ -58,6 +58,9 @@ const T_ENTRIES: usize = T_SEQUENCE + 8;
 pub const ENTRY_BYTES: usize = 16;
 /// Most blocks a [`DataCheck`] can cover (its count is 24 bits).
 pub const CHECK_BLOCKS_MAX: u32 = (1 << 24) - 1;
+/// Most bytes the data checks of one table cover together: a table write never checks more
+/// (it syncs the data first instead), and an open refuses a table that claims to.
+pub const CHECKED_TABLE_BYTES_MAX: u64 = 1 << 20;
 const _: () = assert!(T_ENTRIES == 24);
 
 /// The unit a drive writes atomically (a logical sector; 4Kn drives write 4096): a write torn
@@ -364,8 +367,10 @@ pub fn decode_table(b: &[u8], zone_count: u32) -> Result<(u64, Vec<TableEntry>),
 
 /// Whether every entry of a slot (whatever its checksum) is one a table write could have
 /// produced for `g`: a known state code, check fields a table write produces (zero in a
-/// version 1 slot; no checksum without blocks in version 2), whole blocks within the
-/// capacity, and zero reserved bytes after the checksum. A slot torn by a crash during its
+/// version 1 slot; in version 2 no checksum without blocks, no check longer than the
+/// capacity or than a table checks, nor — for an entry within one sector — than the zone's
+/// data, and at most twice what a table checks in all), whole blocks within the capacity,
+/// and zero reserved bytes after the checksum. A slot torn by a crash during its
 /// write is made of such entries (pieces of its old and its new content); a flipped bit
 /// usually is not. Returns the first entry that is not.
 pub fn entries_well_formed(b: &[u8], g: &Geometry) -> Result<(), String> {
@@ -376,20 +381,38 @@ pub fn entries_well_formed(b: &[u8], g: &Geometry) -> Result<(), String> {
     // A torn slot mixes sectors of its old and new content; its version field is the new
     // one's (the header sector is intact), and old entries are well-formed in version 2 too.
     let version = get_u32(b, T_VERSION);
+    let mut checked_bytes = 0u64;
     for i in 0..g.zone_count as usize {
         let at = T_ENTRIES + ENTRY_BYTES * i;
         if ZoneState::from_nvme_code(b[at]).is_none() {
             return Err(format!("zone {i} has unknown state code {:#x}", b[at]));
         }
-        // Not compared with the written bytes: a sector boundary can fall between an entry's
-        // check and its written bytes (entries 30, 62, …), mixing a new check with old bytes.
-        decode_check(version, &b[at..at + ENTRY_BYTES]).map_err(|d| format!("zone {i} has {d}"))?;
+        let check = decode_check(version, &b[at..at + ENTRY_BYTES])
+            .map_err(|d| format!("zone {i} has {d}"))?;
         let written = get_u64(b, at + 8);
         if written > g.zone_capacity_bytes || written % g.block_size_bytes != 0 {
             return Err(format!(
                 "zone {i} claims {written} bytes written, not whole blocks within the capacity"
             ));
         }
+        let Some(check) = check else { continue };
+        let checked = u64::from(check.blocks) * g.block_size_bytes;
+        checked_bytes += checked;
+        // An entry across a sector boundary (entries 30, 62, … at 512 bytes) may pair a new
+        // check with old written bytes; any other comes whole from one table.
+        let straddles = at / ATOMIC_SECTOR_BYTES != (at + ENTRY_BYTES - 1) / ATOMIC_SECTOR_BYTES;
+        if checked > g.zone_capacity_bytes.min(CHECKED_TABLE_BYTES_MAX)
+            || (!straddles && checked > written)
+        {
+            return Err(format!(
+                "zone {i} checks {} blocks of {written} bytes written",
+                check.blocks
+            ));
+        }
+    }
+    // At most a mix of two tables' checks.
+    if checked_bytes > 2 * CHECKED_TABLE_BYTES_MAX {
+        return Err(format!("its checks cover {checked_bytes} bytes"));
     }
     if b[crc_at + 4..].iter().any(|&x| x != 0) {
         return Err("non-zero bytes after the checksum".into());
@@ -490,10 +513,11 @@ mod tests {
         assert!(entries_well_formed(&b, &g).unwrap_err().contains("zone 1"));
         b[48] ^= 1;
         assert_eq!(entries_well_formed(&b, &g), Ok(()));
-        // Zone 0 checking 3 blocks of its 2 may be a torn mix (the open refuses it in a table
-        // whose checksum matches).
+        // Zone 0 checking 3 blocks of its 2 (its entry is within one sector).
         b[25] = 3;
-        assert_eq!(entries_well_formed(&b, &g), Ok(()));
+        assert!(entries_well_formed(&b, &g)
+            .unwrap_err()
+            .contains("zone 0 checks 3 blocks"));
         // Zone 1 with a checksum but no blocks.
         b[25] = 2;
         b[45] = 1;

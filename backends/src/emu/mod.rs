@@ -14,7 +14,8 @@
 //! table carries a data check per grown zone and one `fdatasync` makes data and table durable
 //! together; otherwise the data is `fdatasync`ed first and the table after it. A flush that
 //! finds nothing changed since the last table writes nothing (or, if that table has checks,
-//! writes it again without them). Zone management commands
+//! writes it again without them); the first table after an open, or after a table write
+//! that failed or was cancelled, syncs the data first. Zone management commands
 //! persist the table the same way before completing, so a completed reset can never be
 //! undone by a crash. On open the newest valid slot wins if its data checks match (a table
 //! write or its data torn by a crash falls back to the previous table, reported by
@@ -36,6 +37,8 @@
 //! A reset or finish first waits until the zone has no write in flight (a transfer still
 //! running would otherwise land over data written after the reset); writes issued to the
 //! zone meanwhile wait until the action has completed, and then go after it, in issue order.
+//! A flush or zone action also runs in a task of its own, so dropping its future never
+//! leaves a table write in flight.
 //!
 //! ## Locking and read-only opens
 //! A read-write open takes an exclusive `flock` on the file, a read-only open
@@ -102,15 +105,31 @@ impl Controller {
     }
 }
 
-/// A reset or finish in progress on some zones ([`EmuDevice::drain`]): while it lives, new
-/// writes to those zones wait. Dropping it (the action ended or its future was dropped) lets
-/// them go on.
-struct Draining<'a> {
-    dev: &'a EmuDevice,
+/// A reset or finish in progress on some zones ([`EmuDevice::start_drain`]): while it lives,
+/// new writes to those zones wait. Dropping it (the action ended) lets them go on.
+struct Draining {
+    dev: EmuDevice,
     zones: Vec<u32>,
 }
 
-impl Drop for Draining<'_> {
+impl Draining {
+    /// Returns once none of the zones has a write in flight.
+    async fn drained(&self) {
+        std::future::poll_fn(|cx| {
+            let mut c = self.dev.controller();
+            match self.zones.iter().find(|&&z| c.table.has_in_flight(z)) {
+                Some(&z) => {
+                    c.waiters[z as usize].push(cx.waker().clone());
+                    Poll::Pending
+                }
+                None => Poll::Ready(()),
+            }
+        })
+        .await
+    }
+}
+
+impl Drop for Draining {
     fn drop(&mut self) {
         let waiters: Vec<Waker> = {
             let mut c = self.dev.controller();
@@ -139,6 +158,8 @@ struct EmuInner {
     controller: Mutex<Controller>,
     /// Serialises table persistence.
     persist: futures::lock::Mutex<Persisted>,
+    /// `fdatasync`s issued by table persistence ([`EmuDevice::fdatasyncs`]).
+    fdatasyncs: AtomicU64,
     faults: HostFaults,
     /// The file system refused `RWF_NOWAIT` reads: [`ZonedDevice::read_now`] gives up at once.
     nowait_unsupported: AtomicBool,
@@ -411,7 +432,7 @@ impl EmuDevice {
         mode: OpenMode,
         allow_direct: bool,
     ) -> Result<EmuDevice> {
-        let loaded = open::load(&f, path)?;
+        let loaded = open::load(&f, path, mode)?;
         let direct = allow_direct
             && loaded.geometry.block_size_bytes >= EMU_DIRECT_BLOCK_SIZE_BYTES_MIN
             && try_direct(path, &f);
@@ -440,6 +461,7 @@ impl EmuDevice {
                     zones: None,
                     checked: false,
                 }),
+                fdatasyncs: AtomicU64::new(0),
                 faults: HostFaults::default(),
                 nowait_unsupported: AtomicBool::new(false),
                 discard: AtomicBool::new(false),
@@ -474,9 +496,11 @@ impl EmuDevice {
     }
 
     /// Set when the open found one zone-table slot damaged and used the other (a torn table
-    /// write, a newest table whose data checks failed because its flush never completed, or
-    /// a damaged older copy; see `docs/format.md`). Nothing acknowledged was lost, but a tool
-    /// should say so. The open also logged it with `tracing::warn!`.
+    /// write, a newest table whose data checks failed, or a damaged older copy; see
+    /// `docs/format.md`). Nothing acknowledged was lost, unless a failed data check came from
+    /// damage to data after its flush completed rather than from a crash (see
+    /// [`TableRecovery::torn_newest_write`]); a tool should say so. The open also logged it
+    /// with `tracing::warn!`.
     pub fn recovery(&self) -> Option<&TableRecovery> {
         self.inner.recovery.as_ref()
     }
@@ -494,6 +518,13 @@ impl EmuDevice {
     /// error would.
     pub fn fail_table_write(&self, errno: i32) {
         self.inner.faults.table.store(errno, Ordering::Relaxed);
+    }
+
+    /// The `fdatasync`s this device issued since it was opened (each flush and zone action
+    /// issues 0, 1 or 2, see `docs/format.md`), for tests and tools that check what a flush
+    /// cost.
+    pub fn fdatasyncs(&self) -> u64 {
+        self.inner.fdatasyncs.load(Ordering::Relaxed)
     }
 
     /// Fault injection for tests: the `fdatasync` after the next zone-table write fails with
@@ -605,10 +636,10 @@ impl EmuDevice {
         .await
     }
 
-    /// Starts a reset or finish of `target`: new writes to its zones wait from now on; returns
-    /// once none of them has a write in flight. The zones go back to taking writes when the
-    /// returned guard is dropped.
-    async fn drain(&self, target: ZoneTarget) -> Draining<'_> {
+    /// Starts a reset or finish of `target`: new writes to its zones wait from now on (wait
+    /// for the writes in flight with [`Draining::drained`]). The zones go back to taking
+    /// writes when the returned guard is dropped.
+    fn start_drain(&self, target: ZoneTarget) -> Draining {
         let zones: Vec<u32> = match target {
             ZoneTarget::One(z) if z < self.inner.geometry.zone_count => vec![z],
             // A zone that does not exist: the action itself refuses it.
@@ -621,19 +652,10 @@ impl EmuDevice {
                 c.draining[z as usize] += 1;
             }
         }
-        let guard = Draining { dev: self, zones };
-        std::future::poll_fn(|cx| {
-            let mut c = self.controller();
-            match guard.zones.iter().find(|&&z| c.table.has_in_flight(z)) {
-                Some(&z) => {
-                    c.waiters[z as usize].push(cx.waker().clone());
-                    Poll::Pending
-                }
-                None => Poll::Ready(()),
-            }
-        })
-        .await;
-        guard
+        Draining {
+            dev: self.clone(),
+            zones,
+        }
     }
 
     /// Waits until the fate of a reservation that completed as [`WriteFate::Pending`] is
@@ -909,12 +931,44 @@ impl ZonedDevice for EmuDevice {
 
     async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
         self.check_may_change(|| format!("{action} {target:?}"))?;
-        // A reset or finish waits for the zone's writes in flight (and holds new ones back)
-        // until it is persisted: a transfer still running would land after it.
-        let _draining = match action {
-            ZoneAction::Reset | ZoneAction::Finish => Some(self.drain(target).await),
+        // A reset or finish holds new writes to its zones back from its first poll on (so
+        // writes issued after it go after it); it waits for the zone's writes in flight
+        // before it is persisted: a transfer still running would land after it.
+        let draining = match action {
+            ZoneAction::Reset | ZoneAction::Finish => Some(self.start_drain(target)),
             _ => None,
         };
+        // Runs to its end in a task of its own (see the module doc, "Writes in flight").
+        let dev = self.clone();
+        let task = ziob_runtime::spawn(async move {
+            if let Some(draining) = &draining {
+                draining.drained().await;
+            }
+            let out = dev.carry_out_action(action, target).await;
+            drop(draining);
+            out
+        });
+        Detached(Some(task)).await
+    }
+
+    async fn flush(&self) -> Result<()> {
+        if self.inner.mode == OpenMode::ReadOnly {
+            return Ok(());
+        }
+        // Runs to its end in a task of its own (see the module doc, "Writes in flight").
+        let dev = self.clone();
+        let task = ziob_runtime::spawn(async move {
+            dev.model_delay(0).await;
+            dev.persist().await
+        });
+        Detached(Some(task)).await
+    }
+}
+
+impl EmuDevice {
+    /// Carries out a zone action (in its own task, see [`ZonedDevice::zone_action`]; a reset
+    /// or finish holds its [`Draining`] guard, and its zones have no write in flight).
+    async fn carry_out_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
         self.model_delay(0).await;
         // The table as it is after the action is persisted first, and only then is the action
         // applied: a failed table write leaves it undone (not done in memory but not durable,
@@ -950,13 +1004,5 @@ impl ZonedDevice for EmuDevice {
             .await?;
         self.punch_reset_zones(&reset_zones);
         Ok(())
-    }
-
-    async fn flush(&self) -> Result<()> {
-        if self.inner.mode == OpenMode::ReadOnly {
-            return Ok(());
-        }
-        self.model_delay(0).await;
-        self.persist().await
     }
 }

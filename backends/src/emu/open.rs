@@ -6,8 +6,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
-use crate::emu::checks::CHECKED_TABLE_BYTES_MAX;
-use crate::emu::format::{self, Layout, SlotDefect, TableEntry};
+use crate::emu::format::{self, Layout, SlotDefect, TableEntry, CHECKED_TABLE_BYTES_MAX};
 use crate::emu::lock::{self, DeviceClaim};
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
@@ -41,10 +40,11 @@ pub struct TableRecovery {
     pub used_slot: u64,
     /// The sequence number of the table in use.
     pub used_sequence: u64,
-    /// Whether the damaged slot was the newer one: a table write torn by a crash, or a table
-    /// whose data check failed (its data did not all land), so its flush never completed
-    /// (nothing acknowledged is lost). Otherwise it was the older slot and nothing is lost
-    /// either.
+    /// Whether the damaged slot was the newer one: a table write torn by a crash (its flush
+    /// never completed, nothing acknowledged is lost), or a table whose data check failed —
+    /// its data did not all land, so its flush never completed, or (which the open cannot
+    /// tell apart) its data was damaged after that flush completed, and then that flush is
+    /// lost. Otherwise it was the older slot and nothing is lost.
     pub torn_newest_write: bool,
 }
 
@@ -162,8 +162,10 @@ fn read_exact(f: &std::fs::File, path: &Path, offset: u64, len: usize) -> Result
     }
 }
 
-/// Reads the header and the zone table of an open device file.
-pub(crate) fn load(f: &std::fs::File, path: &Path) -> Result<Loaded> {
+/// Reads the header and the zone table of an open device file. A read-write open that fell
+/// back from a newest table whose data checks failed overwrites that table (see
+/// [`retire_rejected`]).
+pub(crate) fn load(f: &std::fs::File, path: &Path, mode: OpenMode) -> Result<Loaded> {
     let header = read_exact(f, path, 0, format::HEADER_BYTES as usize)?
         .ok_or_else(|| corrupt(path, "the file is shorter than its 4096-byte header"))?;
     let (geometry, layout) = format::decode_header(&header).map_err(|d| corrupt(path, d))?;
@@ -187,9 +189,12 @@ pub(crate) fn load(f: &std::fs::File, path: &Path) -> Result<Loaded> {
         slots.push(bytes);
     }
     let chosen = choose_table(&slots, &geometry).map_err(|d| corrupt(path, d))?;
-    let chosen = verify_data(f, path, &geometry, &layout, chosen)?;
+    let mut chosen = verify_data(f, path, &geometry, &layout, chosen)?;
     if let Some(r) = &chosen.recovery {
         tracing::warn!(path = %path.display(), "{r}");
+    }
+    if mode == OpenMode::ReadWrite {
+        retire_rejected(f, path, &layout, &mut chosen)?;
     }
     let table = ZoneTable::restore(&geometry, &chosen.zones).map_err(|d| {
         corrupt(
@@ -209,6 +214,35 @@ pub(crate) fn load(f: &std::fs::File, path: &Path) -> Result<Loaded> {
     })
 }
 
+/// After a fall back from a newest table whose data checks failed (sequence `s`), writes the
+/// table in use over it as sequence `s` without checks and `fdatasync`s. Otherwise the
+/// rejected table would stay until the next table write, and data written again to match
+/// its checks (the same bytes, reaching the disk by writeback) could make a later open take
+/// it, undoing what this open showed.
+fn retire_rejected(
+    f: &std::fs::File,
+    path: &Path,
+    layout: &Layout,
+    chosen: &mut Chosen,
+) -> Result<()> {
+    let Some((slot, sequence)) = chosen.rejected else {
+        return Ok(());
+    };
+    let entries: Vec<TableEntry> = chosen
+        .zones
+        .iter()
+        .copied()
+        .map(TableEntry::unchecked)
+        .collect();
+    let bytes = format::encode_table(layout, sequence, &entries);
+    f.write_all_at(&bytes, layout.slot_offset(slot))
+        .map_err(|e| io_err(path, "write zone table", e))?;
+    f.sync_data().map_err(|e| io_err(path, "fdatasync", e))?;
+    chosen.slot = slot;
+    chosen.sequence = sequence;
+    Ok(())
+}
+
 /// The slot an open uses.
 pub(crate) struct Chosen {
     pub(crate) slot: u64,
@@ -220,6 +254,8 @@ pub(crate) struct Chosen {
     /// The other slot, when it is valid and older: what the open falls back to if this
     /// table's data checks fail.
     pub(crate) older: Option<Box<Chosen>>,
+    /// After such a fall back: the slot and sequence of the table whose checks failed.
+    pub(crate) rejected: Option<(u64, u64)>,
 }
 
 impl Chosen {
@@ -231,6 +267,7 @@ impl Chosen {
             checks: entries.iter().map(|e| e.check).collect(),
             recovery: None,
             older: None,
+            rejected: None,
         }
     }
 }
@@ -291,8 +328,8 @@ fn failed_check(
 }
 
 /// Why `older` cannot be the table a flush writing `newer` started from, if it cannot: the
-/// sequence right before, and every checked range of `newer` starting where `older`'s data
-/// of that zone ends.
+/// sequence right before, every zone that grew checked, and every checked range of `newer`
+/// starting where `older`'s data of that zone ends.
 fn not_the_previous(g: &Geometry, newer: &Chosen, older: &Chosen) -> Option<String> {
     if older.sequence + 1 != newer.sequence {
         return Some(format!(
@@ -303,7 +340,12 @@ fn not_the_previous(g: &Geometry, newer: &Chosen, older: &Chosen) -> Option<Stri
     }
     let zones = newer.zones.iter().zip(&newer.checks).zip(&older.zones);
     for (zone, ((z, check), before)) in zones.enumerate() {
-        let Some(check) = check else { continue };
+        let Some(check) = check else {
+            if z.written_bytes > before.written_bytes {
+                return Some(format!("zone {zone} grew without a check"));
+            }
+            continue;
+        };
         let start = z.written_bytes - u64::from(check.blocks) * g.block_size_bytes;
         if start != before.written_bytes {
             return Some(format!(
@@ -373,6 +415,7 @@ fn verify_data(
         used_sequence: older.sequence,
         torn_newest_write: true,
     });
+    older.rejected = Some((chosen.slot, chosen.sequence));
     Ok(older)
 }
 

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use crate::emu::checks::{DataChecks, Tiling, CHECKED_TABLE_BYTES_MAX};
-use crate::emu::format::{self, TableEntry};
+use crate::emu::checks::{DataChecks, Tiling};
+use crate::emu::format::{self, TableEntry, CHECKED_TABLE_BYTES_MAX};
 use crate::emu::{rt_err, write_region, EmuDevice};
 use crate::model::error::{DeviceError, Result};
 use crate::model::state::{PersistedZone, ZoneTable};
@@ -88,7 +88,7 @@ impl EmuDevice {
                 })
                 .collect(),
             None => {
-                file.sync_data().await.map_err(|e| rt_err(path, e))?;
+                self.sync_file().await?;
                 zones.iter().copied().map(TableEntry::unchecked).collect()
             }
         };
@@ -110,7 +110,7 @@ impl EmuDevice {
                 ))
             }
         }
-        file.sync_data().await.map_err(|e| rt_err(path, e))?;
+        self.sync_file().await?;
         tracing::trace!(sequence = seq, one_sync, "zone table written");
         persisted.next_sequence = seq + 1;
         let out = {
@@ -127,6 +127,13 @@ impl EmuDevice {
         persisted.checked = entries.iter().any(|e| e.check.is_some());
         drop(persisted);
         out
+    }
+
+    /// `fdatasync`s the device file, counted in [`EmuDevice::fdatasyncs`].
+    async fn sync_file(&self) -> Result<()> {
+        self.inner.fdatasyncs.fetch_add(1, Ordering::Relaxed);
+        let res = self.inner.file.sync_data().await;
+        res.map_err(|e| rt_err(&self.inner.path, e))
     }
 
     /// Per zone of a table that stores `zones` after the table `last`, the writes that make
