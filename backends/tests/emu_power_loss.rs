@@ -390,6 +390,8 @@ fn check_seed(seed: u64) {
                 f.write_all_at(&sector(&old.image, s), (s * SECTOR) as u64)
                     .unwrap();
             }
+            // An open that fell back rewrote the rejected table: back to image k there too.
+            f.write_all_at(&old.image[..DATA_OFFSET], 0).unwrap();
         }
         for &s in &differ {
             f.write_all_at(&sector(&new.image, s), (s * SECTOR) as u64)

@@ -293,16 +293,38 @@ fn a_failed_data_check_falls_back_once_and_for_all() {
         "sequence 3 checks zone 40"
     );
     patch(&path, data_at(40), &[0; 4096]);
+    // A read-only open falls back too, and changes nothing.
+    let p = path.clone();
+    let want = older.clone();
+    on_core(move || async move {
+        let d = EmuDevice::open_read_only(&p, LatencyModel::default())
+            .await
+            .unwrap();
+        let r = d.recovery().expect("the fall back is reported").clone();
+        assert!(r.torn_newest_write && !r.retired, "{r}");
+        assert_eq!(d.report_all().await.unwrap(), want);
+    });
+    assert_eq!(
+        format::decode_table(&slot_bytes(&path, 1), ZONES).unwrap(),
+        (3, newest_entries.clone()),
+        "a read-only open wrote"
+    );
     let p = path.clone();
     let want = older.clone();
     on_core(move || async move {
         let d = EmuDevice::open(&p, LatencyModel::default()).await.unwrap();
         let r = d.recovery().expect("the fall back is reported").clone();
-        assert!(r.torn_newest_write, "{r}");
+        assert!(r.torn_newest_write && r.retired, "{r}");
         assert_eq!((r.damaged_slot, r.used_slot, r.used_sequence), (1, 0, 2));
         assert!(r.defect.contains("zone 40"), "{r}");
+        assert!(r.to_string().ends_with("written over slot 1"), "{r}");
         assert_eq!(d.report_all().await.unwrap(), want);
     });
+    // Slot 1 now holds sequence 3 with slot 0's zones and no checks.
+    let (_, slot0) = format::decode_table(&slot_bytes(&path, 0), ZONES).unwrap();
+    let (seq, slot1) = format::decode_table(&slot_bytes(&path, 1), ZONES).unwrap();
+    assert_eq!((seq, &slot1), (3, &slot0));
+    assert!(slot1.iter().all(|e| e.check.is_none()));
     patch(&path, data_at(40), &[2; 4096]);
     let p = path.clone();
     on_core(move || async move {
@@ -320,7 +342,10 @@ fn a_failed_data_check_falls_back_once_and_for_all() {
 #[test]
 fn a_failed_data_check_that_no_crash_explains_is_corrupt() {
     type Damage = fn(&Path);
-    let cases: [(&str, Damage); 4] = [
+    let cases: [(&str, Damage); 5] = [
+        ("zone 0 grew without a check", |p| {
+            rewrite_slot(p, 0, 2, |e| e[0].zone.written_bytes = 4096)
+        }),
         ("the older slot holds sequence 0, not 2", |p| {
             rewrite_slot(p, 0, 0, |_| {})
         }),

@@ -19,7 +19,8 @@
 //! persist the table the same way before completing, so a completed reset can never be
 //! undone by a crash. On open the newest valid slot wins if its data checks match (a table
 //! write or its data torn by a crash falls back to the previous table, reported by
-//! [`EmuDevice::recovery`]; any other damage of the newest slot is a
+//! [`EmuDevice::recovery`] — as does data of the last flush damaged after it completed,
+//! which the open cannot tell from a crash; any other damage of the newest slot is a
 //! [`DeviceError::Corrupt`] error) and opened zones come back Closed:
 //! everything before the last completed flush survives `kill -9`; later writes may be lost,
 //! and since write pointers come from the table, no write pointer is ever past unwritten data.
@@ -298,8 +299,8 @@ impl Drop for QueuedWrite<'_> {
     }
 }
 
-/// A spawned write's handle that lets the write run on when dropped.
-struct Detached<T>(Option<ziob_runtime::Task<T>>);
+/// The handle of work spawned with [`run_detached`]: dropping it lets the work run on.
+struct Detached<T>(Option<ziob_runtime::Task<std::thread::Result<T>>>);
 
 impl<T> std::future::Future for Detached<T> {
     type Output = T;
@@ -307,8 +308,27 @@ impl<T> std::future::Future for Detached<T> {
         let task = self.0.as_mut().expect("polled after completion");
         let out = std::task::ready!(std::pin::Pin::new(task).poll(cx));
         self.0 = None;
-        Poll::Ready(out)
+        match out {
+            Ok(out) => Poll::Ready(out),
+            // The work panicked: the caller unwinds with its message.
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
     }
+}
+
+/// Runs `work` in a task of its own on this core and waits for it; if the returned future
+/// is dropped, the work runs on to its end. A panic in the work continues in the caller (or
+/// is logged, once the caller is gone).
+fn run_detached<T: 'static>(work: impl std::future::Future<Output = T> + 'static) -> Detached<T> {
+    use futures::FutureExt;
+    let task = ziob_runtime::spawn(async move {
+        let out = std::panic::AssertUnwindSafe(work).catch_unwind().await;
+        if out.is_err() {
+            tracing::error!("an emu write, flush or zone action panicked");
+        }
+        out
+    });
+    Detached(Some(task))
 }
 
 impl<T> Drop for Detached<T> {
@@ -496,7 +516,8 @@ impl EmuDevice {
     }
 
     /// Set when the open found one zone-table slot damaged and used the other (a torn table
-    /// write, a newest table whose data checks failed, or a damaged older copy; see
+    /// write, a newest table whose data checks failed — which a read-write open then writes
+    /// over, see [`TableRecovery::retired`] — or a damaged older copy; see
     /// `docs/format.md`). Nothing acknowledged was lost, unless a failed data check came from
     /// damage to data after its flush completed rather than from a crash (see
     /// [`TableRecovery::torn_newest_write`]); a tool should say so. The open also logged it
@@ -678,8 +699,7 @@ impl EmuDevice {
             Err(e) => return (Err(e), buf),
         };
         // The transfer runs in its own task: dropping this future lets it finish.
-        let task = ziob_runtime::spawn(self.clone().carry_out(r, buf));
-        Detached(Some(task)).await
+        run_detached(self.clone().carry_out(r, buf)).await
     }
 
     /// Moves a reserved write's data and settles its reservation.
@@ -940,28 +960,34 @@ impl ZonedDevice for EmuDevice {
         };
         // Runs to its end in a task of its own (see the module doc, "Writes in flight").
         let dev = self.clone();
-        let task = ziob_runtime::spawn(async move {
+        run_detached(async move {
             if let Some(draining) = &draining {
                 draining.drained().await;
             }
             let out = dev.carry_out_action(action, target).await;
             drop(draining);
             out
-        });
-        Detached(Some(task)).await
+        })
+        .await
     }
 
     async fn flush(&self) -> Result<()> {
         if self.inner.mode == OpenMode::ReadOnly {
             return Ok(());
         }
+        if !ziob_runtime::on_core() {
+            return Err(rt_err(
+                &self.inner.path,
+                ziob_runtime::Error::NotOnCore("emu flush"),
+            ));
+        }
         // Runs to its end in a task of its own (see the module doc, "Writes in flight").
         let dev = self.clone();
-        let task = ziob_runtime::spawn(async move {
+        run_detached(async move {
             dev.model_delay(0).await;
             dev.persist().await
-        });
-        Detached(Some(task)).await
+        })
+        .await
     }
 }
 

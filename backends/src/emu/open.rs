@@ -36,9 +36,9 @@ pub struct TableRecovery {
     pub damaged_slot: u64,
     /// What is wrong with it.
     pub defect: String,
-    /// The slot in use (the other one).
+    /// The slot whose table the open took (the other one).
     pub used_slot: u64,
-    /// The sequence number of the table in use.
+    /// The sequence number of that table, as read.
     pub used_sequence: u64,
     /// Whether the damaged slot was the newer one: a table write torn by a crash (its flush
     /// never completed, nothing acknowledged is lost), or a table whose data check failed —
@@ -46,12 +46,17 @@ pub struct TableRecovery {
     /// tell apart) its data was damaged after that flush completed, and then that flush is
     /// lost. Otherwise it was the older slot and nothing is lost.
     pub torn_newest_write: bool,
+    /// A read-write open fell back from a failed data check and wrote the table it took over
+    /// the damaged slot, as the damaged slot's sequence without checks (see
+    /// `docs/format.md`, "Choosing the table"); the device goes on from there.
+    pub retired: bool,
 }
 
 impl std::fmt::Display for TableRecovery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let what = if self.torn_newest_write {
-            "a table write or its data torn by a crash (its flush never completed)"
+            "the newest write, torn by a crash (its flush never completed; for a failed data \
+             check, or its data damaged since that flush)"
         } else {
             "the older copy"
         };
@@ -59,7 +64,11 @@ impl std::fmt::Display for TableRecovery {
             f,
             "zone-table slot {} is damaged ({}), taken as {what}; using slot {} (sequence {})",
             self.damaged_slot, self.defect, self.used_slot, self.used_sequence
-        )
+        )?;
+        if self.retired {
+            write!(f, ", written over slot {}", self.damaged_slot)?;
+        }
+        Ok(())
     }
 }
 
@@ -190,12 +199,6 @@ pub(crate) fn load(f: &std::fs::File, path: &Path, mode: OpenMode) -> Result<Loa
     }
     let chosen = choose_table(&slots, &geometry).map_err(|d| corrupt(path, d))?;
     let mut chosen = verify_data(f, path, &geometry, &layout, chosen)?;
-    if let Some(r) = &chosen.recovery {
-        tracing::warn!(path = %path.display(), "{r}");
-    }
-    if mode == OpenMode::ReadWrite {
-        retire_rejected(f, path, &layout, &mut chosen)?;
-    }
     let table = ZoneTable::restore(&geometry, &chosen.zones).map_err(|d| {
         corrupt(
             path,
@@ -205,6 +208,13 @@ pub(crate) fn load(f: &std::fs::File, path: &Path, mode: OpenMode) -> Result<Loa
             ),
         )
     })?;
+    // Only once the table in use is known good: a refused open changes nothing.
+    if mode == OpenMode::ReadWrite {
+        retire_rejected(f, path, &layout, &mut chosen)?;
+    }
+    if let Some(r) = &chosen.recovery {
+        tracing::warn!(path = %path.display(), "{r}");
+    }
     Ok(Loaded {
         geometry,
         layout,
@@ -240,6 +250,9 @@ fn retire_rejected(
     f.sync_data().map_err(|e| io_err(path, "fdatasync", e))?;
     chosen.slot = slot;
     chosen.sequence = sequence;
+    if let Some(r) = &mut chosen.recovery {
+        r.retired = true;
+    }
     Ok(())
 }
 
@@ -414,6 +427,7 @@ fn verify_data(
         used_slot: older.slot,
         used_sequence: older.sequence,
         torn_newest_write: true,
+        retired: false,
     });
     older.rejected = Some((chosen.slot, chosen.sequence));
     Ok(older)
@@ -502,6 +516,7 @@ pub(crate) fn choose_table(slots: &[Vec<u8>], g: &Geometry) -> std::result::Resu
                     used_slot,
                     used_sequence: *sequence,
                     torn_newest_write,
+                    retired: false,
                 }),
                 ..Chosen::new(used_slot, *sequence, zones)
             })
