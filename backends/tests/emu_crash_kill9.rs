@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 use ziob_backends::{EmuDevice, Geometry, LatencyModel, ZonedDevice};
 use ziob_runtime::DmaBuf;
 
+mod support;
+use support::{on_core, Rng};
+
 const ZONES: u32 = 6;
 const ZONE_BYTES: u64 = 8 << 20;
 const BS: u64 = 4096;
@@ -23,27 +26,6 @@ fn pattern(zone: u32, offset: u64, len: u64) -> Vec<u8> {
     (offset..offset + len)
         .map(|o| ((u64::from(zone) * 131 + (o / BS) * 7 + o) % 251) as u8)
         .collect()
-}
-
-/// xorshift64*: deterministic from the seed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-fn on_core<T: Send + 'static, F: std::future::Future<Output = T> + 'static>(
-    f: impl FnOnce() -> F + Send + 'static,
-) -> T {
-    let rt = ziob_runtime::Runtime::builder().cores(1).build().unwrap();
-    rt.block_on(f).unwrap()
 }
 
 /// The child: writes random-length chunks round-robin over the zones, flushes every few

@@ -23,6 +23,9 @@ use ziob_backends::{
 };
 use ziob_runtime::DmaBuf;
 
+mod support;
+use support::{on_core, Rng};
+
 const ZONES: u32 = 40;
 const ZONE_BYTES: u64 = 128 << 10;
 const BS: u64 = 4096;
@@ -31,27 +34,6 @@ const SECTOR: usize = 512;
 const FLUSHES: usize = 24;
 /// Mixed images opened per pair of consecutive flushes.
 const MIXES: usize = 6;
-
-/// xorshift64*: deterministic from the seed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-fn on_core<T: Send + 'static, F: std::future::Future<Output = T> + 'static>(
-    f: impl FnOnce() -> F + Send + 'static,
-) -> T {
-    let rt = ziob_runtime::Runtime::builder().cores(1).build().unwrap();
-    rt.block_on(f).unwrap()
-}
 
 /// The byte at `offset` of `zone` written in the zone's `generation` (resets since creation).
 fn byte(zone: u32, generation: u64, offset: u64) -> u8 {

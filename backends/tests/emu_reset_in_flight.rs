@@ -13,6 +13,9 @@ use ziob_backends::{
 };
 use ziob_runtime::DmaBuf;
 
+mod support;
+use support::Rng;
+
 const BS: u64 = 4096;
 
 /// Runs `f` on a one-core runtime in a thread; fails instead of hanging after 60 s.
@@ -117,20 +120,6 @@ fn a_write_issued_during_a_reset_waits_for_it() {
             (ZoneState::ImplicitlyOpened, 4096)
         );
     });
-}
-
-/// xorshift64*: deterministic from the seed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 fn seeds(default_count: u64) -> Vec<u64> {

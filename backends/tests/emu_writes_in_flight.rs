@@ -16,29 +16,10 @@ use futures::future::{select, Either};
 use ziob_backends::{EmuDevice, Geometry, LatencyModel, ZoneState, ZonedDevice};
 use ziob_runtime::DmaBuf;
 
+mod support;
+use support::{on_core, Rng};
+
 const BS: u64 = 4096;
-
-fn on_core<T: Send + 'static, F: std::future::Future<Output = T> + 'static>(
-    f: impl FnOnce() -> F + Send + 'static,
-) -> T {
-    let rt = ziob_runtime::Runtime::builder().cores(1).build().unwrap();
-    rt.block_on(f).unwrap()
-}
-
-/// xorshift64*: deterministic from the seed.
-#[derive(Clone)]
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn seeds(default_count: u64) -> Vec<u64> {
     if let Ok(s) = std::env::var("ZIOB_SEED") {
