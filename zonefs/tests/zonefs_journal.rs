@@ -10,7 +10,7 @@ use support::{b, bounded, end, formatted, open, runtime, EmuFile};
 use ziob::backends::mem::{Fault, MemDevice};
 use ziob::backends::AnyDevice;
 use ziob::zonelog::{LogSpace, LogSpaceOptions};
-use ziob::{Geometry, ZiobConfig};
+use ziob::{Client, Geometry, ZiobConfig};
 use ziob_zonefs::{FsError, MkfsOptions, WriteLifetime, ZoneFs};
 
 const ZONES: u32 = 16;
@@ -214,20 +214,16 @@ fn a_journal_write_the_device_fails_is_corrupt_not_closed() {
     bounded(60, || {
         let rt = runtime(2);
         let dev = MemDevice::new("mem:journal-eio", &Geometry::new(ZONES, ZONE_BYTES)).unwrap();
-        let client = {
-            let dev = dev.clone();
-            b(rt.handle().call(0, move || async move {
-                let config = ZiobConfig {
-                    buffered: false,
-                    ..ZiobConfig::default()
-                };
-                ziob::Ziob::with_device(AnyDevice::Mem(dev), config)
-                    .await
-                    .map(|z| z.client())
-            }))
-            .unwrap()
-            .unwrap()
+        let config = ZiobConfig {
+            buffered: false,
+            ..ZiobConfig::default()
         };
+        let client = b(Client::with_device(
+            rt.handle(),
+            AnyDevice::Mem(dev.clone()),
+            config,
+        ))
+        .unwrap();
         b(ZoneFs::mkfs(&client, MkfsOptions::default())).unwrap();
         let fs = b(ZoneFs::mount(client.clone())).unwrap();
         b(fs.create("a", WriteLifetime::Short)).unwrap();

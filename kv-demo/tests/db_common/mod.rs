@@ -119,16 +119,14 @@ pub fn tiny_emu(shards: usize, zones: u32) -> Options {
 
 /// A ZIOB instance (zone write buffer on or off) over `dev`, made on core 0 of `rt`.
 pub fn client_on(rt: &Runtime, dev: &MemDevice, buffered: bool) -> Client {
-    let dev = dev.clone();
-    futures::executor::block_on(rt.handle().call(0, move || async move {
-        let config = ZiobConfig {
-            buffered,
-            ..ZiobConfig::default()
-        };
-        ziob::Ziob::with_device(AnyDevice::Mem(dev), config)
-            .await
-            .map(|z| z.client())
-    }))
-    .unwrap()
+    let config = ZiobConfig {
+        buffered,
+        ..ZiobConfig::default()
+    };
+    futures::executor::block_on(Client::with_device(
+        rt.handle(),
+        AnyDevice::Mem(dev.clone()),
+        config,
+    ))
     .unwrap()
 }

@@ -134,19 +134,15 @@ pub fn open(rt: &Runtime, spec: &str, buffered: bool) -> Client {
 /// A ZIOB instance over the mem device `dev` (the test keeps the device: fault injection,
 /// power loss).
 pub fn client_on(rt: &Runtime, dev: &MemDevice, buffered: bool) -> Client {
-    let (dev, config) = (
-        dev.clone(),
-        ZiobConfig {
-            buffered,
-            ..ZiobConfig::default()
-        },
-    );
-    b(rt.handle().call(0, move || async move {
-        ziob::Ziob::with_device(AnyDevice::Mem(dev), config)
-            .await
-            .map(|z| z.client())
-    }))
-    .unwrap()
+    let config = ZiobConfig {
+        buffered,
+        ..ZiobConfig::default()
+    };
+    b(Client::with_device(
+        rt.handle(),
+        AnyDevice::Mem(dev.clone()),
+        config,
+    ))
     .unwrap()
 }
 

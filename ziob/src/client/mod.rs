@@ -118,6 +118,24 @@ impl Client<AnyDevice> {
         });
         async move { route::flatten(call.await) }
     }
+
+    /// Builds an instance over an opened `device` (as [`Ziob::with_device`]) on the runtime
+    /// of `handle`, from any thread: on core 0, its shards on every core (or on the first
+    /// [`ZiobConfig::cores`]). For a device a test or tool opened itself, e.g. a
+    /// [`MemDevice`](ziob_backends::MemDevice) with faults planned.
+    ///
+    /// # Cancel safety
+    /// As [`Client::open`].
+    pub fn with_device(
+        handle: ziob_runtime::Handle,
+        device: AnyDevice,
+        config: ZiobConfig,
+    ) -> impl Future<Output = Result<Client>> + Send + 'static {
+        let call = handle.call(0, move || async move {
+            Ziob::with_device(device, config).await.map(|z| z.client())
+        });
+        async move { route::flatten(call.await) }
+    }
 }
 
 impl<D: ZonedDevice> Ziob<D> {
