@@ -85,6 +85,13 @@ pub struct DataCheck {
     pub crc32c: u32,
 }
 
+impl DataCheck {
+    /// Bytes covered, with blocks of `block_bytes`.
+    pub fn bytes(&self, block_bytes: u64) -> u64 {
+        u64::from(self.blocks) * block_bytes
+    }
+}
+
 /// One zone of a zone-table slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TableEntry {
@@ -396,7 +403,7 @@ pub fn entries_well_formed(b: &[u8], g: &Geometry) -> Result<(), String> {
             ));
         }
         let Some(check) = check else { continue };
-        let checked = u64::from(check.blocks) * g.block_size_bytes;
+        let checked = check.bytes(g.block_size_bytes);
         checked_bytes += checked;
         // An entry across a sector boundary (entries 30, 62, … at 512 bytes) may pair a new
         // check with old written bytes; any other comes whole from one table.

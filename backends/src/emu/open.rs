@@ -292,7 +292,7 @@ fn checks_in_bounds(g: &Geometry, chosen: &Chosen) -> std::result::Result<(), St
     let mut total = 0u64;
     for (zone, (z, check)) in chosen.zones.iter().zip(&chosen.checks).enumerate() {
         let Some(check) = check else { continue };
-        let len = u64::from(check.blocks) * g.block_size_bytes;
+        let len = check.bytes(g.block_size_bytes);
         total += len;
         if len > z.written_bytes || z.written_bytes > g.zone_capacity_bytes {
             return Err(format!(
@@ -321,7 +321,7 @@ fn failed_check(
 ) -> Result<Option<String>> {
     for (zone, (z, check)) in chosen.zones.iter().zip(&chosen.checks).enumerate() {
         let Some(check) = check else { continue };
-        let len = u64::from(check.blocks) * g.block_size_bytes;
+        let len = check.bytes(g.block_size_bytes);
         let start = z.written_bytes - len;
         let at = layout.data_offset_bytes + zone as u64 * g.zone_size_bytes + start;
         let data = read_exact(f, path, at, len as usize)?
@@ -359,7 +359,7 @@ fn not_the_previous(g: &Geometry, newer: &Chosen, older: &Chosen) -> Option<Stri
             }
             continue;
         };
-        let start = z.written_bytes - u64::from(check.blocks) * g.block_size_bytes;
+        let start = z.written_bytes - check.bytes(g.block_size_bytes);
         if start != before.written_bytes {
             return Some(format!(
                 "zone {zone}'s check starts at byte {start}, the older table's data ends at {}",

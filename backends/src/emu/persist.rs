@@ -22,8 +22,9 @@ pub(super) struct Persisted {
     /// durable): the next table write then syncs the data first and stores no checks.
     pub(super) zones: Option<Vec<PersistedZone>>,
     /// Whether that table carries data checks. A flush that finds nothing changed writes the
-    /// table again without them (its data is durable): after a clean close, damage to the
-    /// data is then reported by whoever reads it, not taken for a torn flush.
+    /// table again without them (its data is durable): after that, damage to the data is
+    /// reported by whoever reads it, not taken for a torn flush. (A close flushes once, so
+    /// it leaves a checked table if that flush wrote data.)
     pub(super) checked: bool,
 }
 
