@@ -43,6 +43,7 @@ pub async fn open_device(spec: &str) -> Result<AnyDevice> {
             latency,
             discard,
             direct,
+            zero_ahead,
         } => Ok(AnyDevice::Emu(
             EmuDevice::open_named(
                 &path,
@@ -52,7 +53,8 @@ pub async fn open_device(spec: &str) -> Result<AnyDevice> {
                 direct,
             )
             .await?
-            .discard_on_reset(discard),
+            .discard_on_reset(discard)
+            .zero_ahead(zero_ahead),
         )),
         DeviceSpec::Zbd(path) => Ok(AnyDevice::Zbd(ZbdDevice::open(&path, spec).await?)),
         DeviceSpec::Nvme(path) => Ok(AnyDevice::Nvme(NvmeDevice::open(&path, spec).await?)),

@@ -52,9 +52,11 @@
 
 mod checks;
 pub mod format;
+mod inline_write;
 mod lock;
 mod open;
 mod persist;
+mod zero_ahead;
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -73,9 +75,11 @@ use crate::model::state::{Reservation, WriteFate, ZoneTable};
 use crate::model::zone::{ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
 use checks::DataChecks;
 use format::{Layout, TableEntry};
+use inline_write::InlineWrites;
 use open::{corrupt, io_err};
 pub use open::{OpenMode, TableRecovery};
 use persist::Persisted;
+use zero_ahead::ZeroAhead;
 
 /// The modelled controller: the zone table and, per zone, the tasks waiting for something of
 /// the zone (a write's fate, the zone's writes in flight to drain, a zone action to end). Held
@@ -94,6 +98,9 @@ struct Controller {
     next_ticket: u64,
     /// Checksums of the completed writes a table has not covered yet.
     checks: DataChecks,
+    /// Which host blocks of each zone are written, and the windows being zeroed ahead of
+    /// short writes.
+    zero_ahead: ZeroAhead,
 }
 
 impl Controller {
@@ -152,6 +159,9 @@ struct EmuInner {
     layout: Layout,
     /// Data and table I/O; its descriptor holds the device lock.
     file: File,
+    /// Short writes copied on the calling core (a page-cache device without a latency
+    /// model only).
+    inline: Option<InlineWrites>,
     direct: bool,
     mode: OpenMode,
     latency: LatencyModel,
@@ -161,6 +171,8 @@ struct EmuInner {
     persist: futures::lock::Mutex<Persisted>,
     /// `fdatasync`s issued by table persistence ([`EmuDevice::fdatasyncs`]).
     fdatasyncs: AtomicU64,
+    /// Bytes of zeros written ahead of short writes ([`EmuDevice::zeroed_ahead_bytes`]).
+    zeroed_ahead: AtomicU64,
     faults: HostFaults,
     /// The file system refused `RWF_NOWAIT` reads: [`ZonedDevice::read_now`] gives up at once.
     nowait_unsupported: AtomicBool,
@@ -234,11 +246,6 @@ async fn read_region(file: &File, path: &Path, offset: u64, len: usize) -> Resul
         out.extend_from_slice(&chunk[..take]);
     }
     Ok(Some(out))
-}
-
-async fn write_region(file: &File, path: &Path, offset: u64, bytes: &[u8]) -> Result<()> {
-    let (res, _) = file.write_all_at(DmaBuf::from_slice(bytes), offset).await;
-    res.map_err(|e| rt_err(path, e))
 }
 
 /// Turns on `O_DIRECT` for `f` if the filesystem allows it; returns whether it is on.
@@ -457,12 +464,21 @@ impl EmuDevice {
             && loaded.geometry.block_size_bytes >= EMU_DIRECT_BLOCK_SIZE_BYTES_MIN
             && try_direct(path, &f);
         let zones = loaded.geometry.zone_count as usize;
+        let zero_ahead = ZeroAhead::new(
+            loaded.table.snapshot().iter().map(|z| z.written_bytes),
+            loaded.geometry.zone_capacity_bytes,
+            loaded.geometry.block_size_bytes,
+        );
         Ok(EmuDevice {
             inner: Arc::new(EmuInner {
                 name,
                 path: path.to_path_buf(),
                 geometry: loaded.geometry,
                 layout: loaded.layout,
+                inline: (!direct && latency.is_off())
+                    .then(|| InlineWrites::new(&f))
+                    .transpose()
+                    .map_err(|e| io_err(path, "duplicate the descriptor", e))?,
                 file: File::from_std(f),
                 direct,
                 mode,
@@ -475,6 +491,7 @@ impl EmuDevice {
                     queued: vec![std::collections::VecDeque::new(); zones],
                     next_ticket: 0,
                     checks: DataChecks::new(loaded.geometry.zone_count),
+                    zero_ahead,
                 }),
                 persist: futures::lock::Mutex::new(Persisted {
                     next_sequence: loaded.sequence + 1,
@@ -482,6 +499,7 @@ impl EmuDevice {
                     checked: false,
                 }),
                 fdatasyncs: AtomicU64::new(0),
+                zeroed_ahead: AtomicU64::new(0),
                 faults: HostFaults::default(),
                 nowait_unsupported: AtomicBool::new(false),
                 discard: AtomicBool::new(false),
@@ -548,6 +566,24 @@ impl EmuDevice {
         self.inner.fdatasyncs.load(Ordering::Relaxed)
     }
 
+    /// Sets whether short writes make the device write zeros over the next host blocks of
+    /// their zone ahead of them (the spec option `zero_ahead=0` turns it off; on by
+    /// default). The file is sparse, and a flush's `fdatasync` after writes into blocks the
+    /// host has not allocated yet also commits their allocation: zeroing 1 MiB at a time
+    /// ahead of a zone's short writes (at most 64 KiB each) commits it once per MiB instead.
+    /// It writes each such block twice on the host; zones written in long runs are not
+    /// zeroed. Applies to every handle of this device.
+    pub fn zero_ahead(self, on: bool) -> EmuDevice {
+        self.controller().zero_ahead.set_enabled(on);
+        self
+    }
+
+    /// Bytes of zeros this device wrote ahead of short writes since it was opened (see
+    /// [`EmuDevice::zero_ahead`]).
+    pub fn zeroed_ahead_bytes(&self) -> u64 {
+        self.inner.zeroed_ahead.load(Ordering::Relaxed)
+    }
+
     /// Fault injection for tests: the `fdatasync` after the next zone-table write fails with
     /// `errno` (non-zero, e.g. `libc::EIO`) after the table was written (to the page cache or
     /// the drive's cache, where it may still become durable), as a host I/O error would.
@@ -582,6 +618,28 @@ impl EmuDevice {
         Ok(())
     }
 
+    /// Writes all of `buf` at file position `pos`: copied on this core when the device has
+    /// [`InlineWrites`] and `buf` is short, through the ring otherwise.
+    async fn write_at(&self, buf: DmaBuf, pos: u64) -> (Result<()>, DmaBuf) {
+        let inline = self.inner.inline.as_ref();
+        let (res, buf) = match inline.and_then(|i| i.write(&buf, pos)) {
+            Some(res) => {
+                let res = res.map_err(|source| ziob_runtime::Error::Io {
+                    op: "write",
+                    source,
+                });
+                (res, buf)
+            }
+            None => self.inner.file.write_all_at(buf, pos).await,
+        };
+        if let Err(ziob_runtime::Error::Io { source, .. }) = &res {
+            if source.raw_os_error() == Some(libc::ENOSPC) {
+                self.give_back_space_ahead();
+            }
+        }
+        (res.map_err(|e| rt_err(&self.inner.path, e)), buf)
+    }
+
     fn data_pos(&self, zone: u32, offset_bytes: u64) -> u64 {
         self.inner.layout.data_offset_bytes
             + u64::from(zone) * self.inner.geometry.zone_size_bytes
@@ -602,6 +660,7 @@ impl EmuDevice {
             let mut c = self.controller();
             if ok {
                 c.checks.record(r.zone, r.offset_bytes, r.len_bytes, crc32c);
+                c.zero_ahead.wrote(r.zone, r.end_bytes());
             }
             let fate = c.table.complete(r, ok);
             (fate, c.take_waiters(r.zone))
@@ -610,12 +669,14 @@ impl EmuDevice {
         fate
     }
 
-    /// Reserves a write's range with `begin` once no reset or finish of `zone` is in progress
-    /// and every write issued to the zone before it has been reserved (a zone that does not
-    /// exist goes straight to `begin`, which refuses it).
+    /// Reserves a write of `len` bytes with `begin` once no reset or finish of `zone` is in
+    /// progress, every write issued to the zone before it has been reserved and it would not
+    /// reach into zeros still being written ahead (a zone that does not exist goes straight
+    /// to `begin`, which refuses it). A short write may start zeroing the next window.
     async fn reserve(
         &self,
         zone: u32,
+        len: u64,
         mut begin: impl FnMut(&mut ZoneTable) -> Result<Reservation>,
     ) -> Result<Reservation> {
         let i = zone as usize;
@@ -629,7 +690,8 @@ impl EmuDevice {
         };
         std::future::poll_fn(|cx| {
             let mut c = self.controller();
-            let free = c.draining[i] == 0;
+            let at = c.table.info(zone).map_or(0, |z| z.write_pointer_bytes);
+            let free = c.draining[i] == 0 && !c.zero_ahead.holds_back(zone, at, len);
             let turn = match queued.ticket {
                 None => free && c.queued[i].is_empty(),
                 Some(t) => free && c.queued[i].front() == Some(&t),
@@ -641,8 +703,15 @@ impl EmuDevice {
                     next = c.take_waiters(zone);
                 }
                 let r = begin(&mut c.table);
+                let job = r
+                    .as_ref()
+                    .ok()
+                    .and_then(|r| c.zero_ahead.plan(zone, r.end_bytes(), r.len_bytes));
                 drop(c);
                 next.into_iter().for_each(Waker::wake);
+                if let Some(job) = job {
+                    self.start_zeroing(job);
+                }
                 return Poll::Ready(r);
             }
             if queued.ticket.is_none() {
@@ -721,8 +790,7 @@ impl EmuDevice {
             ),
             None => {
                 let pos = self.data_pos(r.zone, r.offset_bytes);
-                let (res, buf) = self.inner.file.write_all_at(buf, pos).await;
-                (res.map_err(|e| rt_err(path, e)), buf)
+                self.write_at(buf, pos).await
             }
         };
         unfinished.r = None;
@@ -756,7 +824,7 @@ impl EmuDevice {
         if zones.is_empty() || !self.inner.discard.load(Ordering::Relaxed) {
             return;
         }
-        let c = self.controller();
+        let mut c = self.controller();
         for &zone in zones {
             let Ok(info) = c.table.info(zone) else {
                 continue;
@@ -765,22 +833,55 @@ impl EmuDevice {
                 continue;
             }
             debug_assert!(!c.table.has_in_flight(zone), "punching under a write");
-            let pos = self.data_pos(zone, 0) as libc::off_t;
-            let len = self.inner.geometry.zone_size_bytes as libc::off_t;
-            // SAFETY: fallocate on the device's own descriptor; no memory is passed.
-            let rc = unsafe {
-                libc::fallocate(
-                    self.inner.file.as_raw_fd(),
-                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                    pos,
-                    len,
-                )
-            };
-            if rc != 0 {
-                let e = std::io::Error::last_os_error();
+            let zone_bytes = 0..self.inner.geometry.zone_size_bytes;
+            if let Err(e) = self.punch_hole(zone, zone_bytes) {
                 tracing::debug!(path = %self.inner.path.display(), zone, error = %e, "reset: the filesystem does not punch holes, the zone keeps its space");
                 return;
             }
+            c.zero_ahead.punched(zone);
+        }
+    }
+
+    /// Gives the host space of `range` (bytes from the zone start) back to the host
+    /// filesystem. The caller makes sure that no write is in flight there.
+    fn punch_hole(&self, zone: u32, range: std::ops::Range<u64>) -> std::io::Result<()> {
+        let pos = self.data_pos(zone, range.start) as libc::off_t;
+        let len = (range.end - range.start) as libc::off_t;
+        // SAFETY: fallocate on the device's own descriptor; no memory is passed.
+        let rc = unsafe {
+            libc::fallocate(
+                self.inner.file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                pos,
+                len,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+
+    /// The host filesystem is full: stops zeroing ahead and gives back the space of every
+    /// zone's host blocks past its write pointer (zeros written ahead, or data from before
+    /// a reset), so that zeroing ahead never is why a write fails. Done under the controller
+    /// lock: no write can be reserved past a write pointer meanwhile.
+    fn give_back_space_ahead(&self) {
+        let mut c = self.controller();
+        c.zero_ahead.set_enabled(false);
+        for zone in 0..self.inner.geometry.zone_count {
+            let Ok(info) = c.table.info(zone) else {
+                continue;
+            };
+            let Some(range) = c.zero_ahead.give_back(zone, info.write_pointer_bytes) else {
+                continue;
+            };
+            if let Err(e) = self.punch_hole(zone, range.clone()) {
+                tracing::debug!(zone, error = %e, "the filesystem does not punch holes");
+                return;
+            }
+            c.zero_ahead.gave_back(zone, range);
         }
     }
 }
@@ -934,7 +1035,7 @@ impl ZonedDevice for EmuDevice {
         }
         let len = buf.len() as u64;
         let r = self
-            .reserve(zone, |t| t.begin_write(zone, offset_bytes, len))
+            .reserve(zone, len, |t| t.begin_write(zone, offset_bytes, len))
             .await;
         let (res, buf) = self.write_reserved(r, buf).await;
         (res.map(|_| ()), buf)
@@ -945,7 +1046,7 @@ impl ZonedDevice for EmuDevice {
             return (Err(e), buf);
         }
         let len = buf.len() as u64;
-        let r = self.reserve(zone, |t| t.begin_append(zone, len)).await;
+        let r = self.reserve(zone, len, |t| t.begin_append(zone, len)).await;
         self.write_reserved(r, buf).await
     }
 

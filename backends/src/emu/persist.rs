@@ -4,9 +4,11 @@
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
+use ziob_runtime::DmaBuf;
+
 use crate::emu::checks::{DataChecks, Tiling};
 use crate::emu::format::{self, TableEntry, CHECKED_TABLE_BYTES_MAX};
-use crate::emu::{rt_err, write_region, EmuDevice};
+use crate::emu::{rt_err, EmuDevice};
 use crate::model::error::{DeviceError, Result};
 use crate::model::state::{PersistedZone, ZoneTable};
 
@@ -77,7 +79,6 @@ impl EmuDevice {
         }
         // Until this table is durable, no later one may assume the slot's content.
         let last = persisted.zones.take();
-        let file = &self.inner.file;
         let one_sync = tilings.is_some();
         let entries: Vec<TableEntry> = match tilings {
             Some(tilings) => zones
@@ -100,7 +101,13 @@ impl EmuDevice {
             0 => {}
             errno => return Err(injected(path, "zone table write", errno)),
         }
-        write_region(file, path, self.inner.layout.slot_offset(seq % 2), &slot).await?;
+        let (res, _) = self
+            .write_at(
+                DmaBuf::from_slice(&slot),
+                self.inner.layout.slot_offset(seq % 2),
+            )
+            .await;
+        res?;
         match faults.table_sync.swap(0, Ordering::Relaxed) {
             0 => {}
             errno => {

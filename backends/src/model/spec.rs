@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `mem:zones=64,zone_size=64M[,…]` | zones in RAM (tests, fault injection) |
 //! | `nil:zones=64,zone_size=64M[,…]` | completes every op at once, stores nothing |
-//! | `emu:/path/dev.zns[,lat_us=N][,bw_mbps=N][,discard=1][,direct=0]` | file-backed emulated ZNS device |
+//! | `emu:/path/dev.zns[,lat_us=N][,bw_mbps=N][,discard=1][,direct=0][,zero_ahead=0]` | file-backed emulated ZNS device |
 //! | `zbd:/dev/nvme0n1` | a Linux zoned block device (ZNS namespace, zoned null_blk, SMR) |
 //! | `nvme:/dev/ng0n1` | a ZNS namespace through NVMe passthrough (runtime with 128-byte SQEs) |
 //! | `spdk:<addr>` | SPDK's userspace NVMe driver (cargo feature `spdk`) |
@@ -19,7 +19,10 @@
 //! `direct=0` reads and writes the file through the host's page cache, as a file-based store
 //! such as RocksDB does by default; the default `direct=1` bypasses it (`O_DIRECT`) when the
 //! filesystem allows it and the block size is at least 4 KiB, so the device behaves like a
-//! drive and a store on it has only the memory it allocates itself.
+//! drive and a store on it has only the memory it allocates itself. `zero_ahead=0` stops the
+//! device from writing zeros over a zone's next host blocks ahead of its short writes (on by
+//! default: a flush after writes into blocks the sparse file has not allocated yet also
+//! commits their allocation; see [`crate::EmuDevice::zero_ahead`]).
 //!
 //! **Commas in an emu path.** Everything after `emu:` up to the first trailing `,KEY=VALUE`
 //! segment is the path, where a segment is an option if it has the form `KEY=VALUE` with `KEY`
@@ -107,6 +110,9 @@ pub enum DeviceSpec {
         /// `direct=0`: data I/O goes through the host's page cache; by default (`direct=1`)
         /// it bypasses it where it can (see [`crate::EmuDevice::is_direct`]).
         direct: bool,
+        /// `zero_ahead=0`: short writes do not make the device zero the next host blocks of
+        /// their zone; on by default (see [`crate::EmuDevice::zero_ahead`]).
+        zero_ahead: bool,
     },
     /// `zbd:PATH`: a kernel zoned block device (see [`crate::zbd`]).
     Zbd(PathBuf),
@@ -170,6 +176,7 @@ impl DeviceSpec {
                 let mut latency = LatencyModel::default();
                 let mut discard = false;
                 let mut direct = true;
+                let mut zero_ahead = true;
                 for (key, value) in options {
                     let n: u64 = value
                         .parse()
@@ -209,10 +216,19 @@ impl DeviceSpec {
                             )
                             .map_err(invalid)?;
                         }
+                        "zero_ahead" => {
+                            zero_ahead = switch(
+                                key,
+                                n,
+                                "zero_ahead=0 (leave unwritten host blocks to the writes) or \
+                                 zero_ahead=1 (zero them ahead of short writes, the default)",
+                            )
+                            .map_err(invalid)?;
+                        }
                         _ => {
                             return Err(invalid(format!(
                                 "unknown emu option `{key}` (known: lat_us, bw_mbps, discard, \
-                                 direct)"
+                                 direct, zero_ahead)"
                             )))
                         }
                     }
@@ -222,6 +238,7 @@ impl DeviceSpec {
                     latency,
                     discard,
                     direct,
+                    zero_ahead,
                 })
             }
             "zbd" | "nvme" if rest.is_empty() => {
@@ -368,6 +385,21 @@ mod tests {
         assert!(DeviceSpec::parse("emu:").is_err());
         assert!(DeviceSpec::parse("emu:/x,lat=3").is_err());
         assert!(DeviceSpec::parse("emu:,lat_us=3").is_err());
+    }
+
+    #[test]
+    fn emu_zero_ahead_is_on_unless_turned_off_and_only_0_or_1() {
+        let zero_ahead = |spec: &str| match DeviceSpec::parse(spec).unwrap() {
+            DeviceSpec::Emu { zero_ahead, .. } => zero_ahead,
+            other => panic!("{other:?}"),
+        };
+        assert!(zero_ahead("emu:/x.zns"));
+        assert!(zero_ahead("emu:/x.zns,zero_ahead=1"));
+        assert!(!zero_ahead("emu:/x.zns,direct=0,zero_ahead=0"));
+        let e = DeviceSpec::parse("emu:/x.zns,zero_ahead=yes").unwrap_err();
+        assert!(e.to_string().contains("zero_ahead=yes"), "{e}");
+        let e = DeviceSpec::parse("emu:/x.zns,zero_ahead=2").unwrap_err();
+        assert!(e.to_string().contains("zero_ahead=2"), "{e}");
     }
 
     #[test]

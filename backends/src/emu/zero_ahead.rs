@@ -1,0 +1,329 @@
+//! Zero-ahead: writing zeros into a zone's host blocks ahead of its short writes.
+//!
+//! The device file is sparse: the first write to a block makes the host filesystem allocate
+//! it, and the `fdatasync` of a flush then also commits that allocation (on ext4 a journal
+//! commit: 203 µs against 133 µs for a 4 KiB write, table write and `fdatasync` over blocks
+//! written before, measured on this project's machine). A zone that takes short writes (a
+//! synced log: one block per flush) pays that on every flush. So when a write of at most
+//! [`TRIGGER_WRITE_BYTES_MAX`] reaches within [`LOOKAHEAD_BYTES`] of where the zone's host
+//! blocks are known written, the device writes zeros over the next [`WINDOW_BYTES`] past
+//! its write pointer, in the background; the allocation is then committed once per window.
+//!
+//! Zeros never land on data: a window starts at or past the zone's write pointer when it is
+//! planned, and a write that would reach into a window still being zeroed waits until the
+//! zeroing has completed ([`ZeroAhead::holds_back`]). Bytes past the write pointer are not
+//! data (reads return zeros there), so neither the zone table nor a crash can tell the
+//! difference.
+
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+use std::task::Waker;
+
+use ziob_runtime::DmaBuf;
+
+use crate::emu::EmuDevice;
+
+/// Writes longer than this do not start zeroing: long writes (table files, the buffer's
+/// write-back runs) allocate in large extents anyway, and zeroing ahead of them would double
+/// the bytes written to the host.
+pub(super) const TRIGGER_WRITE_BYTES_MAX: u64 = 64 * 1024;
+/// A short write whose end comes this close to the end of the zone's written host blocks
+/// starts zeroing the next window (so the window is ready before the writes reach it).
+pub(super) const LOOKAHEAD_BYTES: u64 = 512 * 1024;
+/// Bytes zeroed at a time.
+pub(super) const WINDOW_BYTES: u64 = 1024 * 1024;
+
+/// One zone's host blocks.
+#[derive(Clone, Debug, Default)]
+struct ZoneBlocks {
+    /// Host blocks `[0, written_to)` of the zone are known written (allocated, not holes).
+    written_to: u64,
+    /// The window being zeroed, if any.
+    zeroing: Option<Range<u64>>,
+    /// Counts the hole punches over the zone: a window zeroed across one is not counted as
+    /// written.
+    punches: u64,
+}
+
+/// A window to zero, planned by [`ZeroAhead::plan`]; report its end with
+/// [`ZeroAhead::finished`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Job {
+    /// The zone.
+    pub(super) zone: u32,
+    /// Bytes from the zone start.
+    pub(super) range: Range<u64>,
+    /// The zone's punch count when it was planned.
+    punches: u64,
+}
+
+/// Per zone, which host blocks are written and which window is being zeroed (kept under the
+/// controller lock).
+#[derive(Debug)]
+pub(super) struct ZeroAhead {
+    zones: Vec<ZoneBlocks>,
+    /// Zone capacity, bytes.
+    capacity: u64,
+    /// Windows start and end on multiples of this (the block size, at least 4 KiB: an
+    /// `O_DIRECT` write needs the host's block alignment).
+    align: u64,
+    /// Off: nothing is planned (spec option `zero_ahead=0`, or a zeroing write failed).
+    enabled: bool,
+}
+
+impl ZeroAhead {
+    /// Zones whose host blocks are written up to `written` bytes each (their write pointers
+    /// at open: every block below a write pointer was written since the zone was last
+    /// reset or punched).
+    pub(super) fn new(written: impl IntoIterator<Item = u64>, capacity: u64, block: u64) -> Self {
+        ZeroAhead {
+            zones: written
+                .into_iter()
+                .map(|written_to| ZoneBlocks {
+                    written_to,
+                    ..ZoneBlocks::default()
+                })
+                .collect(),
+            capacity,
+            align: block.max(4096),
+            enabled: true,
+        }
+    }
+
+    /// Turns planning on or off (windows being zeroed still complete).
+    pub(super) fn set_enabled(&mut self, on: bool) {
+        self.enabled = on;
+    }
+
+    /// Whether planning is on.
+    #[cfg(test)]
+    pub(super) fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// After a write of `len` bytes was reserved in `zone` up to `end` (the zone's write
+    /// pointer now): the window to zero next, marked as being zeroed, if the write is short,
+    /// comes within [`LOOKAHEAD_BYTES`] of the written host blocks and no window of the zone
+    /// is being zeroed.
+    pub(super) fn plan(&mut self, zone: u32, end: u64, len: u64) -> Option<Job> {
+        if !self.enabled || len > TRIGGER_WRITE_BYTES_MAX {
+            return None;
+        }
+        let capacity_end = self.capacity / self.align * self.align;
+        let z = self.zones.get_mut(zone as usize)?;
+        if z.zeroing.is_some() || end.saturating_add(LOOKAHEAD_BYTES) <= z.written_to {
+            return None;
+        }
+        let start = z.written_to.max(end).div_ceil(self.align) * self.align;
+        let stop = start.saturating_add(WINDOW_BYTES).min(capacity_end);
+        if start >= stop {
+            return None;
+        }
+        z.zeroing = Some(start..stop);
+        Some(Job {
+            zone,
+            range: start..stop,
+            punches: z.punches,
+        })
+    }
+
+    /// Whether a write of `len` bytes at `at` (the zone's write pointer) must wait: it
+    /// reaches into the window being zeroed.
+    pub(super) fn holds_back(&self, zone: u32, at: u64, len: u64) -> bool {
+        self.zones
+            .get(zone as usize)
+            .and_then(|z| z.zeroing.as_ref())
+            .is_some_and(|w| at < w.end && at.saturating_add(len) > w.start)
+    }
+
+    /// A zeroing job ended (`ok`: its zeros were written). A failed one turns planning off:
+    /// the host refuses (`ENOSPC`, say), and writes go on into unallocated blocks.
+    pub(super) fn finished(&mut self, job: &Job, ok: bool) {
+        let Some(z) = self.zones.get_mut(job.zone as usize) else {
+            return;
+        };
+        if z.zeroing.as_ref() == Some(&job.range) {
+            z.zeroing = None;
+        }
+        if !ok {
+            self.enabled = false;
+        } else if z.punches == job.punches {
+            // The blocks between the written ones and the window belong to writes reserved
+            // before it was planned. Counting them as written is a hint only: if one of those
+            // writes fails, its blocks are allocated by a later write.
+            z.written_to = z.written_to.max(job.range.end);
+        }
+    }
+
+    /// Data was written to `zone` up to `end`.
+    pub(super) fn wrote(&mut self, zone: u32, end: u64) {
+        if let Some(z) = self.zones.get_mut(zone as usize) {
+            z.written_to = z.written_to.max(end);
+        }
+    }
+
+    /// The host blocks of `zone` past `write_pointer` (rounded up to the alignment) that are
+    /// written, if any and if no window of the zone is being zeroed: space to give back when
+    /// the host filesystem is full (see [`ZeroAhead::gave_back`]).
+    pub(super) fn give_back(&self, zone: u32, write_pointer: u64) -> Option<Range<u64>> {
+        let z = self.zones.get(zone as usize)?;
+        let start = write_pointer.div_ceil(self.align) * self.align;
+        (z.zeroing.is_none() && start < z.written_to).then(|| start..z.written_to)
+    }
+
+    /// A hole was punched over `range` of `zone` (from [`ZeroAhead::give_back`]).
+    pub(super) fn gave_back(&mut self, zone: u32, range: Range<u64>) {
+        if let Some(z) = self.zones.get_mut(zone as usize) {
+            z.written_to = z.written_to.min(range.start);
+            z.punches += 1;
+        }
+    }
+
+    /// A hole was punched over the whole zone: none of its blocks is written.
+    pub(super) fn punched(&mut self, zone: u32) {
+        if let Some(z) = self.zones.get_mut(zone as usize) {
+            z.written_to = 0;
+            z.punches += 1;
+        }
+    }
+}
+
+/// Ends a zeroing job when dropped: marks it finished (written only if `ok`) and wakes the
+/// zone's writes waiting for it, also when the runtime drops the task unfinished.
+struct Zeroing<'a> {
+    dev: &'a EmuDevice,
+    job: Job,
+    ok: bool,
+}
+
+impl Drop for Zeroing<'_> {
+    fn drop(&mut self) {
+        let waiters: Vec<Waker> = {
+            let mut c = self.dev.controller();
+            c.zero_ahead.finished(&self.job, self.ok);
+            c.take_waiters(self.job.zone)
+        };
+        waiters.into_iter().for_each(Waker::wake);
+    }
+}
+
+impl EmuDevice {
+    /// Writes `job`'s zeros in a task of its own on this core.
+    pub(super) fn start_zeroing(&self, job: Job) {
+        let dev = self.clone();
+        ziob_runtime::spawn(async move { dev.zero(job).await }).detach();
+    }
+
+    async fn zero(self, job: Job) {
+        let mut zeroing = Zeroing {
+            dev: &self,
+            job,
+            ok: false,
+        };
+        let range = zeroing.job.range.clone();
+        let len = (range.end - range.start) as usize;
+        let pos = self.data_pos(zeroing.job.zone, range.start);
+        let (res, _) = self.inner.file.write_all_at(DmaBuf::zeroed(len), pos).await;
+        match res {
+            Ok(()) => {
+                self.inner
+                    .zeroed_ahead
+                    .fetch_add(len as u64, Ordering::Relaxed);
+                zeroing.ok = true;
+            }
+            Err(e) => {
+                tracing::warn!(
+                    path = %self.inner.path.display(),
+                    zone = zeroing.job.zone,
+                    error = %e,
+                    "zeroing ahead of short writes failed; turned off for this device"
+                );
+                // Zeros that did land hold host space a write may need; no write is in the
+                // window until it is marked finished.
+                let _ = self.punch_hole(zeroing.job.zone, range);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1024 * 1024;
+
+    fn fresh(zones: usize) -> ZeroAhead {
+        ZeroAhead::new(vec![0; zones], 64 * MIB, 4096)
+    }
+
+    #[test]
+    fn a_short_write_plans_the_window_past_the_write_pointer() {
+        let mut z = fresh(2);
+        let job = z.plan(1, 8192, 4096).expect("planned");
+        assert_eq!(job.range, 8192..8192 + WINDOW_BYTES);
+        assert!(z.plan(1, 12288, 4096).is_none(), "one window at a time");
+        assert!(z.holds_back(1, WINDOW_BYTES, 4096));
+        assert!(!z.holds_back(1, 4096, 4096), "below the window");
+        assert!(!z.holds_back(0, WINDOW_BYTES, 4096), "another zone");
+        z.finished(&job, true);
+        assert!(!z.holds_back(1, WINDOW_BYTES, 4096));
+        // Far from the written end: nothing; close to it: the next window.
+        assert!(z.plan(1, 12288, 4096).is_none());
+        let next = z.plan(1, WINDOW_BYTES, 4096).expect("next window");
+        assert_eq!(next.range.start, 8192 + WINDOW_BYTES);
+    }
+
+    #[test]
+    fn long_writes_and_a_disabled_device_plan_nothing() {
+        let mut z = fresh(1);
+        assert!(z.plan(0, 256 * 1024, 256 * 1024).is_none());
+        z.set_enabled(false);
+        assert!(z.plan(0, 4096, 4096).is_none());
+    }
+
+    #[test]
+    fn windows_stop_at_the_zone_capacity_and_are_aligned() {
+        let mut z = ZeroAhead::new(vec![0], 3 * MIB / 2 + 512, 512);
+        let job = z.plan(0, MIB + 512, 512).expect("planned");
+        assert_eq!(job.range, MIB + 4096..3 * MIB / 2);
+        z.finished(&job, true);
+        assert!(
+            z.plan(0, 3 * MIB / 2, 512).is_none(),
+            "nothing left to zero"
+        );
+    }
+
+    #[test]
+    fn a_punch_while_zeroing_keeps_the_blocks_unwritten() {
+        let mut z = fresh(1);
+        let job = z.plan(0, 4096, 4096).unwrap();
+        z.punched(0);
+        z.finished(&job, true);
+        let again = z.plan(0, 4096, 4096).expect("zeroed again after the punch");
+        assert_eq!(again.range.start, 4096);
+    }
+
+    #[test]
+    fn space_given_back_is_past_the_write_pointer_and_not_being_zeroed() {
+        let mut z = fresh(2);
+        let job = z.plan(0, 4096, 4096).unwrap();
+        assert_eq!(z.give_back(0, 4096), None, "being zeroed");
+        z.finished(&job, true);
+        assert_eq!(z.give_back(0, 4000), Some(4096..4096 + WINDOW_BYTES));
+        z.gave_back(0, 4096..4096 + WINDOW_BYTES);
+        assert_eq!(z.give_back(0, 4096), None);
+        assert_eq!(z.give_back(1, 0), None, "nothing written");
+        z.wrote(1, 8192);
+        assert_eq!(z.give_back(1, 0), Some(0..8192), "data from before a reset");
+    }
+
+    #[test]
+    fn a_failed_zeroing_turns_planning_off() {
+        let mut z = fresh(1);
+        let job = z.plan(0, 4096, 4096).unwrap();
+        z.finished(&job, false);
+        assert!(!z.enabled());
+        assert!(!z.holds_back(0, 8192, 4096));
+        assert!(z.plan(0, 8192, 4096).is_none());
+    }
+}
