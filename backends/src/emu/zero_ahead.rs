@@ -168,7 +168,7 @@ impl ZeroAhead {
     pub(super) fn give_back(&self, zone: u32, write_pointer: u64) -> Option<Range<u64>> {
         let z = self.zones.get(zone as usize)?;
         let start = write_pointer.div_ceil(self.align) * self.align;
-        (z.zeroing.is_none() && start < z.written_to).then(|| start..z.written_to)
+        (z.zeroing.is_none() && start < z.written_to).then_some(start..z.written_to)
     }
 
     /// A hole was punched over `range` of `zone` (from [`ZeroAhead::give_back`]).
