@@ -8,9 +8,11 @@
 //! store's flush writes one short log block and one zone-table slot, each a handoff. So a
 //! write of at most [`INLINE_WRITE_BYTES_MAX`] is copied inline.
 //!
-//! A copy can block when the host throttles dirty pages or waits for its journal. If one
-//! takes longer than [`SLOW_WRITE`], inline writes pause for [`PAUSE`] (writes go through
-//! io_uring meanwhile), so a slow host costs the core at most one slow write per pause.
+//! A copy can block: when the host throttles dirty pages (up to some 200 ms), waits for its
+//! journal, or the inode lock is held by an io-wq write or a hole punch of the same file. If
+//! one takes longer than [`SLOW_WRITE`], inline writes pause for [`PAUSE`] (writes go through
+//! io_uring meanwhile), so a slow host costs the core at most one slow write per pause (a
+//! write preempted past 1 ms on a busy machine also pauses them: only speed is lost).
 
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,7 +30,8 @@ const PAUSE: Duration = Duration::from_secs(1);
 /// model).
 #[derive(Debug)]
 pub(super) struct InlineWrites {
-    /// A descriptor of the device file (a duplicate of the ring's, sharing its lock).
+    /// A descriptor of the device file (a duplicate of the one the ring's ops use; the
+    /// device lock is on a descriptor of its own).
     file: std::fs::File,
     /// When `paused_until` is counted from.
     epoch: Instant,

@@ -248,6 +248,35 @@ async fn read_region(file: &File, path: &Path, offset: u64, len: usize) -> Resul
     Ok(Some(out))
 }
 
+/// How far, in bytes from the start of zone `zone`, its host blocks are written at open: up
+/// to the first hole at or past its write pointer (`SEEK_HOLE`; blocks past the write pointer
+/// hold zeros written ahead or data from before a reset), at most its capacity; the write
+/// pointer where the filesystem cannot tell.
+fn host_written_to(
+    f: &std::fs::File,
+    layout: &Layout,
+    geometry: &Geometry,
+    zone: usize,
+    z: &crate::model::state::PersistedZone,
+) -> u64 {
+    let zone_start = layout.data_offset_bytes + zone as u64 * geometry.zone_size_bytes;
+    let Ok(from) = libc::off_t::try_from(zone_start + z.written_bytes) else {
+        return z.written_bytes;
+    };
+    // SAFETY: lseek on a descriptor `f` owns; no memory is passed. It moves the descriptor's
+    // file position, which no I/O on it uses (all of it is positioned).
+    let hole = unsafe { libc::lseek(f.as_raw_fd(), from, libc::SEEK_HOLE) };
+    u64::try_from(hole)
+        .ok()
+        .and_then(|hole| hole.checked_sub(zone_start))
+        .map_or(z.written_bytes, |w| {
+            w.clamp(
+                z.written_bytes,
+                geometry.zone_capacity_bytes.max(z.written_bytes),
+            )
+        })
+}
+
 /// Turns on `O_DIRECT` for `f` if the filesystem allows it; returns whether it is on.
 fn try_direct(path: &Path, f: &std::fs::File) -> bool {
     let fd = f.as_raw_fd();
@@ -464,11 +493,14 @@ impl EmuDevice {
             && loaded.geometry.block_size_bytes >= EMU_DIRECT_BLOCK_SIZE_BYTES_MIN
             && try_direct(path, &f);
         let zones = loaded.geometry.zone_count as usize;
-        let zero_ahead = ZeroAhead::new(
-            loaded.table.snapshot().iter().map(|z| z.written_bytes),
-            loaded.geometry.zone_capacity_bytes,
-            loaded.geometry.block_size_bytes,
-        );
+        let zero_ahead =
+            ZeroAhead::new(
+                loaded.table.snapshot().iter().enumerate().map(|(zone, z)| {
+                    host_written_to(&f, &loaded.layout, &loaded.geometry, zone, z)
+                }),
+                loaded.geometry.zone_capacity_bytes,
+                loaded.geometry.block_size_bytes,
+            );
         Ok(EmuDevice {
             inner: Arc::new(EmuInner {
                 name,
@@ -477,8 +509,13 @@ impl EmuDevice {
                 layout: loaded.layout,
                 inline: (!direct && latency.is_off())
                     .then(|| InlineWrites::new(&f))
-                    .transpose()
-                    .map_err(|e| io_err(path, "duplicate the descriptor", e))?,
+                    .and_then(|inline| {
+                        inline
+                            .inspect_err(|e| {
+                                tracing::warn!(path = %path.display(), error = %e, "no descriptor for inline writes: every write goes through io_uring");
+                            })
+                            .ok()
+                    }),
                 file: File::from_std(f),
                 direct,
                 mode,
@@ -620,9 +657,27 @@ impl EmuDevice {
 
     /// Writes all of `buf` at file position `pos`: copied on this core when the device has
     /// [`InlineWrites`] and `buf` is short, through the ring otherwise.
+    /// A write that fails because the host filesystem is full (`ENOSPC`, `EDQUOT`) gives
+    /// back the space past the write pointers ([`EmuDevice::give_back_space_ahead`]) and, if
+    /// that freed any, is tried once more.
     async fn write_at(&self, buf: DmaBuf, pos: u64) -> (Result<()>, DmaBuf) {
-        let inline = self.inner.inline.as_ref();
-        let (res, buf) = match inline.and_then(|i| i.write(&buf, pos)) {
+        let (mut res, mut buf) = self.write_once(buf, pos).await;
+        let full = |res: &std::result::Result<(), ziob_runtime::Error>| {
+            matches!(res, Err(ziob_runtime::Error::Io { source, .. })
+                if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)))
+        };
+        if full(&res) && self.give_back_space_ahead() {
+            (res, buf) = self.write_once(buf, pos).await;
+        }
+        (res.map_err(|e| rt_err(&self.inner.path, e)), buf)
+    }
+
+    async fn write_once(
+        &self,
+        buf: DmaBuf,
+        pos: u64,
+    ) -> (std::result::Result<(), ziob_runtime::Error>, DmaBuf) {
+        match self.inner.inline.as_ref().and_then(|i| i.write(&buf, pos)) {
             Some(res) => {
                 let res = res.map_err(|source| ziob_runtime::Error::Io {
                     op: "write",
@@ -631,13 +686,7 @@ impl EmuDevice {
                 (res, buf)
             }
             None => self.inner.file.write_all_at(buf, pos).await,
-        };
-        if let Err(ziob_runtime::Error::Io { source, .. }) = &res {
-            if source.raw_os_error() == Some(libc::ENOSPC) {
-                self.give_back_space_ahead();
-            }
         }
-        (res.map_err(|e| rt_err(&self.inner.path, e)), buf)
     }
 
     fn data_pos(&self, zone: u32, offset_bytes: u64) -> u64 {
@@ -865,11 +914,16 @@ impl EmuDevice {
 
     /// The host filesystem is full: stops zeroing ahead and gives back the space of every
     /// zone's host blocks past its write pointer (zeros written ahead, or data from before
-    /// a reset), so that zeroing ahead never is why a write fails. Done under the controller
-    /// lock: no write can be reserved past a write pointer meanwhile.
-    fn give_back_space_ahead(&self) {
+    /// a reset), so that a write that failed for want of space the zeros took can be tried
+    /// again. Returns whether it punched anything. Done under the controller lock: no write
+    /// can be reserved past a write pointer meanwhile.
+    fn give_back_space_ahead(&self) -> bool {
         let mut c = self.controller();
+        if c.zero_ahead.enabled() {
+            tracing::warn!(path = %self.inner.path.display(), "the host filesystem is full: zeroing ahead of short writes turned off, the space past the write pointers given back");
+        }
         c.zero_ahead.set_enabled(false);
+        let mut punched = false;
         for zone in 0..self.inner.geometry.zone_count {
             let Ok(info) = c.table.info(zone) else {
                 continue;
@@ -879,10 +933,12 @@ impl EmuDevice {
             };
             if let Err(e) = self.punch_hole(zone, range.clone()) {
                 tracing::debug!(zone, error = %e, "the filesystem does not punch holes");
-                return;
+                return punched;
             }
             c.zero_ahead.gave_back(zone, range);
+            punched = true;
         }
+        punched
     }
 }
 

@@ -96,7 +96,6 @@ impl ZeroAhead {
     }
 
     /// Whether planning is on.
-    #[cfg(test)]
     pub(super) fn enabled(&self) -> bool {
         self.enabled
     }
@@ -189,14 +188,15 @@ impl ZeroAhead {
 }
 
 /// Ends a zeroing job when dropped: marks it finished (written only if `ok`) and wakes the
-/// zone's writes waiting for it, also when the runtime drops the task unfinished.
-struct Zeroing<'a> {
-    dev: &'a EmuDevice,
+/// zone's writes waiting for it, also when the runtime drops the task unfinished or before
+/// it ever ran (the guard is made before the task is spawned).
+struct Zeroing {
+    dev: EmuDevice,
     job: Job,
     ok: bool,
 }
 
-impl Drop for Zeroing<'_> {
+impl Drop for Zeroing {
     fn drop(&mut self) {
         let waiters: Vec<Waker> = {
             let mut c = self.dev.controller();
@@ -210,37 +210,40 @@ impl Drop for Zeroing<'_> {
 impl EmuDevice {
     /// Writes `job`'s zeros in a task of its own on this core.
     pub(super) fn start_zeroing(&self, job: Job) {
-        let dev = self.clone();
-        ziob_runtime::spawn(async move { dev.zero(job).await }).detach();
-    }
-
-    async fn zero(self, job: Job) {
-        let mut zeroing = Zeroing {
-            dev: &self,
+        let zeroing = Zeroing {
+            dev: self.clone(),
             job,
             ok: false,
         };
-        let range = zeroing.job.range.clone();
+        ziob_runtime::spawn(zeroing.run()).detach();
+    }
+}
+
+impl Zeroing {
+    async fn run(mut self) {
+        let dev = self.dev.clone();
+        let zone = self.job.zone;
+        let range = self.job.range.clone();
         let len = (range.end - range.start) as usize;
-        let pos = self.data_pos(zeroing.job.zone, range.start);
-        let (res, _) = self.inner.file.write_all_at(DmaBuf::zeroed(len), pos).await;
+        let pos = dev.data_pos(zone, range.start);
+        let (res, _) = dev.inner.file.write_all_at(DmaBuf::zeroed(len), pos).await;
         match res {
             Ok(()) => {
-                self.inner
+                dev.inner
                     .zeroed_ahead
                     .fetch_add(len as u64, Ordering::Relaxed);
-                zeroing.ok = true;
+                self.ok = true;
             }
             Err(e) => {
                 tracing::warn!(
-                    path = %self.inner.path.display(),
-                    zone = zeroing.job.zone,
+                    path = %dev.inner.path.display(),
+                    zone,
                     error = %e,
                     "zeroing ahead of short writes failed; turned off for this device"
                 );
                 // Zeros that did land hold host space a write may need; no write is in the
                 // window until it is marked finished.
-                let _ = self.punch_hole(zeroing.job.zone, range);
+                let _ = dev.punch_hole(zone, range);
             }
         }
     }
@@ -260,17 +263,26 @@ mod tests {
     fn a_short_write_plans_the_window_past_the_write_pointer() {
         let mut z = fresh(2);
         let job = z.plan(1, 8192, 4096).expect("planned");
-        assert_eq!(job.range, 8192..8192 + WINDOW_BYTES);
+        let first = 8192;
+        assert_eq!(
+            job.range,
+            first..first + WINDOW_BYTES,
+            "right past the write"
+        );
         assert!(z.plan(1, 12288, 4096).is_none(), "one window at a time");
         assert!(z.holds_back(1, WINDOW_BYTES, 4096));
-        assert!(!z.holds_back(1, 4096, 4096), "below the window");
+        assert!(
+            z.holds_back(1, first - 4096, 8192),
+            "reaches into the window"
+        );
+        assert!(!z.holds_back(1, first - 4096, 4096), "below the window");
         assert!(!z.holds_back(0, WINDOW_BYTES, 4096), "another zone");
         z.finished(&job, true);
         assert!(!z.holds_back(1, WINDOW_BYTES, 4096));
-        // Far from the written end: nothing; close to it: the next window.
+        // Far from the written end: nothing; close to it: the next window, right after.
         assert!(z.plan(1, 12288, 4096).is_none());
         let next = z.plan(1, WINDOW_BYTES, 4096).expect("next window");
-        assert_eq!(next.range.start, 8192 + WINDOW_BYTES);
+        assert_eq!(next.range.start, first + WINDOW_BYTES);
     }
 
     #[test]
@@ -283,7 +295,7 @@ mod tests {
 
     #[test]
     fn windows_stop_at_the_zone_capacity_and_are_aligned() {
-        let mut z = ZeroAhead::new(vec![0], 3 * MIB / 2 + 512, 512);
+        let mut z = ZeroAhead::new(vec![MIB + 512], 3 * MIB / 2 + 512, 512);
         let job = z.plan(0, MIB + 512, 512).expect("planned");
         assert_eq!(job.range, MIB + 4096..3 * MIB / 2);
         z.finished(&job, true);
@@ -309,8 +321,9 @@ mod tests {
         let job = z.plan(0, 4096, 4096).unwrap();
         assert_eq!(z.give_back(0, 4096), None, "being zeroed");
         z.finished(&job, true);
-        assert_eq!(z.give_back(0, 4000), Some(4096..4096 + WINDOW_BYTES));
-        z.gave_back(0, 4096..4096 + WINDOW_BYTES);
+        let end = 4096 + WINDOW_BYTES;
+        assert_eq!(z.give_back(0, 4000), Some(4096..end));
+        z.gave_back(0, 4096..end);
         assert_eq!(z.give_back(0, 4096), None);
         assert_eq!(z.give_back(1, 0), None, "nothing written");
         z.wrote(1, 8192);
