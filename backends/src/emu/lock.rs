@@ -6,7 +6,8 @@
 //! process (two would keep two zone tables and each flush would undo the other's writes), so a
 //! second read-write open while the first device (or a clone of it) lives is
 //! [`DeviceError::Busy`] (after the same retrying as a conflict with another process: a device
-//! whose last clones are held by its writes in flight goes away once they complete; only
+//! whose last clones are held by its writes, flushes, zone actions or zeros written ahead in
+//! flight goes away once they complete; only
 //! then can a reopen be sure none of them lands after it); read-only opens share with
 //! anything. A test that reopens a device to
 //! simulate a crash drops the first one before. A read-write open upgrades a shared lock the

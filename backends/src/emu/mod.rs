@@ -4,7 +4,11 @@
 //! `docs/format.md` and [`format`](mod@format)). Data goes through the runtime's io_uring ops on the
 //! calling core, with `O_DIRECT` when the block size is at least 4 KiB and the filesystem
 //! accepts it, buffered otherwise or when the spec asks for the page cache (`direct=0`,
-//! [`EmuDevice::open_through_page_cache`]).
+//! [`EmuDevice::open_through_page_cache`]); through the page cache, writes of at most 64 KiB
+//! (data and zone-table slots) are copied by one `pwrite` on the core instead
+//! (`inline_write`). Short writes make the device write zeros over the next 1 MiB of their
+//! zone's host blocks ahead of them, so that a flush commits no block allocation
+//! ([`EmuDevice::zero_ahead`]).
 //!
 //! ## Crash semantics (a device with a volatile write cache)
 //! Writes go to the data region without sync and advance the in-memory write pointer.
