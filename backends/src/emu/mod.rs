@@ -296,13 +296,14 @@ fn try_direct(path: &Path, f: &std::fs::File) -> bool {
 }
 
 /// Returns the reservation of a write whose task is dropped before its transfer finished (at
-/// runtime shutdown): the write counts as failed, so the zone does not stay reserved.
-struct Unfinished<'a> {
-    dev: &'a EmuDevice,
+/// runtime shutdown, also before the task ever ran: the guard is made before the task is
+/// spawned): the write counts as failed, so the zone does not stay reserved.
+struct Unfinished {
+    dev: EmuDevice,
     r: Option<Reservation>,
 }
 
-impl Drop for Unfinished<'_> {
+impl Drop for Unfinished {
     fn drop(&mut self) {
         if let Some(r) = self.r.take() {
             let fate = self.dev.complete(r, false, None);
@@ -821,15 +822,28 @@ impl EmuDevice {
             Err(e) => return (Err(e), buf),
         };
         // The transfer runs in its own task: dropping this future lets it finish.
-        run_detached(self.clone().carry_out(r, buf)).await
+        run_detached(self.transfer(r, buf)).await
     }
 
-    /// Moves a reserved write's data and settles its reservation.
-    async fn carry_out(self, r: Reservation, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
-        let mut unfinished = Unfinished {
-            dev: &self,
+    /// The task that moves a reserved write's data and settles its reservation (its
+    /// [`Unfinished`] guard is made here, before the task is spawned).
+    fn transfer(
+        &self,
+        r: Reservation,
+        buf: DmaBuf,
+    ) -> impl std::future::Future<Output = (Result<u64>, DmaBuf)> + 'static {
+        let unfinished = Unfinished {
+            dev: self.clone(),
             r: Some(r),
         };
+        self.clone().carry_out(unfinished, buf)
+    }
+
+    /// Moves a reserved write's data and settles its reservation (`unfinished` holds it).
+    async fn carry_out(self, mut unfinished: Unfinished, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
+        let r = unfinished
+            .r
+            .expect("a transfer starts with its reservation");
         self.model_delay(r.len_bytes).await;
         let path = &self.inner.path;
         let crc32c = DataChecks::checksum(&buf);
@@ -1191,5 +1205,41 @@ impl EmuDevice {
             .await?;
         self.punch_reset_zones(&reset_zones);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// Runs `f` on a fresh one-core runtime.
+    pub(in crate::emu) fn on_core<T, F>(f: impl FnOnce() -> F + Send + 'static) -> T
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = T> + 'static,
+    {
+        let rt = ziob_runtime::Runtime::builder().cores(1).build().unwrap();
+        rt.block_on(f).unwrap()
+    }
+
+    #[test]
+    fn a_transfer_task_dropped_before_it_ran_settles_its_reservation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.zns");
+        on_core(move || async move {
+            let dev = EmuDevice::create(&path, &Geometry::new(2, 1 << 20))
+                .await
+                .unwrap();
+            let r = dev
+                .reserve(0, 4096, |t| t.begin_append(0, 4096))
+                .await
+                .unwrap();
+            assert!(dev.controller().table.has_in_flight(0));
+            // What a runtime shutdown does to a transfer task still queued.
+            drop(dev.transfer(r, DmaBuf::from_slice(&[7; 4096])));
+            assert!(!dev.controller().table.has_in_flight(0), "still reserved");
+            let (res, _) = dev.append(0, DmaBuf::from_slice(&[8; 4096])).await;
+            assert_eq!(res.unwrap(), 0, "the zone takes writes at the same place");
+        });
     }
 }

@@ -57,6 +57,17 @@ pub(super) struct Job {
     punches: u64,
 }
 
+/// How a zeroing job ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Outcome {
+    /// The zeros were written.
+    Written,
+    /// The host refused them (`ENOSPC`, say): planning turns off.
+    Failed,
+    /// The task was dropped (runtime shutdown) before the write completed.
+    Abandoned,
+}
+
 /// Per zone, which host blocks are written and which window is being zeroed (kept under the
 /// controller lock).
 #[derive(Debug)]
@@ -135,18 +146,18 @@ impl ZeroAhead {
             .is_some_and(|w| at < w.end && at.saturating_add(len) > w.start)
     }
 
-    /// A zeroing job ended (`ok`: its zeros were written). A failed one turns planning off:
-    /// the host refuses (`ENOSPC`, say), and writes go on into unallocated blocks.
-    pub(super) fn finished(&mut self, job: &Job, ok: bool) {
+    /// A zeroing job ended. A failed one turns planning off: the host refuses (`ENOSPC`,
+    /// say), and writes go on into unallocated blocks.
+    pub(super) fn finished(&mut self, job: &Job, outcome: Outcome) {
         let Some(z) = self.zones.get_mut(job.zone as usize) else {
             return;
         };
         if z.zeroing.as_ref() == Some(&job.range) {
             z.zeroing = None;
         }
-        if !ok {
+        if outcome == Outcome::Failed {
             self.enabled = false;
-        } else if z.punches == job.punches {
+        } else if outcome == Outcome::Written && z.punches == job.punches {
             // The blocks between the written ones and the window belong to writes reserved
             // before it was planned. Counting them as written is a hint only: if one of those
             // writes fails, its blocks are allocated by a later write.
@@ -187,20 +198,20 @@ impl ZeroAhead {
     }
 }
 
-/// Ends a zeroing job when dropped: marks it finished (written only if `ok`) and wakes the
+/// Ends a zeroing job when dropped: marks it finished with its outcome and wakes the
 /// zone's writes waiting for it, also when the runtime drops the task unfinished or before
 /// it ever ran (the guard is made before the task is spawned).
 struct Zeroing {
     dev: EmuDevice,
     job: Job,
-    ok: bool,
+    outcome: Outcome,
 }
 
 impl Drop for Zeroing {
     fn drop(&mut self) {
         let waiters: Vec<Waker> = {
             let mut c = self.dev.controller();
-            c.zero_ahead.finished(&self.job, self.ok);
+            c.zero_ahead.finished(&self.job, self.outcome);
             c.take_waiters(self.job.zone)
         };
         waiters.into_iter().for_each(Waker::wake);
@@ -213,7 +224,7 @@ impl EmuDevice {
         let zeroing = Zeroing {
             dev: self.clone(),
             job,
-            ok: false,
+            outcome: Outcome::Abandoned,
         };
         ziob_runtime::spawn(zeroing.run()).detach();
     }
@@ -232,9 +243,10 @@ impl Zeroing {
                 dev.inner
                     .zeroed_ahead
                     .fetch_add(len as u64, Ordering::Relaxed);
-                self.ok = true;
+                self.outcome = Outcome::Written;
             }
             Err(e) => {
+                self.outcome = Outcome::Failed;
                 tracing::warn!(
                     path = %dev.inner.path.display(),
                     zone,
@@ -277,7 +289,7 @@ mod tests {
         );
         assert!(!z.holds_back(1, first - 4096, 4096), "below the window");
         assert!(!z.holds_back(0, WINDOW_BYTES, 4096), "another zone");
-        z.finished(&job, true);
+        z.finished(&job, Outcome::Written);
         assert!(!z.holds_back(1, WINDOW_BYTES, 4096));
         // Far from the written end: nothing; close to it: the next window, right after.
         assert!(z.plan(1, 12288, 4096).is_none());
@@ -298,7 +310,7 @@ mod tests {
         let mut z = ZeroAhead::new(vec![MIB + 512], 3 * MIB / 2 + 512, 512);
         let job = z.plan(0, MIB + 512, 512).expect("planned");
         assert_eq!(job.range, MIB + 4096..3 * MIB / 2);
-        z.finished(&job, true);
+        z.finished(&job, Outcome::Written);
         assert!(
             z.plan(0, 3 * MIB / 2, 512).is_none(),
             "nothing left to zero"
@@ -310,7 +322,7 @@ mod tests {
         let mut z = fresh(1);
         let job = z.plan(0, 4096, 4096).unwrap();
         z.punched(0);
-        z.finished(&job, true);
+        z.finished(&job, Outcome::Written);
         let again = z.plan(0, 4096, 4096).expect("zeroed again after the punch");
         assert_eq!(again.range.start, 4096);
     }
@@ -320,7 +332,7 @@ mod tests {
         let mut z = fresh(2);
         let job = z.plan(0, 4096, 4096).unwrap();
         assert_eq!(z.give_back(0, 4096), None, "being zeroed");
-        z.finished(&job, true);
+        z.finished(&job, Outcome::Written);
         let end = 4096 + WINDOW_BYTES;
         assert_eq!(z.give_back(0, 4000), Some(4096..end));
         z.gave_back(0, 4096..end);
@@ -331,10 +343,34 @@ mod tests {
     }
 
     #[test]
+    fn a_zeroing_task_dropped_before_it_ran_frees_its_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.zns");
+        crate::emu::tests::on_core(move || async move {
+            let g = crate::model::geometry::Geometry::new(2, 4 * MIB);
+            let dev = EmuDevice::create(&path, &g).await.unwrap();
+            let job = dev.controller().zero_ahead.plan(0, 4096, 4096).unwrap();
+            let zeroing = Zeroing {
+                dev: dev.clone(),
+                job,
+                outcome: Outcome::Abandoned,
+            };
+            // What a runtime shutdown does to a zeroing task still queued.
+            drop(zeroing.run());
+            let c = dev.controller();
+            assert!(!c.zero_ahead.holds_back(0, 8192, 4096), "window still held");
+            assert!(
+                c.zero_ahead.enabled(),
+                "an abandoned window is no host failure"
+            );
+        });
+    }
+
+    #[test]
     fn a_failed_zeroing_turns_planning_off() {
         let mut z = fresh(1);
         let job = z.plan(0, 4096, 4096).unwrap();
-        z.finished(&job, false);
+        z.finished(&job, Outcome::Failed);
         assert!(!z.enabled());
         assert!(!z.holds_back(0, 8192, 4096));
         assert!(z.plan(0, 8192, 4096).is_none());
