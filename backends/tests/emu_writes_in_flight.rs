@@ -17,24 +17,9 @@ use ziob_backends::{EmuDevice, Geometry, LatencyModel, ZoneState, ZonedDevice};
 use ziob_runtime::DmaBuf;
 
 mod support;
-use support::{on_core, Rng};
+use support::{on_core, seeds, Rng};
 
 const BS: u64 = 4096;
-
-fn seeds(default_count: u64) -> Vec<u64> {
-    if let Ok(s) = std::env::var("ZIOB_SEED") {
-        return vec![s.parse().expect("ZIOB_SEED is a number")];
-    }
-    let n = std::env::var("ZIOB_SEEDS")
-        .ok()
-        .map(|s| s.parse().expect("ZIOB_SEEDS is a number"))
-        .unwrap_or(default_count);
-    let base = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
-    (0..n).map(|i| base.wrapping_add(i * 0x9E37_79B9)).collect()
-}
 
 /// A block of write `id`: self-describing, so a block found below a write pointer can be
 /// checked without knowing where its write landed.

@@ -16,25 +16,10 @@ use ziob_backends::{
 use ziob_runtime::DmaBuf;
 
 mod support;
-use support::{on_core, Rng};
+use support::{on_core, seeds, Rng};
 
 const BS: u64 = 4096;
 const MIB: u64 = 1 << 20;
-
-fn seeds(default_count: u64) -> Vec<u64> {
-    if let Ok(s) = std::env::var("ZIOB_SEED") {
-        return vec![s.parse().expect("ZIOB_SEED is a number")];
-    }
-    let n = std::env::var("ZIOB_SEEDS")
-        .ok()
-        .map(|s| s.parse().expect("ZIOB_SEEDS is a number"))
-        .unwrap_or(default_count);
-    let base = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
-    (0..n).map(|i| base.wrapping_add(i * 0x9E37_79B9)).collect()
-}
 
 fn geometry() -> Geometry {
     let mut g = Geometry::new(4, 4 * MIB);

@@ -21,6 +21,25 @@ impl Rng {
     }
 }
 
+/// The seeds a seeded test runs: `ZIOB_SEED=N` replays one, `ZIOB_SEEDS=N` runs N (else
+/// `default_count`), drawn from the clock (odd, so that [`Rng`] never starts at 0).
+pub fn seeds(default_count: u64) -> Vec<u64> {
+    if let Ok(s) = std::env::var("ZIOB_SEED") {
+        return vec![s.parse().expect("ZIOB_SEED is a number")];
+    }
+    let n = std::env::var("ZIOB_SEEDS")
+        .ok()
+        .map(|s| s.parse().expect("ZIOB_SEEDS is a number"))
+        .unwrap_or(default_count);
+    let base = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    (0..n)
+        .map(|i| base.wrapping_add(i * 0x9E37_79B9) | 1)
+        .collect()
+}
+
 /// Runs `f` on a fresh one-core runtime and returns its output.
 pub fn on_core<T: Send + 'static, F: std::future::Future<Output = T> + 'static>(
     f: impl FnOnce() -> F + Send + 'static,
