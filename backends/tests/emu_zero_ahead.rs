@@ -5,6 +5,7 @@
 //! of the writes.
 //!
 //! The seeded test prints its seed; `ZIOB_SEED=N` replays one seed, `ZIOB_SEEDS=N` runs N.
+//! Devices live under /var/tmp: /tmp is often a tmpfs, which refuses `O_DIRECT`.
 
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -87,7 +88,7 @@ async fn zeroed_at_least(dev: &EmuDevice, bytes: u64) {
 #[test]
 fn a_short_write_allocates_the_next_window_and_a_long_one_does_not() {
     for direct in [true, false] {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
         let path = dir.path().join("d.zns");
         on_core(move || async move {
             drop(EmuDevice::create(&path, &geometry()).await.unwrap());
@@ -248,7 +249,7 @@ fn zeros_written_ahead_never_land_on_data() {
     for direct in [true, false] {
         let mut zeroed = 0;
         for seed in seeds(6) {
-            let dir = tempfile::tempdir().unwrap();
+            let dir = tempfile::tempdir_in("/var/tmp").unwrap();
             let path = dir.path().join("d.zns");
             eprintln!("seed {seed} direct={direct} (ZIOB_SEED={seed} replays)");
             zeroed += on_core(move || async move { run_seed(&path, seed, direct).await });

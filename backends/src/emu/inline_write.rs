@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 /// Longer writes go through io_uring (the copy would hold the core longer than the handoff
 /// costs).
-pub(super) const INLINE_WRITE_BYTES_MAX: usize = 64 * 1024;
+const INLINE_WRITE_BYTES_MAX: usize = 64 * 1024;
 /// An inline write slower than this pauses inline writes.
 const SLOW_WRITE: Duration = Duration::from_millis(1);
 /// How long inline writes pause after a slow one.
@@ -47,6 +47,20 @@ impl InlineWrites {
             epoch: Instant::now(),
             paused_until: AtomicU64::new(0),
         })
+    }
+
+    /// Inline writes through a duplicate of `file`'s descriptor, or none (logged) if the
+    /// descriptor cannot be duplicated: writes then all go through io_uring.
+    pub(super) fn new_or_none(file: &std::fs::File, path: &std::path::Path) -> Option<Self> {
+        InlineWrites::new(file)
+            .inspect_err(|e| {
+                tracing::warn!(
+                    path = %path.display(),
+                    error = %e,
+                    "no descriptor for inline writes: every write goes through io_uring"
+                );
+            })
+            .ok()
     }
 
     /// Writes all of `bytes` at `pos` inline, if they are short enough and inline writes are

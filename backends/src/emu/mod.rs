@@ -83,7 +83,7 @@ use inline_write::InlineWrites;
 use open::{corrupt, io_err};
 pub use open::{OpenMode, TableRecovery};
 use persist::Persisted;
-use zero_ahead::ZeroAhead;
+use zero_ahead::{host_written_to, ZeroAhead};
 
 /// The modelled controller: the zone table and, per zone, the tasks waiting for something of
 /// the zone (a write's fate, the zone's writes in flight to drain, a zone action to end). Held
@@ -250,35 +250,6 @@ async fn read_region(file: &File, path: &Path, offset: u64, len: usize) -> Resul
         out.extend_from_slice(&chunk[..take]);
     }
     Ok(Some(out))
-}
-
-/// How far, in bytes from the start of zone `zone`, its host blocks are written at open: up
-/// to the first hole at or past its write pointer (`SEEK_HOLE`; blocks past the write pointer
-/// hold zeros written ahead or data from before a reset), at most its capacity; the write
-/// pointer where the filesystem cannot tell.
-fn host_written_to(
-    f: &std::fs::File,
-    layout: &Layout,
-    geometry: &Geometry,
-    zone: usize,
-    z: &crate::model::state::PersistedZone,
-) -> u64 {
-    let zone_start = layout.data_offset_bytes + zone as u64 * geometry.zone_size_bytes;
-    let Ok(from) = libc::off_t::try_from(zone_start + z.written_bytes) else {
-        return z.written_bytes;
-    };
-    // SAFETY: lseek on a descriptor `f` owns; no memory is passed. It moves the descriptor's
-    // file position, which no I/O on it uses (all of it is positioned).
-    let hole = unsafe { libc::lseek(f.as_raw_fd(), from, libc::SEEK_HOLE) };
-    u64::try_from(hole)
-        .ok()
-        .and_then(|hole| hole.checked_sub(zone_start))
-        .map_or(z.written_bytes, |w| {
-            w.clamp(
-                z.written_bytes,
-                geometry.zone_capacity_bytes.max(z.written_bytes),
-            )
-        })
 }
 
 /// Turns on `O_DIRECT` for `f` if the filesystem allows it; returns whether it is on.
@@ -512,15 +483,9 @@ impl EmuDevice {
                 path: path.to_path_buf(),
                 geometry: loaded.geometry,
                 layout: loaded.layout,
-                inline: (!direct && latency.is_off())
-                    .then(|| InlineWrites::new(&f))
-                    .and_then(|inline| {
-                        inline
-                            .inspect_err(|e| {
-                                tracing::warn!(path = %path.display(), error = %e, "no descriptor for inline writes: every write goes through io_uring");
-                            })
-                            .ok()
-                    }),
+                inline: (!direct && latency.is_off() && mode == OpenMode::ReadWrite)
+                    .then(|| InlineWrites::new_or_none(&f, path))
+                    .flatten(),
                 file: File::from_std(f),
                 direct,
                 mode,
@@ -836,14 +801,16 @@ impl EmuDevice {
             dev: self.clone(),
             r: Some(r),
         };
-        self.clone().carry_out(unfinished, buf)
+        self.clone().carry_out(r, unfinished, buf)
     }
 
-    /// Moves a reserved write's data and settles its reservation (`unfinished` holds it).
-    async fn carry_out(self, mut unfinished: Unfinished, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
-        let r = unfinished
-            .r
-            .expect("a transfer starts with its reservation");
+    /// Moves reservation `r`'s data and settles it (`unfinished` holds it meanwhile).
+    async fn carry_out(
+        self,
+        r: Reservation,
+        mut unfinished: Unfinished,
+        buf: DmaBuf,
+    ) -> (Result<u64>, DmaBuf) {
         self.model_delay(r.len_bytes).await;
         let path = &self.inner.path;
         let crc32c = DataChecks::checksum(&buf);
@@ -928,35 +895,6 @@ impl EmuDevice {
         } else {
             Err(std::io::Error::last_os_error())
         }
-    }
-
-    /// The host filesystem is full: stops zeroing ahead and gives back the space of every
-    /// zone's host blocks past its write pointer (zeros written ahead, or data from before
-    /// a reset), so that a write that failed for want of space the zeros took can be tried
-    /// again. Returns whether it punched anything. Done under the controller lock: no write
-    /// can be reserved past a write pointer meanwhile.
-    fn give_back_space_ahead(&self) -> bool {
-        let mut c = self.controller();
-        if c.zero_ahead.enabled() {
-            tracing::warn!(path = %self.inner.path.display(), "the host filesystem is full: zeroing ahead of short writes turned off, the space past the write pointers given back");
-        }
-        c.zero_ahead.set_enabled(false);
-        let mut punched = false;
-        for zone in 0..self.inner.geometry.zone_count {
-            let Ok(info) = c.table.info(zone) else {
-                continue;
-            };
-            let Some(range) = c.zero_ahead.give_back(zone, info.write_pointer_bytes) else {
-                continue;
-            };
-            if let Err(e) = self.punch_hole(zone, range.clone()) {
-                tracing::debug!(zone, error = %e, "the filesystem does not punch holes");
-                return punched;
-            }
-            c.zero_ahead.gave_back(zone, range);
-            punched = true;
-        }
-        punched
     }
 }
 
@@ -1209,7 +1147,7 @@ impl EmuDevice {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::*;
 
     /// Runs `f` on a fresh one-core runtime.

@@ -16,22 +16,26 @@
 //! difference.
 
 use std::ops::Range;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::task::Waker;
 
 use ziob_runtime::DmaBuf;
 
+use crate::emu::format::Layout;
 use crate::emu::EmuDevice;
+use crate::model::geometry::Geometry;
+use crate::model::state::PersistedZone;
 
 /// Writes longer than this do not start zeroing: long writes (table files, the buffer's
 /// write-back runs) allocate in large extents anyway, and zeroing ahead of them would double
 /// the bytes written to the host.
-pub(super) const TRIGGER_WRITE_BYTES_MAX: u64 = 64 * 1024;
+const TRIGGER_WRITE_BYTES_MAX: u64 = 64 * 1024;
 /// A short write whose end comes this close to the end of the zone's written host blocks
 /// starts zeroing the next window (so the window is ready before the writes reach it).
-pub(super) const LOOKAHEAD_BYTES: u64 = 512 * 1024;
+const LOOKAHEAD_BYTES: u64 = 512 * 1024;
 /// Bytes zeroed at a time.
-pub(super) const WINDOW_BYTES: u64 = 1024 * 1024;
+const WINDOW_BYTES: u64 = 1024 * 1024;
 
 /// One zone's host blocks.
 #[derive(Clone, Debug, Default)]
@@ -55,6 +59,37 @@ pub(super) struct Job {
     pub(super) range: Range<u64>,
     /// The zone's punch count when it was planned.
     punches: u64,
+}
+
+/// How far, in bytes from the start of zone `zone`, its host blocks are written at open: up
+/// to the first hole at or past its write pointer (`SEEK_HOLE`; blocks past the write pointer
+/// hold zeros written ahead or data from before a reset), at most its capacity. A filesystem
+/// that does not track holes reports one only at the end of the file: every zone then counts
+/// as written to its capacity, and nothing is zeroed ahead. The write pointer if `lseek`
+/// fails.
+pub(super) fn host_written_to(
+    f: &std::fs::File,
+    layout: &Layout,
+    geometry: &Geometry,
+    zone: usize,
+    z: &PersistedZone,
+) -> u64 {
+    let zone_start = layout.data_offset_bytes + zone as u64 * geometry.zone_size_bytes;
+    let Ok(from) = libc::off_t::try_from(zone_start + z.written_bytes) else {
+        return z.written_bytes;
+    };
+    // SAFETY: lseek on a descriptor `f` owns; no memory is passed. It moves the descriptor's
+    // file position, which no I/O on it uses (all of it is positioned).
+    let hole = unsafe { libc::lseek(f.as_raw_fd(), from, libc::SEEK_HOLE) };
+    u64::try_from(hole)
+        .ok()
+        .and_then(|hole| hole.checked_sub(zone_start))
+        .map_or(z.written_bytes, |w| {
+            w.clamp(
+                z.written_bytes,
+                geometry.zone_capacity_bytes.max(z.written_bytes),
+            )
+        })
 }
 
 /// How a zeroing job ended.
@@ -83,9 +118,8 @@ pub(super) struct ZeroAhead {
 }
 
 impl ZeroAhead {
-    /// Zones whose host blocks are written up to `written` bytes each (their write pointers
-    /// at open: every block below a write pointer was written since the zone was last
-    /// reset or punched).
+    /// Zones whose host blocks are written up to `written` bytes each (from
+    /// [`host_written_to`] at open).
     pub(super) fn new(written: impl IntoIterator<Item = u64>, capacity: u64, block: u64) -> Self {
         ZeroAhead {
             zones: written
@@ -219,6 +253,37 @@ impl Drop for Zeroing {
 }
 
 impl EmuDevice {
+    /// The host filesystem is full: stops zeroing ahead and gives back the space of every
+    /// zone's host blocks past its write pointer (zeros written ahead, or data from before
+    /// a reset), so that a write that failed for want of space the zeros took can be tried
+    /// again. Returns whether it punched anything. Done under the controller mutex, so no
+    /// write can be reserved past a write pointer meanwhile (its `fallocate`s hold it, once
+    /// per write that finds the filesystem full). It punches stale data past the write
+    /// pointers also when zeroing ahead is off.
+    pub(super) fn give_back_space_ahead(&self) -> bool {
+        let mut c = self.controller();
+        if c.zero_ahead.enabled() {
+            tracing::warn!(path = %self.inner.path.display(), "the host filesystem is full: zeroing ahead of short writes turned off, the space past the write pointers given back");
+        }
+        c.zero_ahead.set_enabled(false);
+        let mut punched = false;
+        for zone in 0..self.inner.geometry.zone_count {
+            let Ok(info) = c.table.info(zone) else {
+                continue;
+            };
+            let Some(range) = c.zero_ahead.give_back(zone, info.write_pointer_bytes) else {
+                continue;
+            };
+            if let Err(e) = self.punch_hole(zone, range.clone()) {
+                tracing::debug!(path = %self.inner.path.display(), zone, error = %e, "the filesystem does not punch holes");
+                return punched;
+            }
+            c.zero_ahead.gave_back(zone, range);
+            punched = true;
+        }
+        punched
+    }
+
     /// Writes `job`'s zeros in a task of its own on this core.
     pub(super) fn start_zeroing(&self, job: Job) {
         let zeroing = Zeroing {
@@ -363,6 +428,51 @@ mod tests {
                 c.zero_ahead.enabled(),
                 "an abandoned window is no host failure"
             );
+        });
+    }
+
+    /// Bytes from the start of `zone` to the first hole at or past `offset` in `dev`'s file.
+    fn hole_from(dev: &EmuDevice, zone: u32, offset: u64) -> u64 {
+        let start = dev.data_pos(zone, 0);
+        let f = std::fs::File::open(&dev.inner.path).unwrap();
+        // SAFETY: lseek on a descriptor `f` owns; no memory is passed.
+        let hole = unsafe {
+            libc::lseek(
+                f.as_raw_fd(),
+                (start + offset) as libc::off_t,
+                libc::SEEK_HOLE,
+            )
+        };
+        assert!(hole >= 0, "{}", std::io::Error::last_os_error());
+        hole as u64 - start
+    }
+
+    #[test]
+    fn a_full_host_gets_the_space_past_the_write_pointers_back() {
+        // /var/tmp: /tmp may be a tmpfs, whose holes work too but whose space is memory.
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let path = dir.path().join("d.zns");
+        crate::emu::tests::on_core(move || async move {
+            let g = crate::model::geometry::Geometry::new(2, 4 * MIB);
+            let dev = EmuDevice::create(&path, &g).await.unwrap();
+            let data = DmaBuf::from_slice(&[5; 4096]);
+            dev.write_reserved(
+                dev.reserve(0, 4096, |t| t.begin_append(0, 4096)).await,
+                data,
+            )
+            .await
+            .0
+            .unwrap();
+            while dev.zeroed_ahead_bytes() < WINDOW_BYTES {
+                ziob_runtime::sleep(std::time::Duration::from_millis(1))
+                    .await
+                    .unwrap();
+            }
+            assert!(hole_from(&dev, 0, 0) >= 4096 + WINDOW_BYTES, "zeroed ahead");
+            assert!(dev.give_back_space_ahead(), "something given back");
+            assert_eq!(hole_from(&dev, 0, 0), 4096, "the data stays, the zeros go");
+            assert!(!dev.controller().zero_ahead.enabled(), "turned off");
+            assert!(!dev.give_back_space_ahead(), "nothing left to give back");
         });
     }
 
