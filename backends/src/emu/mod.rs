@@ -75,7 +75,7 @@ use crate::limits::EMU_DIRECT_BLOCK_SIZE_BYTES_MIN;
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
 use crate::model::spec::LatencyModel;
-use crate::model::state::{Reservation, WriteFate, ZoneTable};
+use crate::model::state::{PersistedZone, Reservation, WriteFate, ZoneTable};
 use crate::model::zone::{ZoneAction, ZoneInfo, ZoneState, ZoneTarget};
 use checks::DataChecks;
 use format::{Layout, TableEntry};
@@ -469,14 +469,16 @@ impl EmuDevice {
             && loaded.geometry.block_size_bytes >= EMU_DIRECT_BLOCK_SIZE_BYTES_MIN
             && try_direct(path, &f);
         let zones = loaded.geometry.zone_count as usize;
-        let zero_ahead =
-            ZeroAhead::new(
-                loaded.table.snapshot().iter().enumerate().map(|(zone, z)| {
-                    host_written_to(&f, &loaded.layout, &loaded.geometry, zone, z)
-                }),
-                loaded.geometry.zone_capacity_bytes,
-                loaded.geometry.block_size_bytes,
-            );
+        // A read-only device never writes: no `lseek` per zone to learn what it would zero.
+        let written_to = |(zone, z): (usize, &PersistedZone)| match mode {
+            OpenMode::ReadWrite => host_written_to(&f, &loaded.layout, &loaded.geometry, zone, z),
+            OpenMode::ReadOnly => z.written_bytes,
+        };
+        let zero_ahead = ZeroAhead::new(
+            loaded.table.snapshot().iter().enumerate().map(written_to),
+            loaded.geometry.zone_capacity_bytes,
+            loaded.geometry.block_size_bytes,
+        );
         Ok(EmuDevice {
             inner: Arc::new(EmuInner {
                 name,
