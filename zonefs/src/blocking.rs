@@ -47,9 +47,24 @@ impl BlockingZoneFs {
         wait("zonefs create", self.fs.create(path, lifetime))
     }
 
+    /// See [`ZoneFs::create_unsynced`].
+    pub fn create_unsynced(&self, path: &str, lifetime: WriteLifetime) -> Result<()> {
+        wait("zonefs create", self.fs.create_unsynced(path, lifetime))
+    }
+
+    /// See [`ZoneFs::sync_metadata`].
+    pub fn sync_metadata(&self) -> Result<()> {
+        wait("zonefs sync_metadata", self.fs.sync_metadata())
+    }
+
     /// See [`ZoneFs::append`].
     pub fn append(&self, path: &str, data: &[u8]) -> Result<()> {
         wait("zonefs append", self.fs.append(path, data))
+    }
+
+    /// See [`ZoneFs::append_bytes`].
+    pub fn append_bytes(&self, path: &str, data: Bytes) -> Result<()> {
+        wait("zonefs append", self.fs.append_bytes(path, data))
     }
 
     /// See [`ZoneFs::sync`].

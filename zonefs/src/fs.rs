@@ -130,9 +130,10 @@ impl ZoneFs {
     /// `fsck`): the journal is read and replayed as by [`mount`](ZoneFs::mount), but no zone
     /// is reset or finished and the journal does not roll. Extents that a read-write mount
     /// refuses (outside the written zones) do not fail it: [`fsck`](ZoneFs::fsck) reports
-    /// them. Every call that would write (`create`, `append`, `sync`, `sync_all`, `delete`,
-    /// `rename`, `gc`) fails with [`FsError::ReadOnly`]. In `df` a written zone counts as
-    /// used up to its write pointer (a read-write mount finishes it).
+    /// them. Every call that would write (`create`, `create_unsynced`, `append`, `sync`,
+    /// `sync_all`, `sync_metadata`, `delete`, `rename`, `gc`) fails with
+    /// [`FsError::ReadOnly`]. In `df` a written zone counts as used up to its write pointer
+    /// (a read-write mount finishes it).
     pub async fn mount_read_only(client: Client) -> Result<ZoneFs> {
         let m = mount::mount_read_only(&client).await?;
         Ok(Self::from_mounted(client, m, true))
@@ -219,6 +220,22 @@ impl ZoneFs {
     /// Creates an empty file at `path` whose data goes to the zones of class `lifetime`.
     /// Durable when it returns. [`FsError::AlreadyExists`] if `path` names a file.
     pub async fn create(&self, path: &str, lifetime: WriteLifetime) -> Result<()> {
+        let staged = self.stage_create(path, lifetime).await?;
+        self.finish(staged).await
+    }
+
+    /// Creates an empty file as [`create`](ZoneFs::create) does, visible at once, but
+    /// returns without waiting for the journal: the file becomes durable with the next
+    /// journal commit — its own [`sync`](ZoneFs::sync), a
+    /// [`sync_metadata`](ZoneFs::sync_metadata) or [`sync_all`](ZoneFs::sync_all), or any
+    /// create, delete or rename that returns after it. A crash before that may lose the file
+    /// and what was appended to it (as a file created without an fsync of its directory).
+    pub async fn create_unsynced(&self, path: &str, lifetime: WriteLifetime) -> Result<()> {
+        self.stage_create(path, lifetime).await.map(drop)
+    }
+
+    /// Applies and queues the creation of an empty file at `path`.
+    async fn stage_create(&self, path: &str, lifetime: WriteLifetime) -> Result<Staged> {
         let path = normalize(path)?;
         let mut st = self.state.lock().await;
         st.check_write("create")?;
@@ -231,14 +248,39 @@ impl ZoneFs {
             lifetime,
             path,
         };
-        let staged = self.stage(&mut st, &delta)?;
-        drop(st);
-        self.finish(staged).await
+        self.stage(&mut st, &delta)
+    }
+
+    /// Waits until every metadata change made so far (a create, delete, rename or a sync's
+    /// extents) is durable: what [`create_unsynced`](ZoneFs::create_unsynced) left to a later
+    /// commit. Returns at once when nothing waits for the journal.
+    pub async fn sync_metadata(&self) -> Result<()> {
+        {
+            let st = self.state.lock().await;
+            st.check_write("sync_metadata")?;
+        }
+        self.group.check()?;
+        match self.group.last_pending() {
+            Some(seq) => {
+                self.finish(Staged {
+                    seq,
+                    dead: BTreeSet::new(),
+                })
+                .await
+            }
+            None => Ok(()),
+        }
     }
 
     /// Appends `data` to the file at `path`. The data is readable at once and durable after
     /// the next [`sync`](ZoneFs::sync) of the file.
     pub async fn append(&self, path: &str, data: &[u8]) -> Result<()> {
+        self.append_bytes(path, Bytes::copy_from_slice(data)).await
+    }
+
+    /// [`append`](ZoneFs::append) of bytes the caller hands over: on a device that takes
+    /// appends of any length (ZIOB's buffer) they go to the device without another copy.
+    pub async fn append_bytes(&self, path: &str, data: Bytes) -> Result<()> {
         let path = normalize(path)?;
         let (id, slot) = {
             let st = self.state.lock().await;
@@ -270,10 +312,17 @@ impl ZoneFs {
                     self.leave_zone(&mut st, zone).await?;
                     continue;
                 }
-                let mut bytes = BytesMut::from(&rest[..piece]);
-                bytes.resize(self.layout.footprint(piece as u64) as usize, 0);
+                let footprint = self.layout.footprint(piece as u64) as usize;
+                let bytes = if footprint == piece {
+                    rest.slice(..piece)
+                } else {
+                    let mut padded = BytesMut::with_capacity(footprint);
+                    padded.extend_from_slice(&rest[..piece]);
+                    padded.resize(footprint, 0);
+                    padded.freeze()
+                };
                 let in_flight = st.zones.begin_append(zone);
-                (zone, written, piece, bytes.freeze(), in_flight)
+                (zone, written, piece, bytes, in_flight)
             };
             let footprint = bytes.len() as u64;
             // The device append runs without the state lock.
@@ -307,7 +356,7 @@ impl ZoneFs {
                     if end >= self.layout.capacity() {
                         st.zones.close(zone);
                     }
-                    rest = &rest[piece..];
+                    rest = rest.slice(piece..);
                 }
                 // Flush padding moved the write pointer past what we tracked.
                 Err(e) if is_zone_full(&e) => {
@@ -557,7 +606,10 @@ impl ZoneFs {
             }
             let extents = durable_unsynced(&mut st, id);
             if extents.is_empty() {
-                return Ok(());
+                // Nothing of its own to journal; its creation (maybe unsynced) and every
+                // change before it are made durable all the same.
+                drop(st);
+                return self.sync_metadata().await;
             }
             self.stage(&mut st, &Delta::Sync { id, extents })?
         };
@@ -599,10 +651,11 @@ impl ZoneFs {
             }
             last
         };
-        match last {
-            Some(staged) => self.finish(staged).await,
-            None => Ok(()),
+        if let Some(staged) = last {
+            self.finish(staged).await?;
         }
+        // Creations left unsynced, and any other change still queued.
+        self.sync_metadata().await
     }
 
     /// The flushes that make the unsynced extents of files `ids` durable: per zone, how far

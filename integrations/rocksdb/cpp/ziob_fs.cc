@@ -217,8 +217,9 @@ class ZiobWritableFile : public FSWritableFile {
 class ZiobDirectory : public FSDirectory {
  public:
   ZiobDirectory(const ziob_fs* fs, std::string path) : fs_(fs), path_(std::move(path)) {}
-  // Creations, renames and deletes are durable when they return; this creates the files
-  // opened under the directory but not written yet.
+  // Renames and deletes are durable when they return; a file's creation is durable with its
+  // first Sync or this call, which creates the files opened under the directory but not
+  // written yet and makes every creation so far durable.
   IOStatus Fsync(const IOOptions&, IODebugContext*) override {
     char* err = nullptr;
     return ToStatus(ziob_fs_fsync_dir(fs_, path_.c_str(), &err), &err, path_);

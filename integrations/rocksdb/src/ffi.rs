@@ -247,9 +247,10 @@ path_op!(
     |fs, p| fs.unlock_file(&p)
 );
 path_op!(
-    /// A directory fsync: creates the files under `path` that were opened but not written.
+    /// A directory fsync: creates the files under `path` that were opened but not written
+    /// and makes every file creation, deletion and rename so far durable.
     ziob_fs_fsync_dir,
-    |fs, p| fs.materialize_under(&p)
+    |fs, p| fs.fsync_dir(&p)
 );
 
 macro_rules! u64_op {

@@ -14,6 +14,7 @@
 //!
 //! User guide: `docs/ROCKSDB.md`.
 
+pub mod behind;
 pub mod error;
 pub mod ffi;
 pub mod read_cache;

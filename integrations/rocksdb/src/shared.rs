@@ -12,6 +12,7 @@ use bytes::{Bytes, BytesMut};
 use ziob::{Client, Runtime, ZiobConfig};
 use ziob_zonefs::{BlockingZoneFs, FsError, MkfsOptions, WriteLifetime, ZoneFs};
 
+use crate::behind::Behind;
 use crate::error::PluginError;
 use crate::read_cache::{ReadCache, PAGE_BYTES};
 use crate::uri::FsUri;
@@ -20,6 +21,13 @@ use crate::uri::FsUri;
 /// zonefs call is a round trip to a ZIOB core; RocksDB appends every WAL record on its own).
 /// Handed over when [`WRITE_BUF_BYTES`] would be exceeded, on sync and close, and before
 /// anything in the process looks at the file (read, size, rename) or the process exits.
+///
+/// A hand-over made because the buffer is full (or by an append of [`WRITE_BUF_BYTES`] or
+/// more) runs *behind* the writer ([`Behind`]): as a task on a ZIOB core, while the writer's
+/// thread goes on, so a writer does not wait for the core's round trip on every hand-over.
+/// They land in order; a sync, a close and everything that looks at the file (read, size,
+/// rename, delete) wait for them first, and their errors come back from the next append,
+/// sync or close.
 #[derive(Debug, Default)]
 pub struct WriteBuf {
     data: Mutex<Gathered>,
@@ -29,6 +37,8 @@ pub struct WriteBuf {
 #[derive(Debug, Default)]
 struct Gathered {
     bytes: Vec<u8>,
+    /// The hand-overs running behind the writer.
+    behind: Behind,
     /// Why gathered bytes were lost (a hand-over failed, maybe on another thread's read):
     /// every later append, sync and close of the file fails with it, so a sync never reports
     /// data durable that never reached the file.
@@ -43,7 +53,7 @@ pub struct SharedFs {
     /// The options it was opened with.
     pub uri: FsUri,
     /// The ZIOB runtime (kept alive for the process).
-    _runtime: Runtime,
+    runtime: Runtime,
     /// The file system, as blocking calls (RocksDB's threads are plain threads).
     pub fs: BlockingZoneFs,
     /// Created, not yet written files: path → lifetime class. Visible as empty files.
@@ -150,7 +160,7 @@ impl SharedFs {
         let cache = ReadCache::new(usize::try_from(uri.cache_bytes).unwrap_or(usize::MAX));
         Ok(SharedFs {
             uri,
-            _runtime: runtime,
+            runtime,
             fs: fs.blocking(),
             pending: Mutex::default(),
             writers: Mutex::default(),
@@ -229,11 +239,14 @@ impl SharedFs {
         }
     }
 
-    /// Creates a pending file on the device (a no-op for a file already there).
+    /// Creates a pending file on the device (a no-op for a file already there). The creation
+    /// is durable with the file's first sync or a directory fsync
+    /// ([`ZoneFs::create_unsynced`](ziob_zonefs::ZoneFs::create_unsynced)), so that a writer
+    /// does not wait for the journal (a device flush) when it starts a new file.
     pub fn materialize(&self, path: &str) -> Result<(), PluginError> {
         let mut pending = lock(&self.pending);
         if let Some(lifetime) = pending.get(path).copied() {
-            match self.fs.create(path, lifetime) {
+            match self.fs.create_unsynced(path, lifetime) {
                 Ok(()) | Err(FsError::AlreadyExists(_)) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -242,8 +255,9 @@ impl SharedFs {
         Ok(())
     }
 
-    /// Creates every pending file under `dir` (a directory fsync).
-    pub fn materialize_under(&self, dir: &str) -> Result<(), PluginError> {
+    /// A directory fsync: creates every pending file under `dir` and makes every creation,
+    /// deletion and rename so far durable.
+    pub fn fsync_dir(&self, dir: &str) -> Result<(), PluginError> {
         let prefix = if dir.is_empty() {
             String::new()
         } else {
@@ -257,14 +271,7 @@ impl SharedFs {
         for p in paths {
             self.materialize(&p)?;
         }
-        Ok(())
-    }
-
-    /// Appends to a file (created on the device first if pending).
-    pub fn append(&self, path: &str, data: &[u8]) -> Result<(), PluginError> {
-        self.materialize(path)?;
-        self.fs.append(path, data)?;
-        Ok(())
+        Ok(self.fs.sync_metadata()?)
     }
 
     /// A new gathering buffer for `path`, open for writing (replacing an older writer's).
@@ -281,6 +288,9 @@ impl SharedFs {
         let wb = lock(&self.writers).remove(path);
         if let Some(wb) = wb {
             let mut b = lock(&wb.data);
+            // A hand-over still running lands before the change (its append returned before
+            // the caller made the change); its error, if any, stays with the old writer.
+            let _ = Self::settle(path, &mut b);
             b.bytes.clear();
             b.lost = Some(format!("the file was {why} while open for writing"));
         }
@@ -307,9 +317,10 @@ impl SharedFs {
             b.bytes.extend_from_slice(data);
             return Ok(());
         }
-        self.hand_over(path, &mut b)?;
+        self.hand_over_behind(path, &mut b)?;
         if data.len() >= WRITE_BUF_BYTES {
-            self.append(path, data)
+            // Handed over at once, behind the writer as well (after the gathered bytes).
+            self.start_behind(path, &mut b, Bytes::copy_from_slice(data))
         } else {
             b.bytes.extend_from_slice(data);
             Ok(())
@@ -325,24 +336,51 @@ impl SharedFs {
         }
     }
 
-    /// Appends what `b` gathered to `path` and empties it (also on error: the file then
-    /// holds an unknown part of it; the error goes to the caller and stays in `b.lost`).
-    fn hand_over(&self, path: &str, b: &mut Gathered) -> Result<(), PluginError> {
+    /// Waits until every hand-over of `path`'s writer is in the file. An error among them
+    /// (the file then holds an unknown part of those bytes) is returned once as it is and
+    /// then stays in `b.lost`.
+    fn settle(path: &str, b: &mut Gathered) -> Result<(), PluginError> {
+        if let Err(e) = b.behind.wait_all(path) {
+            b.lost.get_or_insert_with(|| e.to_string());
+            return Err(e);
+        }
+        Self::check_lost(path, b)
+    }
+
+    /// Starts appending `data` to `path` behind the writer (see [`Behind::start`]).
+    fn start_behind(&self, path: &str, b: &mut Gathered, data: Bytes) -> Result<(), PluginError> {
+        Self::check_lost(path, b)?;
+        let started = self.materialize(path).and_then(|()| {
+            let fs = self.fs.fs().clone();
+            let owned = path.to_string();
+            b.behind
+                .start(&self.runtime.handle(), path, move || async move {
+                    Ok(fs.append_bytes(&owned, data).await?)
+                })
+        });
+        if let Err(e) = &started {
+            b.lost.get_or_insert_with(|| e.to_string());
+        }
+        started
+    }
+
+    /// Hands what `b` gathered over behind the writer and empties it (also on error; the
+    /// error goes to the caller and stays in `b.lost`).
+    fn hand_over_behind(&self, path: &str, b: &mut Gathered) -> Result<(), PluginError> {
         Self::check_lost(path, b)?;
         if b.bytes.is_empty() {
             return Ok(());
         }
-        let r = self.append(path, &b.bytes);
-        b.bytes.clear();
-        if let Err(e) = &r {
-            b.lost = Some(e.to_string());
-        }
-        r
+        let data = std::mem::replace(&mut b.bytes, Vec::with_capacity(WRITE_BUF_BYTES));
+        self.start_behind(path, b, Bytes::from(data))
     }
 
-    /// Hands over what `wb` gathered for `path` (an error if gathered bytes were lost).
+    /// Hands over what `wb` gathered for `path` and waits until every hand-over of it is in
+    /// the file (an error if gathered bytes were lost).
     pub fn push_buf(&self, path: &str, wb: &WriteBuf) -> Result<(), PluginError> {
-        self.hand_over(path, &mut lock(&wb.data))
+        let mut b = lock(&wb.data);
+        self.hand_over_behind(path, &mut b)?;
+        Self::settle(path, &mut b)
     }
 
     /// Hands over the gathered appends of `path`'s writer, if it has one.
