@@ -228,7 +228,7 @@ impl ZoneFs {
     /// returns without waiting for the journal: the file becomes durable with the next
     /// journal commit — its own [`sync`](ZoneFs::sync), a
     /// [`sync_metadata`](ZoneFs::sync_metadata) or [`sync_all`](ZoneFs::sync_all), or any
-    /// create, delete or rename that returns after it. A crash before that may lose the file
+    /// create, delete or rename that changes something and returns after it. A crash before that may lose the file
     /// and what was appended to it (as a file created without an fsync of its directory).
     pub async fn create_unsynced(&self, path: &str, lifetime: WriteLifetime) -> Result<()> {
         self.stage_create(path, lifetime).await.map(drop)

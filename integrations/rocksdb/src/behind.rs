@@ -101,8 +101,9 @@ impl Behind {
         first
     }
 
-    /// Collects the results of the oldest hand-overs that have ended, without waiting.
-    fn collect_ended(&mut self, path: &str) -> Result<(), PluginError> {
+    /// Collects the results of the oldest hand-overs that have ended, without waiting: the
+    /// first error among them, if any.
+    pub fn collect_ended(&mut self, path: &str) -> Result<(), PluginError> {
         while let Some(oldest) = self.running.front_mut() {
             match oldest.try_recv() {
                 Ok(None) => return Ok(()),
@@ -140,7 +141,7 @@ impl Behind {
 
 fn runtime_stopped(path: &str) -> PluginError {
     PluginError::Io(format!(
-        "appends to /{path} were dropped: the ZIOB runtime stopped"
+        "appends to /{path} were dropped: the ZIOB runtime stopped or the task panicked"
     ))
 }
 
@@ -245,7 +246,7 @@ mod tests {
             .unwrap();
         drop(rt);
         let e = behind.wait_all("f").unwrap_err();
-        assert!(e.to_string().contains("runtime stopped"), "{e}");
+        assert!(e.to_string().contains("were dropped"), "{e}");
         // Starting another fails at once (or, if the spawn got through, when waited for).
         let r = behind
             .start(&handle, "f", || async { Ok(()) })

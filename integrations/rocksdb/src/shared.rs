@@ -276,6 +276,9 @@ impl SharedFs {
 
     /// A new gathering buffer for `path`, open for writing (replacing an older writer's).
     pub fn writer(&self, path: &str) -> Arc<WriteBuf> {
+        // A writer still open on the path (the file reopened for appending) is cut off: its
+        // later appends would land behind the new writer's.
+        self.detach_writer(path, "opened for writing again");
         let wb = Arc::new(WriteBuf::default());
         lock(&self.writers).insert(path.to_string(), wb.clone());
         wb
@@ -289,10 +292,15 @@ impl SharedFs {
         if let Some(wb) = wb {
             let mut b = lock(&wb.data);
             // A hand-over still running lands before the change (its append returned before
-            // the caller made the change); its error, if any, stays with the old writer.
-            let _ = Self::settle(path, &mut b);
+            // the caller made the change); its error, if any, is kept in the writer's.
+            let earlier = Self::settle(path, &mut b).err();
             b.bytes.clear();
-            b.lost = Some(format!("the file was {why} while open for writing"));
+            b.lost = Some(match earlier {
+                None => format!("the file was {why} while open for writing"),
+                Some(e) => format!(
+                    "the file was {why} while open for writing, after an append to it failed: {e}"
+                ),
+            });
         }
     }
 
@@ -313,6 +321,10 @@ impl SharedFs {
     ) -> Result<(), PluginError> {
         let mut b = lock(&wb.data);
         Self::check_lost(path, &b)?;
+        if let Err(e) = b.behind.collect_ended(path) {
+            b.lost.get_or_insert_with(|| e.to_string());
+            return Err(e);
+        }
         if b.bytes.len() + data.len() <= WRITE_BUF_BYTES {
             b.bytes.extend_from_slice(data);
             return Ok(());
@@ -398,10 +410,14 @@ impl SharedFs {
             .iter()
             .map(|(p, w)| (p.clone(), w.clone()))
             .collect();
+        // Every writer, even after one failed (its error comes back at the end).
+        let mut first = Ok(());
         for (p, w) in all {
-            self.push_buf(&p, &w)?;
+            if let Err(e) = self.push_buf(&p, &w) {
+                first = first.and(Err(e));
+            }
         }
-        Ok(())
+        first
     }
 
     /// Makes a file durable up to its size (created on the device first if pending).
