@@ -228,7 +228,7 @@ impl ZoneFs {
     /// returns without waiting for the journal: the file becomes durable with the next
     /// journal commit — its own [`sync`](ZoneFs::sync), a
     /// [`sync_metadata`](ZoneFs::sync_metadata) or [`sync_all`](ZoneFs::sync_all), or any
-    /// create, delete or rename that changes something and returns after it. A crash before that may lose the file
+    /// create, delete or rename called after this returned. A crash before that may lose the file
     /// and what was appended to it (as a file created without an fsync of its directory).
     pub async fn create_unsynced(&self, path: &str, lifetime: WriteLifetime) -> Result<()> {
         self.stage_create(path, lifetime).await.map(drop)
@@ -585,7 +585,9 @@ impl ZoneFs {
     /// Makes the file at `path` durable up to its current size: flushes the data zones
     /// holding its unsynced extents (without holding the state lock, so appends and other
     /// syncs go on meanwhile), then journals its extents that are flushed (Sync delta, group
-    /// commit). When this returns, a crash keeps at least this size and content.
+    /// commit). When this returns, a crash keeps at least this size and content, and every
+    /// metadata change queued before it (the file's creation by
+    /// [`create_unsynced`](ZoneFs::create_unsynced) among them) is durable too.
     pub async fn sync(&self, path: &str) -> Result<()> {
         let path = normalize(path)?;
         let (id, flushes) = {
@@ -616,9 +618,10 @@ impl ZoneFs {
         self.finish(staged).await
     }
 
-    /// Syncs every file with unsynced data (as [`sync`](ZoneFs::sync) on each): what a clean
-    /// shutdown does before closing the client. Unsynced appends are otherwise lost at the
-    /// next mount, even after a clean close of the client.
+    /// Syncs every file with unsynced data (as [`sync`](ZoneFs::sync) on each) and makes
+    /// every queued metadata change durable ([`sync_metadata`](ZoneFs::sync_metadata)): what
+    /// a clean shutdown does before closing the client. Unsynced appends are otherwise lost
+    /// at the next mount, even after a clean close of the client.
     pub async fn sync_all(&self) -> Result<()> {
         let (mut ids, flushes) = {
             let st = self.state.lock().await;
@@ -798,7 +801,10 @@ impl ZoneFs {
         self.group.check()?;
         let id = st.tree.existing(&from)?;
         if from == to {
-            return Ok(());
+            // Nothing to change; durable when it returns all the same (the file's creation
+            // may still be queued).
+            drop(st);
+            return self.sync_metadata().await;
         }
         let staged = self.stage(&mut st, &Delta::Rename { id, path: to })?;
         drop(st);

@@ -203,10 +203,7 @@ fn run(ops: Vec<Op>, buffered: bool, small: bool) {
                         Some(f) => {
                             r.unwrap();
                             model.insert(PATHS[q].to_string(), f);
-                            // A rename onto itself changes nothing and commits nothing.
-                            if p != q {
-                                maybe.clear();
-                            }
+                            maybe.clear();
                         }
                         None => assert!(is_not_found(&r), "{r:?}"),
                     }

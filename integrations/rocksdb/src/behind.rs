@@ -37,7 +37,8 @@ pub struct Behind {
 
 impl Behind {
     /// Whether no hand-over is uncollected.
-    pub fn is_idle(&self) -> bool {
+    #[cfg(test)]
+    fn is_idle(&self) -> bool {
         self.running.is_empty()
     }
 

@@ -351,7 +351,8 @@ pub unsafe extern "C" fn ziob_fs_read_at(
 }
 
 /// Opens `path` for writing: `reopen` = 0 starts an empty file (replacing one there), 1
-/// appends to the existing file (or starts one). `lifetime`: RocksDB's write-lifetime hint
+/// appends to the existing file (or starts one). A writer still open on `path` is cut off
+/// (its later appends, syncs and closes fail). `lifetime`: RocksDB's write-lifetime hint
 /// (0..=5) or 6 for a write-ahead log. The handle goes to `*out`.
 ///
 /// # Safety

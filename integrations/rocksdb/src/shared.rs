@@ -294,11 +294,13 @@ impl SharedFs {
             // A hand-over still running lands before the change (its append returned before
             // the caller made the change); its error, if any, is kept in the writer's.
             let earlier = Self::settle(path, &mut b).err();
+            // The first failure's own words, not a later hand-over's "an earlier one failed".
+            let cause = b.lost.take().or(earlier.map(|e| e.to_string()));
             b.bytes.clear();
-            b.lost = Some(match earlier {
+            b.lost = Some(match cause {
                 None => format!("the file was {why} while open for writing"),
-                Some(e) => format!(
-                    "the file was {why} while open for writing, after an append to it failed: {e}"
+                Some(c) => format!(
+                    "the file was {why} while open for writing, after an append to it failed: {c}"
                 ),
             });
         }
@@ -383,8 +385,19 @@ impl SharedFs {
         if b.bytes.is_empty() {
             return Ok(());
         }
-        let data = std::mem::replace(&mut b.bytes, Vec::with_capacity(WRITE_BUF_BYTES));
-        self.start_behind(path, b, Bytes::from(data))
+        // A full gathering moves over whole; a small one (a sync's or a close's tail) is
+        // copied, so the buffer keeps its capacity.
+        let data = if b.bytes.len() >= WRITE_BUF_BYTES / 2 {
+            Bytes::from(std::mem::replace(
+                &mut b.bytes,
+                Vec::with_capacity(WRITE_BUF_BYTES),
+            ))
+        } else {
+            let small = Bytes::copy_from_slice(&b.bytes);
+            b.bytes.clear();
+            small
+        };
+        self.start_behind(path, b, data)
     }
 
     /// Hands over what `wb` gathered for `path` and waits until every hand-over of it is in
@@ -431,7 +444,9 @@ impl SharedFs {
 
     /// Whether a file (not a directory) is at `path`.
     pub fn file_exists(&self, path: &str) -> Result<bool, PluginError> {
-        Ok(lock(&self.pending).contains_key(path) || self.fs.exists(path)?)
+        // The `pending` lock only for the lookup: not across the file system's call.
+        let pending = lock(&self.pending).contains_key(path);
+        Ok(pending || self.fs.exists(path)?)
     }
 
     /// Whether a directory is at `dir`: the root, one made with `CreateDir`, or a path prefix
@@ -480,12 +495,13 @@ impl SharedFs {
         Ok(())
     }
 
-    /// Size of a file (0 for a pending one).
+    /// Size of a file, with what its writer gathered (handed over first: a pending file
+    /// with gathered bytes is created then; one with none is empty).
     pub fn size(&self, path: &str) -> Result<u64, PluginError> {
+        self.push(path)?;
         if lock(&self.pending).contains_key(path) {
             return Ok(0);
         }
-        self.push(path)?;
         Ok(self.fs.size(path)?)
     }
 
@@ -626,7 +642,79 @@ impl SharedFs {
 
 #[cfg(test)]
 mod tests {
-    use super::clean;
+    use std::time::{Duration, Instant};
+
+    use futures::channel::oneshot;
+
+    use super::*;
+
+    /// A writer cut off (its file deleted, renamed over or created again) while a hand-over
+    /// of it is still queued: the change waits for it, so it lands in the old file, never in
+    /// the one that takes the path next. A gate hand-over holds the queue still while
+    /// another thread changes the path and writes the new file; without the wait, the
+    /// queued bytes land in the new file once the gate opens.
+    #[test]
+    fn a_change_of_path_waits_for_the_old_writers_queued_hand_overs() {
+        let file = std::env::temp_dir().join(format!(
+            "ziob-rocksdb-unit-cut-off-{}.zns",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&file);
+        let fs = SharedFs::get(&format!(
+            "ziob://emu:{}?zones=8&zone_size=4M",
+            file.display()
+        ))
+        .unwrap();
+        for how in ["delete", "rename over", "create again"] {
+            let p = "db/000011.sst";
+            fs.create_lazy(p, WriteLifetime::Short).unwrap();
+            let wb = fs.writer(p);
+            fs.materialize(p).unwrap();
+            let (open_gate, gate) = oneshot::channel::<()>();
+            {
+                let mut b = lock(&wb.data);
+                b.behind
+                    .start(&fs.runtime.handle(), p, move || async move {
+                        let _ = gate.await;
+                        Ok(())
+                    })
+                    .unwrap();
+                fs.start_behind(p, &mut b, Bytes::from_static(b"stale"))
+                    .unwrap();
+            }
+            let changer = std::thread::spawn(move || {
+                match how {
+                    "delete" => fs.delete(p).unwrap(),
+                    "rename over" => {
+                        fs.create_lazy("db/other", WriteLifetime::Short).unwrap();
+                        fs.materialize("db/other").unwrap();
+                        fs.rename("db/other", p).unwrap();
+                    }
+                    _ => {}
+                }
+                fs.create_lazy(p, WriteLifetime::Short).unwrap();
+                let new = fs.writer(p);
+                fs.buffered_append(p, &new, b"new").unwrap();
+                fs.push_buf(p, &new).unwrap();
+                fs.sync(p).unwrap();
+                fs.forget_writer(p, &new);
+            });
+            let start = Instant::now();
+            while !changer.is_finished() && start.elapsed() < Duration::from_millis(300) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let _ = open_gate.send(());
+            changer.join().unwrap();
+            // Wherever the old writer's bytes went, they are there now.
+            let _ = lock(&wb.data).behind.wait_all(p);
+            assert_eq!(&fs.read_at(p, 0, 100).unwrap()[..], b"new", "{how}");
+            assert!(
+                fs.push_buf(p, &wb).is_err(),
+                "{how}: the old writer is cut off"
+            );
+        }
+        let _ = std::fs::remove_file(&file);
+    }
 
     #[test]
     fn cleans_paths() {

@@ -560,6 +560,7 @@ fn a_sync_after_gathered_appends_were_lost_fails() {
         rc, ZIOB_OK,
         "the filler's sync succeeded after its data was lost: {msg}"
     );
+    assert!(msg.contains("were lost"), "the loss is recorded: {msg}");
     // A small append is gathered (accepted); another thread's read of the file hands it
     // over, which fails: the device is full.
     let wal = c("/db/000009.log");
@@ -689,4 +690,32 @@ fn a_writer_cut_off_while_its_hand_overs_run_never_writes_into_its_successor() {
             unsafe { ziob_wfile_free(new) };
         }
     }
+}
+
+#[test]
+fn a_file_reopened_for_writing_cuts_its_old_writer_off() {
+    let dev = Dev::new("reopen");
+    let fs = open(&dev.uri()).unwrap();
+    let p = c("/db/000013.log");
+    // SAFETY (this test): valid handle, strings, buffers and out pointers.
+    let open_w = |reopen: i32| {
+        let mut w: *mut ZiobWFile = ptr::null_mut();
+        let (rc, msg) = check(|e| unsafe { ziob_wfile_open(fs, p.as_ptr(), 6, reopen, &mut w, e) });
+        assert_eq!(rc, ZIOB_OK, "{msg}");
+        w
+    };
+    let append = |w: *mut ZiobWFile, data: &[u8]| {
+        check(|e| unsafe { ziob_wfile_append(w, data.as_ptr(), data.len(), e) }).0
+    };
+    let first = open_w(0);
+    assert_eq!(append(first, b"a"), ZIOB_OK);
+    let second = open_w(1);
+    assert_eq!(append(second, b"b"), ZIOB_OK);
+    assert_ne!(append(first, b"X"), ZIOB_OK, "the first writer is cut off");
+    assert_eq!(check(|e| unsafe { ziob_wfile_sync(second, e) }).0, ZIOB_OK);
+    let _ = check(|e| unsafe { ziob_wfile_close(first, e) });
+    unsafe { ziob_wfile_free(first) };
+    assert_eq!(check(|e| unsafe { ziob_wfile_close(second, e) }).0, ZIOB_OK);
+    unsafe { ziob_wfile_free(second) };
+    assert_eq!(read_all(fs, "/db/000013.log"), b"ab");
 }
