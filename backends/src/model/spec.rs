@@ -122,6 +122,21 @@ pub enum DeviceSpec {
     Spdk(String),
 }
 
+impl DeviceSpec {
+    /// Whether the device's reads come from host memory already: a `mem:` device, or an
+    /// `emu:` file through the page cache (`direct=0`) without a latency model. A cache of
+    /// its reads in the process would hold a second copy and cost a copy per miss.
+    pub fn reads_from_host_memory(&self) -> bool {
+        match self {
+            DeviceSpec::Mem(_) => true,
+            DeviceSpec::Emu {
+                direct, latency, ..
+            } => !*direct && latency.is_off(),
+            _ => false,
+        }
+    }
+}
+
 /// Parses a size with an optional K/M/G/T suffix (powers of 1024; `KiB`, `KB` and lower case
 /// are accepted too), e.g. `64M` = 67108864.
 pub fn parse_size_bytes(text: &str) -> std::result::Result<u64, String> {

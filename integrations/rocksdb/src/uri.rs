@@ -14,7 +14,8 @@ pub const EMU_ZONES_DEFAULT: u32 = 128;
 /// Default geometry of an `emu:` file the plugin creates: zone size (64 MiB; 8 GiB in all,
 /// a sparse file).
 pub const EMU_ZONE_BYTES_DEFAULT: u64 = 64 << 20;
-/// Default read cache (`cache=`): 64 MiB.
+/// Default read cache (`cache=`): 64 MiB, or none for a device whose reads come from host
+/// memory already (`mem:`, or `emu:` through the page cache: `direct=0`, no `lat_us`).
 pub const CACHE_BYTES_DEFAULT: u64 = 64 << 20;
 /// Most ZIOB cores (`cores=N`) accepted.
 pub const CORES_MAX: usize = 64;
@@ -31,7 +32,8 @@ pub struct FsUri {
     /// `poll=busy|sleep`: ZIOB cores spin instead of sleeping in the kernel when idle
     /// (lower latency per call, one CPU busy per core). Default `sleep`.
     pub busy_poll: bool,
-    /// `cache=S`: bytes of recently read file ranges kept in the process (0 = off).
+    /// `cache=S`: bytes of recently read file ranges kept in the process (0 = off); by
+    /// default [`CACHE_BYTES_DEFAULT`], or 0 when the device's reads come from host memory.
     pub cache_bytes: u64,
     /// `zones=N`: zones of an `emu:` file created because it did not exist.
     pub emu_zones: u32,
@@ -60,6 +62,17 @@ impl fmt::Display for FsUri {
             if self.busy_poll { "busy" } else { "sleep" },
             self.cache_bytes
         )
+    }
+}
+
+/// The read cache a device spec gets without `cache=`: none when the device's reads come
+/// from host memory already (the OS page cache, or RAM), where the cache would be a second
+/// copy that costs a copy per miss; [`CACHE_BYTES_DEFAULT`] otherwise (and for a spec that
+/// does not parse: opening it reports the error).
+fn default_cache_bytes(spec: &str) -> u64 {
+    match ziob::backends::DeviceSpec::parse(spec) {
+        Ok(d) if d.reads_from_host_memory() => 0,
+        _ => CACHE_BYTES_DEFAULT,
     }
 }
 
@@ -95,7 +108,7 @@ impl FsUri {
             buffered: true,
             cores: 1,
             busy_poll: false,
-            cache_bytes: CACHE_BYTES_DEFAULT,
+            cache_bytes: default_cache_bytes(spec),
             emu_zones: EMU_ZONES_DEFAULT,
             emu_zone_bytes: EMU_ZONE_BYTES_DEFAULT,
         };
@@ -200,6 +213,22 @@ mod tests {
         assert_eq!(g.cache_bytes, 0);
         assert_eq!(d.cache_bytes, CACHE_BYTES_DEFAULT);
         assert_eq!((g.emu_zones, g.emu_zone_bytes), (16, 8 << 20));
+    }
+
+    #[test]
+    fn no_read_cache_by_default_where_the_host_caches_the_device() {
+        let cache = |u: &str| FsUri::parse(u).unwrap().cache_bytes;
+        assert_eq!(cache("ziob://emu:/x"), CACHE_BYTES_DEFAULT);
+        assert_eq!(cache("ziob://emu:/x,direct=1"), CACHE_BYTES_DEFAULT);
+        assert_eq!(cache("ziob://emu:/x,direct=0"), 0);
+        assert_eq!(
+            cache("ziob://emu:/x,direct=0,lat_us=20"),
+            CACHE_BYTES_DEFAULT
+        );
+        assert_eq!(cache("ziob://emu:/x,direct=0?cache=8M"), 8 << 20);
+        assert_eq!(cache("ziob://mem:zones=8,zone_size=1M"), 0);
+        assert_eq!(cache("ziob://nvme:/dev/ng0n1"), CACHE_BYTES_DEFAULT);
+        assert_eq!(cache("ziob://zbd:/dev/nvme0n1"), CACHE_BYTES_DEFAULT);
     }
 
     #[test]
