@@ -123,9 +123,12 @@ pub enum DeviceSpec {
 }
 
 impl DeviceSpec {
-    /// Whether the device's reads come from host memory already: a `mem:` device, or an
-    /// `emu:` file through the page cache (`direct=0`) without a latency model. A cache of
-    /// its reads in the process would hold a second copy and cost a copy per miss.
+    /// Whether the spec asks for a device whose reads are served from host memory: a `mem:`
+    /// device, or an `emu:` file through the page cache (`direct=0`) without a latency model
+    /// (`lat_us`, `bw_mbps`) — the cases where [`crate::ZonedDevice::read_now`] can answer on
+    /// the caller's thread. A cache of its reads in the process would hold a second copy.
+    /// As the spec asks: an opened `emu:` file may still fall back to buffered I/O (see
+    /// [`crate::EmuDevice::is_direct`]), and a page-cache read of cold data goes to disk.
     pub fn reads_from_host_memory(&self) -> bool {
         match self {
             DeviceSpec::Mem(_) => true,
@@ -348,6 +351,20 @@ fn parse_geometry(options: &str) -> std::result::Result<Geometry, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_from_host_memory_only_for_mem_and_page_cache_emu_without_latency() {
+        let yes = |spec: &str| DeviceSpec::parse(spec).unwrap().reads_from_host_memory();
+        assert!(yes("mem:zones=8,zone_size=1M"));
+        assert!(yes("emu:/x,direct=0"));
+        assert!(!yes("emu:/x"));
+        assert!(!yes("emu:/x,direct=1"));
+        assert!(!yes("emu:/x,direct=0,lat_us=20"));
+        assert!(!yes("emu:/x,direct=0,bw_mbps=100"));
+        assert!(!yes("nil:zones=8,zone_size=1M"));
+        assert!(!yes("zbd:/dev/nvme0n1"));
+        assert!(!yes("nvme:/dev/ng0n1"));
+    }
 
     #[test]
     fn sizes_take_suffixes() {

@@ -1,5 +1,9 @@
 #!/bin/bash
-# usage: abq.sh ROUNDS VALUE "QUERY1 QUERY2 ..."  (a query "-" = none; e.g. "- ?cache=0")
+# usage: abq.sh ROUNDS VALUE "QUERY1 QUERY2 ..."  (a query "-" = none, the default of the .so;
+#   e.g. "?cache=64M ?cache=0"). ab-1024.txt and ab-100.txt were run as
+#   abq.sh 3 1024 "- ?cache=0" with the plugin of 7c4685b, whose default was cache=64M: their
+#   "plugin" rows are cache=64M. Since 3fb8320 the default on emu direct=0 is cache=0, so to
+#   repeat them name both: "?cache=64M ?cache=0".
 # Per round and variant: a fresh database filled by fillrandom, then readrandom, readseq and
 # readwhilewriting on it (use_existing_db=1), as rocksdb-bench orders them. local = RocksDB's
 # default file system; the plugin on an emu file behind the page cache (direct=0).

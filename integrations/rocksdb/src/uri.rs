@@ -14,8 +14,8 @@ pub const EMU_ZONES_DEFAULT: u32 = 128;
 /// Default geometry of an `emu:` file the plugin creates: zone size (64 MiB; 8 GiB in all,
 /// a sparse file).
 pub const EMU_ZONE_BYTES_DEFAULT: u64 = 64 << 20;
-/// Default read cache (`cache=`): 64 MiB, or none for a device whose reads come from host
-/// memory already (`mem:`, or `emu:` through the page cache: `direct=0`, no `lat_us`).
+/// Read cache (`cache=`) of a device whose reads do not come from host memory: 64 MiB (see
+/// `default_cache_bytes`).
 pub const CACHE_BYTES_DEFAULT: u64 = 64 << 20;
 /// Most ZIOB cores (`cores=N`) accepted.
 pub const CORES_MAX: usize = 64;
@@ -216,13 +216,17 @@ mod tests {
     }
 
     #[test]
-    fn no_read_cache_by_default_where_the_host_caches_the_device() {
+    fn no_read_cache_by_default_where_reads_come_from_host_memory() {
         let cache = |u: &str| FsUri::parse(u).unwrap().cache_bytes;
         assert_eq!(cache("ziob://emu:/x"), CACHE_BYTES_DEFAULT);
         assert_eq!(cache("ziob://emu:/x,direct=1"), CACHE_BYTES_DEFAULT);
         assert_eq!(cache("ziob://emu:/x,direct=0"), 0);
         assert_eq!(
             cache("ziob://emu:/x,direct=0,lat_us=20"),
+            CACHE_BYTES_DEFAULT
+        );
+        assert_eq!(
+            cache("ziob://emu:/x,direct=0,bw_mbps=100"),
             CACHE_BYTES_DEFAULT
         );
         assert_eq!(cache("ziob://emu:/x,direct=0?cache=8M"), 8 << 20);

@@ -24,7 +24,14 @@ impl Dev {
         Dev(p)
     }
     fn uri(&self) -> String {
-        format!("ziob://emu:{}?zones=8&zone_size=4M", self.0.display())
+        self.uri_with("")
+    }
+    /// The URI with `emu` options (e.g. `,direct=0`) after the path.
+    fn uri_with(&self, emu_opts: &str) -> String {
+        format!(
+            "ziob://emu:{}{emu_opts}?zones=8&zone_size=4M",
+            self.0.display()
+        )
     }
 }
 
@@ -248,8 +255,17 @@ fn read_range(fs: *const ZiobFs, path: &CStr, offset: u64, len: usize) -> Vec<u8
 
 #[test]
 fn appends_of_any_size_read_back_in_order_while_writing() {
-    let dev = Dev::new("sizes");
-    let fs = open(&dev.uri()).unwrap();
+    appends_of_any_size_read_back(&Dev::new("sizes"), "");
+}
+
+/// As above on an emu file through the page cache, where the read cache is off by default.
+#[test]
+fn appends_of_any_size_read_back_through_the_page_cache_without_the_read_cache() {
+    appends_of_any_size_read_back(&Dev::new("sizes-pagecache"), ",direct=0");
+}
+
+fn appends_of_any_size_read_back(dev: &Dev, emu_opts: &str) {
+    let fs = open(&dev.uri_with(emu_opts)).unwrap();
     let path = c("/db/000009.log");
     let mut w: *mut ZiobWFile = ptr::null_mut();
     // SAFETY (all calls in this test): valid handle, strings, buffers and out pointers.
@@ -288,8 +304,8 @@ fn appends_of_any_size_read_back_in_order_while_writing() {
         assert_eq!(got, &model[off..off + got.len()], "at {off}");
         off += got.len();
     }
-    // Small reads at random places, twice: the second pass is served by the read cache
-    // (pages across boundaries, the partial last page, past the end).
+    // Small reads at random places, twice: the second pass is served by the read cache when
+    // it is on (pages across boundaries, the partial last page, past the end).
     for pass in 0..2 {
         let mut y: u64 = 0x2545_F491_4F6C_DD1D;
         for _ in 0..400 {
