@@ -601,21 +601,63 @@ fn a_sync_after_gathered_appends_were_lost_fails() {
 fn a_writer_of_a_deleted_or_replaced_file_never_writes_into_its_successor() {
     let dev = Dev::new("stale-writer");
     let fs = open(&dev.uri()).unwrap();
-    let p = c("/db/000005.log");
-    // SAFETY (this test): valid handle, strings, buffers and out pointers.
+    stale_writers_never_write_into_successors(fs, "/db/000005.log", 6, &[b"old-1"], b"old-2", "");
+}
+
+#[test]
+fn a_writer_cut_off_while_its_hand_overs_run_never_writes_into_its_successor() {
+    let dev = Dev::new("stale-behind");
+    // Without the buffer and with 5 ms per device operation, the hand-overs take a while:
+    // the writer's later ones are queued behind the first while the path changes hands.
+    let uri = format!(
+        "ziob://emu:{},lat_us=5000?zones=8&zone_size=4M&buffer=off",
+        dev.0.display()
+    );
+    let fs = open(&uri).unwrap();
+    // Appends of 1 MiB run behind the writer: several are still running when the path
+    // changes hands right after.
+    let big = vec![0xA5u8; 1 << 20];
+    for round in 0..3 {
+        stale_writers_never_write_into_successors(
+            fs,
+            "/db/000007.sst",
+            3,
+            &[&big, &big, &big, b"old-tail"],
+            &big,
+            &format!("round {round}"),
+        );
+    }
+}
+
+/// For each way a path changes hands while a writer is open on it (delete, rename over,
+/// create again): the old writer appends `before`, the path changes hands, a new writer
+/// writes and syncs "new", then the old one appends `after`, syncs and closes — and the
+/// file holds exactly "new".
+fn stale_writers_never_write_into_successors(
+    fs: *const ZiobFs,
+    path: &str,
+    lifetime: i32,
+    before: &[&[u8]],
+    after: &[u8],
+    label: &str,
+) {
+    let p = c(path);
+    // SAFETY (this function): valid handle, strings, buffers and out pointers.
     let open_w = || {
         let mut w: *mut ZiobWFile = ptr::null_mut();
-        let (rc, msg) = check(|e| unsafe { ziob_wfile_open(fs, p.as_ptr(), 6, 0, &mut w, e) });
+        let (rc, msg) =
+            check(|e| unsafe { ziob_wfile_open(fs, p.as_ptr(), lifetime, 0, &mut w, e) });
         assert_eq!(rc, ZIOB_OK, "{msg}");
         w
     };
     let append = |w: *mut ZiobWFile, data: &[u8]| {
         check(|e| unsafe { ziob_wfile_append(w, data.as_ptr(), data.len(), e) }).0
     };
-    // The old file is deleted, renamed over, or created again while its writer is open.
     for how in ["delete", "rename over", "create again"] {
         let old = open_w();
-        assert_eq!(append(old, b"old-1"), ZIOB_OK);
+        for data in before {
+            assert_eq!(append(old, data), ZIOB_OK);
+        }
         match how {
             "delete" => {
                 let (rc, msg) = check(|e| unsafe { ziob_fs_delete(fs, p.as_ptr(), e) });
@@ -633,78 +675,14 @@ fn a_writer_of_a_deleted_or_replaced_file_never_writes_into_its_successor() {
         let new = open_w();
         assert_eq!(append(new, b"new"), ZIOB_OK);
         assert_eq!(check(|e| unsafe { ziob_wfile_sync(new, e) }).0, ZIOB_OK);
-        // The stale writer goes on: its bytes must not land in the new file.
-        let _ = append(old, b"old-2");
+        // The stale writer goes on: none of its bytes may land in the new file.
+        let _ = append(old, after);
         let _ = check(|e| unsafe { ziob_wfile_sync(old, e) });
         let _ = check(|e| unsafe { ziob_wfile_close(old, e) });
         unsafe { ziob_wfile_free(old) };
-        assert_eq!(read_all(fs, "/db/000005.log"), b"new", "{how}");
+        assert_eq!(read_all(fs, path), b"new", "{label} {how}");
         assert_eq!(check(|e| unsafe { ziob_wfile_close(new, e) }).0, ZIOB_OK);
         unsafe { ziob_wfile_free(new) };
-    }
-}
-
-#[test]
-fn a_writer_cut_off_while_its_hand_overs_run_never_writes_into_its_successor() {
-    let dev = Dev::new("stale-behind");
-    // Without the buffer and with 5 ms per device operation, the hand-overs take a while:
-    // the writer's later ones are queued behind the first while the path changes hands.
-    let uri = format!(
-        "ziob://emu:{},lat_us=5000?zones=8&zone_size=4M&buffer=off",
-        dev.0.display()
-    );
-    let fs = open(&uri).unwrap();
-    let p = c("/db/000007.sst");
-    // SAFETY (this test): valid handle, strings, buffers and out pointers.
-    let open_w = || {
-        let mut w: *mut ZiobWFile = ptr::null_mut();
-        let (rc, msg) = check(|e| unsafe { ziob_wfile_open(fs, p.as_ptr(), 3, 0, &mut w, e) });
-        assert_eq!(rc, ZIOB_OK, "{msg}");
-        w
-    };
-    let append = |w: *mut ZiobWFile, data: &[u8]| {
-        check(|e| unsafe { ziob_wfile_append(w, data.as_ptr(), data.len(), e) }).0
-    };
-    let big = vec![0xA5u8; 1 << 20];
-    for round in 0..3 {
-        for how in ["delete", "rename over", "create again"] {
-            let old = open_w();
-            // Appends of 1 MiB run behind the writer: several are still running when the
-            // path changes hands right after.
-            for _ in 0..3 {
-                assert_eq!(append(old, &big), ZIOB_OK);
-            }
-            assert_eq!(append(old, b"old-tail"), ZIOB_OK);
-            match how {
-                "delete" => {
-                    let (rc, msg) = check(|e| unsafe { ziob_fs_delete(fs, p.as_ptr(), e) });
-                    assert_eq!(rc, ZIOB_OK, "{msg}");
-                }
-                "rename over" => {
-                    let other = c("/db/other");
-                    write_file(fs, &other, b"");
-                    let (rc, msg) =
-                        check(|e| unsafe { ziob_fs_rename(fs, other.as_ptr(), p.as_ptr(), e) });
-                    assert_eq!(rc, ZIOB_OK, "{msg}");
-                }
-                _ => {}
-            }
-            let new = open_w();
-            assert_eq!(append(new, b"new"), ZIOB_OK);
-            assert_eq!(check(|e| unsafe { ziob_wfile_sync(new, e) }).0, ZIOB_OK);
-            // The stale writer goes on: none of its bytes may land in the new file.
-            let _ = append(old, &big);
-            let _ = check(|e| unsafe { ziob_wfile_sync(old, e) });
-            let _ = check(|e| unsafe { ziob_wfile_close(old, e) });
-            unsafe { ziob_wfile_free(old) };
-            assert_eq!(
-                read_all(fs, "/db/000007.sst"),
-                b"new",
-                "round {round}, {how}"
-            );
-            assert_eq!(check(|e| unsafe { ziob_wfile_close(new, e) }).0, ZIOB_OK);
-            unsafe { ziob_wfile_free(new) };
-        }
     }
 }
 
