@@ -489,8 +489,9 @@ pub unsafe extern "C" fn ziob_wfile_size(f: *const ZiobWFile) -> u64 {
 }
 
 /// Frees a write handle: hands over its gathered appends (an error is printed: there is no
-/// caller to tell; call [`ziob_wfile_close`] first to get it). A file not written yet stays
-/// visible as an empty file.
+/// caller to tell; call [`ziob_wfile_close`] first to get it; a handle whose file was only
+/// deleted, renamed or created again meanwhile prints nothing). A file not written yet
+/// stays visible as an empty file.
 ///
 /// # Safety
 /// `f` is null or a live handle from [`ziob_wfile_open`], freed once.
@@ -502,9 +503,8 @@ pub unsafe extern "C" fn ziob_wfile_free(f: *mut ZiobWFile) {
     // SAFETY: made by `Box::into_raw` in `ziob_wfile_open`, freed once by the contract.
     let f = unsafe { Box::from_raw(f) };
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        if let Err(e) = f.fs.push_buf(&f.path, &f.buf) {
+        if let Err(e) = f.fs.release_writer(&f.path, &f.buf) {
             eprintln!("ziob-rocksdb: writing /{} on release failed: {e}", f.path);
         }
-        f.fs.forget_writer(&f.path, &f.buf);
     }));
 }

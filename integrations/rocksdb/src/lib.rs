@@ -29,8 +29,8 @@ pub const SHIM_SKIPPED: Option<&str> = option_env!("ZIOB_ROCKSDB_SHIM_SKIPPED");
 /// back through `ziob_rocksdb_free_error`). With glibc's allocator, a RocksDB reader freeing
 /// read-cache pages and buffers that other threads allocated waited on their arena locks
 /// (`__lll_lock_wait_private` under `free` was the reader's most frequent wait in
-/// readwhilewriting at 1 KiB values); mimalloc frees across threads without a lock. Where
-/// the read cache is off by default (page-cache `emu:`, `mem:`) both measure the same
-/// (docs/ROCKSDB-BENCH.md §3b).
+/// readwhilewriting at 1 KiB values); mimalloc frees across threads without a lock. With
+/// the read cache off (page-cache `emu:`, 1 KiB values) the two were within noise of each
+/// other (docs/ROCKSDB-BENCH.md §3b).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -43,6 +43,9 @@ struct Gathered {
     /// every later append, sync and close of the file fails with it, so a sync never reports
     /// data durable that never reached the file.
     lost: Option<String>,
+    /// Cut off (its file deleted, renamed or created again while open) with nothing of its
+    /// own failed: then `lost` says only that, and a release has nothing to report.
+    cut_off_cleanly: bool,
 }
 
 /// Most bytes a [`WriteBuf`] gathers.
@@ -297,6 +300,7 @@ impl SharedFs {
             // The first failure's own words, not a later hand-over's "an earlier one failed".
             let cause = b.lost.take().or(earlier.map(|e| e.to_string()));
             b.bytes.clear();
+            b.cut_off_cleanly = cause.is_none();
             b.lost = Some(match cause {
                 None => format!("the file was {why} while open for writing"),
                 Some(c) => format!(
@@ -304,6 +308,20 @@ impl SharedFs {
                 ),
             });
         }
+    }
+
+    /// Releases a writer the caller dropped without closing it: hands over what it gathered
+    /// and drops its entry. A writer only cut off (its file deleted, renamed or created again
+    /// while open, nothing of its own failed) has nothing to report: as with a POSIX file
+    /// unlinked while open, what it wrote after that went nowhere, and its appends since
+    /// were refused to their caller.
+    pub fn release_writer(&self, path: &str, wb: &Arc<WriteBuf>) -> Result<(), PluginError> {
+        let out = match self.push_buf(path, wb) {
+            Err(_) if lock(&wb.data).cut_off_cleanly => Ok(()),
+            other => other,
+        };
+        self.forget_writer(path, wb);
+        out
     }
 
     /// Drops `path`'s writer entry if it is `wb` (after [`push`](Self::push_buf)).
@@ -712,6 +730,57 @@ mod tests {
                 fs.push_buf(p, &wb).is_err(),
                 "{how}: the old writer is cut off"
             );
+        }
+        let _ = std::fs::remove_file(&file);
+    }
+
+    /// A writer released without a close (RocksDB's info logger, say) reports nothing when
+    /// its file was only deleted, renamed or created again while it was open, and still
+    /// reports a failure of its own (a hand-over that failed before the cut-off).
+    #[test]
+    fn a_released_writer_reports_only_a_failure_of_its_own() {
+        let file = std::env::temp_dir().join(format!(
+            "ziob-rocksdb-unit-release-{}.zns",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&file);
+        let fs = SharedFs::get(&format!(
+            "ziob://emu:{}?zones=8&zone_size=4M",
+            file.display()
+        ))
+        .unwrap();
+        for how in ["delete", "rename", "create again"] {
+            for failed in [false, true] {
+                let p = "db/LOG";
+                fs.create_lazy(p, WriteLifetime::Short).unwrap();
+                let wb = fs.writer(p);
+                fs.buffered_append(p, &wb, b"line 1\n").unwrap();
+                if failed {
+                    let mut b = lock(&wb.data);
+                    b.behind
+                        .start(&fs.runtime.handle(), p, || async {
+                            Err(PluginError::Io("device gone".into()))
+                        })
+                        .unwrap();
+                }
+                match how {
+                    "delete" => fs.delete(p).unwrap(),
+                    // A rename hands the writer's bytes over first: its failure fails it.
+                    "rename" => assert_eq!(fs.rename(p, "db/LOG.old").is_err(), failed),
+                    _ => fs.create_lazy(p, WriteLifetime::Short).unwrap(),
+                }
+                // Its appends after the cut-off are refused to their caller either way.
+                assert!(fs.buffered_append(p, &wb, b"line 2\n").is_err());
+                let released = fs.release_writer(p, &wb);
+                if failed {
+                    let e = released.expect_err("its own failure is reported");
+                    assert!(e.to_string().contains("device gone"), "{how}: {e}");
+                } else {
+                    assert!(released.is_ok(), "{how}: {released:?}");
+                }
+                let _ = fs.delete(p);
+                let _ = fs.delete("db/LOG.old");
+            }
         }
         let _ = std::fs::remove_file(&file);
     }
