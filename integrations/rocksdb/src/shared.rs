@@ -666,15 +666,11 @@ mod tests {
 
     use super::*;
 
-    /// A writer cut off (its file deleted, renamed over or created again) while a hand-over
-    /// of it is still queued: the change waits for it, so it lands in the old file, never in
-    /// the one that takes the path next. A gate hand-over holds the queue still while
-    /// another thread changes the path and writes the new file; without the wait, the
-    /// queued bytes land in the new file once the gate opens.
-    #[test]
-    fn a_change_of_path_waits_for_the_old_writers_queued_hand_overs() {
+    /// A small emu device under the temp dir for one test (`tag`), created and mounted; its
+    /// file, for the test to remove.
+    fn small_fs(tag: &str) -> (&'static SharedFs, std::path::PathBuf) {
         let file = std::env::temp_dir().join(format!(
-            "ziob-rocksdb-unit-cut-off-{}.zns",
+            "ziob-rocksdb-unit-{tag}-{}.zns",
             std::process::id()
         ));
         let _ = std::fs::remove_file(&file);
@@ -683,6 +679,17 @@ mod tests {
             file.display()
         ))
         .unwrap();
+        (fs, file)
+    }
+
+    /// A writer cut off (its file deleted, renamed over or created again) while a hand-over
+    /// of it is still queued: the change waits for it, so it lands in the old file, never in
+    /// the one that takes the path next. A gate hand-over holds the queue still while
+    /// another thread changes the path and writes the new file; without the wait, the
+    /// queued bytes land in the new file once the gate opens.
+    #[test]
+    fn a_change_of_path_waits_for_the_old_writers_queued_hand_overs() {
+        let (fs, file) = small_fs("cut-off");
         for how in ["delete", "rename over", "create again"] {
             let p = "db/000011.sst";
             fs.create_lazy(p, WriteLifetime::Short).unwrap();
@@ -739,16 +746,7 @@ mod tests {
     /// reports a failure of its own (a hand-over that failed before the cut-off).
     #[test]
     fn a_released_writer_reports_only_a_failure_of_its_own() {
-        let file = std::env::temp_dir().join(format!(
-            "ziob-rocksdb-unit-release-{}.zns",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&file);
-        let fs = SharedFs::get(&format!(
-            "ziob://emu:{}?zones=8&zone_size=4M",
-            file.display()
-        ))
-        .unwrap();
+        let (fs, file) = small_fs("release");
         for how in ["delete", "rename", "create again"] {
             for failed in [false, true] {
                 let p = "db/LOG";
