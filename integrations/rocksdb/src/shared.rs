@@ -132,7 +132,7 @@ impl SharedFs {
             ZiobConfig::pass_through()
         };
         if let Some(path) = uri.emu_path() {
-            if !std::path::Path::new(path).exists() {
+            if !path.exists() {
                 let mut g = ziob::Geometry::new(uri.emu_zones, uri.emu_zone_bytes);
                 g.max_append_bytes = g.max_append_bytes.min(uri.emu_zone_bytes);
                 let spec = uri.spec.clone();
@@ -144,7 +144,7 @@ impl SharedFs {
                             .map_err(|e| e.to_string())
                     })
                     .map_err(|e| PluginError::Io(e.to_string()))?
-                    .map_err(|e| PluginError::Io(format!("creating {path}: {e}")))?;
+                    .map_err(|e| PluginError::Io(format!("creating {}: {e}", path.display())))?;
             }
         }
         let client = futures::executor::block_on(Client::open(runtime.handle(), &uri.spec, config))

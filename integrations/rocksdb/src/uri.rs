@@ -5,6 +5,9 @@
 //! The device spec is everything before the first `?` (ZIOB's own syntax, commas included).
 
 use std::fmt;
+use std::path::PathBuf;
+
+use ziob::backends::DeviceSpec;
 
 /// The URI scheme prefix RocksDB hands to the factory.
 pub const SCHEME: &str = "ziob://";
@@ -70,7 +73,7 @@ impl fmt::Display for FsUri {
 /// copy that costs a copy per miss; [`CACHE_BYTES_DEFAULT`] otherwise (and for a spec that
 /// does not parse: opening it reports the error).
 fn default_cache_bytes(spec: &str) -> u64 {
-    match ziob::backends::DeviceSpec::parse(spec) {
+    match DeviceSpec::parse(spec) {
         Ok(d) if d.reads_from_host_memory() => 0,
         _ => CACHE_BYTES_DEFAULT,
     }
@@ -172,23 +175,13 @@ impl FsUri {
         Ok(out)
     }
 
-    /// The path of an `emu:` spec's file (the spec without its `,key=value` options).
-    pub fn emu_path(&self) -> Option<&str> {
-        let rest = self.spec.strip_prefix("emu:")?;
-        let mut path = rest;
-        // Trailing `,key=value` segments are emu options (ZIOB's spec syntax).
-        while let Some((head, tail)) = path.rsplit_once(',') {
-            let is_opt = tail.split_once('=').is_some_and(|(k, _)| {
-                !k.is_empty()
-                    && k.bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-            });
-            if !is_opt {
-                break;
-            }
-            path = head;
+    /// The file of an `emu:` spec (as ZIOB's spec parser reads it); `None` for another
+    /// backend or a spec that does not parse (opening it reports why).
+    pub fn emu_path(&self) -> Option<PathBuf> {
+        match DeviceSpec::parse(&self.spec) {
+            Ok(DeviceSpec::Emu { path, .. }) => Some(path),
+            _ => None,
         }
-        Some(path)
     }
 }
 
@@ -204,7 +197,7 @@ mod tests {
         assert_eq!(u.spec, "emu:/var/tmp/a,b.zns,discard=1");
         assert!(!u.buffered);
         assert_eq!(u.cores, 2);
-        assert_eq!(u.emu_path(), Some("/var/tmp/a,b.zns"));
+        assert_eq!(u.emu_path(), Some(PathBuf::from("/var/tmp/a,b.zns")));
         let d = FsUri::parse("nvme:/dev/ng0n1").unwrap();
         assert!(d.buffered);
         assert_eq!(d.cores, 1);
