@@ -179,4 +179,17 @@ impl ZonedDevice for AnyDevice {
     async fn flush(&self) -> Result<()> {
         dispatch!(self, d => d.flush().await)
     }
+
+    async fn write_durable(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        buf: DmaBuf,
+    ) -> (Result<()>, DmaBuf) {
+        dispatch!(self, d => d.write_durable(zone, offset_bytes, buf).await)
+    }
+
+    fn has_durable_writes(&self) -> bool {
+        dispatch!(self, d => d.has_durable_writes())
+    }
 }

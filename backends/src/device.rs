@@ -77,6 +77,31 @@ pub trait ZonedDevice: Clone + Send + Sync + 'static {
     /// Makes every write completed before the call durable (flush of the volatile cache).
     async fn flush(&self) -> Result<()>;
 
+    /// [`write`](Self::write) whose bytes are durable when it completes. It promises
+    /// nothing about other writes, not even earlier ones of the same zone: a caller that
+    /// needs a zone's data durable from its start must know the data before `offset_bytes`
+    /// durable already (by an earlier durable write or flush). The default writes, then
+    /// [`flush`](Self::flush)es (which does make everything durable).
+    async fn write_durable(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        buf: DmaBuf,
+    ) -> (Result<()>, DmaBuf) {
+        let (res, buf) = self.write(zone, offset_bytes, buf).await;
+        match res {
+            Ok(()) => (self.flush().await, buf),
+            Err(e) => (Err(e), buf),
+        }
+    }
+
+    /// Whether [`write_durable`](Self::write_durable) is one device command (NVMe Force
+    /// Unit Access, `RWF_DSYNC` on a block device), so that a durable write costs about what
+    /// a write does and no cache flush. The default: false (the write-then-flush default).
+    fn has_durable_writes(&self) -> bool {
+        false
+    }
+
     /// How many writes of one zone may be in flight at once when they are issued in
     /// write-pointer order (1 = one at a time, always correct). A device may answer more only
     /// if it accepts each write at the moment it is issued, in issue order, whatever order the

@@ -38,6 +38,7 @@ pub mod report;
 pub mod rng;
 pub mod spec;
 pub mod testfile;
+pub mod zenfs_peer;
 pub mod ziob_rt;
 
 #[cfg(feature = "peers")]

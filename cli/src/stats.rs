@@ -108,7 +108,7 @@ type Row = (&'static str, fn(&ShardStats) -> String);
 
 /// Counters and gauges: one column per core, then the total.
 fn table(snapshot: &MetricsSnapshot) -> String {
-    let rows: [Row; 30] = [
+    let rows: [Row; 31] = [
         ("bytes written", |s| s.bytes_written.to_string()),
         ("append bytes", |s| s.append_bytes.to_string()),
         ("read bytes", |s| s.read_bytes.to_string()),
@@ -145,6 +145,7 @@ fn table(snapshot: &MetricsSnapshot) -> String {
         ("write-back errors", |s| s.writeback_errors.to_string()),
         ("write-back retries", |s| s.writeback_retries.to_string()),
         ("device flushes", |s| s.device_flushes.to_string()),
+        ("durable writes", |s| s.device_durable_writes.to_string()),
         ("device zone opens/closes", |s| {
             format!("{}/{}", s.device_zone_opens, s.device_zone_closes)
         }),

@@ -204,7 +204,15 @@ impl File {
 
     /// Writes `buf`'s bytes at `offset`; returns the bytes written and the buffer.
     pub async fn write_at<B: IoBuf>(&self, buf: B, offset: u64) -> (Result<usize>, B) {
-        op::rw::write_at(self.op_ref(), buf, offset).await
+        op::rw::write_at(self.op_ref(), buf, offset, 0).await
+    }
+
+    /// [`write_at`](File::write_at) with `RWF_DSYNC`: the bytes are durable when it returns
+    /// (on a block device with a volatile write cache the kernel sends the write with Force
+    /// Unit Access where the device has it, else a write and a cache flush). It promises
+    /// nothing about other writes.
+    pub async fn write_dsync_at<B: IoBuf>(&self, buf: B, offset: u64) -> (Result<usize>, B) {
+        op::rw::write_at(self.op_ref(), buf, offset, libc::RWF_DSYNC).await
     }
 
     /// Vectored read at `offset`.

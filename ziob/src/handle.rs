@@ -102,7 +102,10 @@ impl<D: ZonedDevice> Drop for Inner<D> {
 /// A completed [`append`](Ziob::append) or [`write_at`](Ziob::write_at) means the data is in
 /// the buffer — like a drive's volatile write cache, a crash may lose it. A completed
 /// [`flush`](Ziob::flush) (one zone) or [`sync`](Ziob::sync) (all zones) means the data is on
-/// the device and the device's cache is flushed. A flush pads a partial last block with zeros:
+/// the device and durable there: the device's cache is flushed, or — a zone flush on a device
+/// with durable writes ([`ZonedDevice::has_durable_writes`]) whose zone was durable up to its
+/// write-back — the write-back was a Force-Unit-Access write. A zone flush promises nothing
+/// about other zones. A flush pads a partial last block with zeros:
 /// the write pointer moves to the next block boundary, so the next append gets that offset.
 ///
 /// # Cancel safety
@@ -525,8 +528,10 @@ impl<D: ZonedDevice> Ziob<D> {
         shard.read_now(zone, offset_bytes, len)
     }
 
-    /// Writes `zone`'s buffered data to the device and flushes the device's cache: when it
-    /// returns, everything appended to the zone before the call is durable.
+    /// Writes `zone`'s buffered data to the device and makes it durable — by a flush of the
+    /// device's cache, or, on a device with durable writes whose zone was durable up to the
+    /// write-back, by writing it back with Force Unit Access: when it returns, everything
+    /// appended to the zone before the call is durable (other zones: no promise).
     ///
     /// A partial last block is padded with zeros as soon as nothing holds the zone (no
     /// reset, finish or streamed write; no write-back holding that block), decided and

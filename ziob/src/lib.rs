@@ -32,11 +32,13 @@
 //! device I/O unless the memory budget is exhausted.
 //!
 //! ## Group commit
-//! [`Ziob::flush`], [`Ziob::sync`] and finish end with a flush of the device's write cache.
-//! Calls that arrive while such a flush is in progress on the zone's core share the next
-//! one (it starts after all their data is on the device, so it covers them), so many tasks
-//! flushing at once cost a few device flushes, not one each ([`ShardStats::device_flushes`]
-//! counts them). If a shared device flush fails, every call that waited for it fails.
+//! [`Ziob::flush`], [`Ziob::sync`] and finish end with a flush of the device's write cache
+//! (a zone flush on a device with durable writes may instead write its zone back with Force
+//! Unit Access: [`ShardStats::device_durable_writes`]). Calls that arrive while such a flush
+//! is in progress on the zone's core share the next one (it starts after all their data is
+//! on the device, so it covers them), so many tasks flushing at once cost a few device
+//! flushes, not one each ([`ShardStats::device_flushes`] counts them). If a shared device
+//! flush fails, every call that waited for it fails.
 //!
 //! ## Open and active zones
 //! Applications may write to any number of zones. The device only sees zones being written

@@ -80,7 +80,8 @@ fn calls_and_device_io_open_debug_spans() {
     has("sync", "");
     has("report", "first=0 count=4");
     has("close", "");
-    // The flush of zone 3 wrote one padded block back and flushed the device cache.
+    // The flush of zone 3 wrote one padded block back (and flushed the device cache: the
+    // zone had not been covered by a device flush since the open).
     has("writeback", "zone=3 offset=0 len=4096");
     assert!(
         seen.iter()

@@ -244,6 +244,17 @@ impl ZonedDevice for ModelDev {
     async fn flush(&self) -> DevResult<()> {
         dispatch!(self, d => d.flush().await)
     }
+    async fn write_durable(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        buf: DmaBuf,
+    ) -> (DevResult<()>, DmaBuf) {
+        dispatch!(self, d => d.write_durable(zone, offset_bytes, buf).await)
+    }
+    fn has_durable_writes(&self) -> bool {
+        dispatch!(self, d => d.has_durable_writes())
+    }
 }
 
 async fn run_case(target: Target, ops: Vec<Op>) -> Result<(), TestCaseError> {

@@ -4,6 +4,8 @@
 //! the zone table, copies its data and commits in one step. The device has a volatile write
 //! cache: [`MemDevice::crash`] loses every write not covered by a flush or by a later zone
 //! management command (which, as on emu, makes the whole device durable before completing).
+//! Durable writes ([`ZonedDevice::write_durable`]) survive it only where the zone's data
+//! before them was durable already.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -106,7 +108,8 @@ impl MemDevice {
     }
 
     /// Simulated power loss: every zone goes back to its state at the last flush or zone
-    /// management command (opened zones come back Closed), and data past that point is lost.
+    /// management command, or to the end of the last durable write that continued it
+    /// (opened zones come back Closed), and data past that point is lost.
     pub fn crash(&self) {
         let mut s = self.lock();
         let durable = s.durable.clone();
@@ -131,7 +134,9 @@ impl MemDevice {
         Ok(())
     }
 
-    fn write_now(&self, zone: u32, offset: Option<u64>, data: &[u8]) -> Result<u64> {
+    /// A write (`offset` = `Some`) or append; with `durable`, a durable write (see
+    /// [`ZonedDevice::write_durable`] below).
+    fn write_now(&self, zone: u32, offset: Option<u64>, data: &[u8], durable: bool) -> Result<u64> {
         let mut s = self.lock();
         let what = if offset.is_some() { "write" } else { "append" };
         self.count_op(&mut s, what)?;
@@ -144,6 +149,19 @@ impl MemDevice {
         zone_data.truncate(r.offset_bytes as usize);
         zone_data.extend_from_slice(data);
         s.table.complete(r, true);
+        let z = zone as usize;
+        if durable && s.durable[z].written_bytes == r.offset_bytes {
+            let mut durable = s.durable.clone();
+            durable[z] = s.table.snapshot_zone(zone);
+            // Zones persisted at different times may together hold more active zones than
+            // the device allows (another zone left the active set by volatile writes since):
+            // then the whole device is taken as durable, as after a flush.
+            s.durable = if ZoneTable::restore(&self.inner.geometry, &durable).is_ok() {
+                durable
+            } else {
+                s.table.snapshot()
+            };
+        }
         Ok(r.offset_bytes)
     }
 }
@@ -209,13 +227,14 @@ impl ZonedDevice for MemDevice {
 
     async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (Result<()>, DmaBuf) {
         (
-            self.write_now(zone, Some(offset_bytes), &buf).map(|_| ()),
+            self.write_now(zone, Some(offset_bytes), &buf, false)
+                .map(|_| ()),
             buf,
         )
     }
 
     async fn append(&self, zone: u32, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
-        (self.write_now(zone, None, &buf), buf)
+        (self.write_now(zone, None, &buf, false), buf)
     }
 
     async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
@@ -235,6 +254,26 @@ impl ZonedDevice for MemDevice {
         self.count_op(&mut s, "flush")?;
         s.durable = s.table.snapshot();
         Ok(())
+    }
+
+    /// One op, like a write with Force Unit Access on a drive that keeps nothing else: the
+    /// write survives [`MemDevice::crash`] only if the zone's data before it was durable
+    /// already (else, pessimistically, nothing of it does — so a caller that counts on a
+    /// durable write over a volatile prefix loses data in tests).
+    async fn write_durable(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        buf: DmaBuf,
+    ) -> (Result<()>, DmaBuf) {
+        let res = self
+            .write_now(zone, Some(offset_bytes), &buf, true)
+            .map(|_| ());
+        (res, buf)
+    }
+
+    fn has_durable_writes(&self) -> bool {
+        true
     }
 }
 

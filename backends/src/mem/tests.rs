@@ -61,6 +61,48 @@ fn crash_drops_unflushed_writes_only() {
 }
 
 #[test]
+fn a_durable_write_survives_a_crash_only_after_a_durable_prefix() {
+    block_on(|| async {
+        let dev = device();
+        let wp = |dev: MemDevice, zone: usize| async move {
+            dev.report_all().await.unwrap()[zone].write_pointer_bytes
+        };
+        // Zone 0: a durable write on an empty zone, then one continuing it: both survive.
+        let (r, _) = dev
+            .write_durable(0, 0, DmaBuf::from_slice(&[1; 4096]))
+            .await;
+        r.unwrap();
+        let (r, _) = dev
+            .write_durable(0, 4096, DmaBuf::from_slice(&[2; 4096]))
+            .await;
+        r.unwrap();
+        // Zone 1: an ordinary write, then a durable one after it: neither survives.
+        let (r, _) = dev.write(1, 0, DmaBuf::from_slice(&[3; 4096])).await;
+        r.unwrap();
+        let (r, _) = dev
+            .write_durable(1, 4096, DmaBuf::from_slice(&[4; 4096]))
+            .await;
+        r.unwrap();
+        // Zone 2: an ordinary write after durable data is lost alone.
+        let (r, _) = dev
+            .write_durable(2, 0, DmaBuf::from_slice(&[5; 4096]))
+            .await;
+        r.unwrap();
+        let (r, _) = dev.write(2, 4096, DmaBuf::from_slice(&[6; 4096])).await;
+        r.unwrap();
+        assert!(dev.has_durable_writes());
+        dev.crash();
+        assert_eq!(wp(dev.clone(), 0).await, 8192);
+        assert_eq!(wp(dev.clone(), 1).await, 0);
+        assert_eq!(wp(dev.clone(), 2).await, 4096);
+        let (r, buf) = dev.read(0, 0, 8192, DmaBuf::with_capacity(8192)).await;
+        r.unwrap();
+        assert_eq!(&buf[..4096], &[1; 4096][..]);
+        assert_eq!(&buf[4096..], &[2; 4096][..]);
+    });
+}
+
+#[test]
 fn device_initiated_states_refuse_io() {
     block_on(|| async {
         let dev = device();

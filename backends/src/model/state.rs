@@ -759,27 +759,30 @@ impl ZoneTable {
     /// completed is stored Closed (Empty with no completed data), so that no stored write
     /// pointer is past data that was not written.
     pub fn snapshot(&self) -> Vec<PersistedZone> {
-        self.zones
-            .iter()
-            .map(|z| {
-                let pending = z.completed_bytes < z.written_bytes;
-                let state = match z.state {
-                    ZoneState::ImplicitlyOpened | ZoneState::Full
-                        if pending && z.completed_bytes == 0 =>
-                    {
-                        ZoneState::Empty
-                    }
-                    // Full by writes not all complete: its data ends below the capacity.
-                    ZoneState::Full if pending => ZoneState::Closed,
-                    ZoneState::ImplicitlyOpened if z.completed_bytes == 0 => ZoneState::Empty,
-                    s => s,
-                };
-                PersistedZone {
-                    state,
-                    written_bytes: z.completed_bytes,
-                }
-            })
-            .collect()
+        (0..self.zones.len()).map(|i| self.persisted(i)).collect()
+    }
+
+    /// Zone `zone` as [`snapshot`](Self::snapshot) stores it.
+    pub fn snapshot_zone(&self, zone: u32) -> PersistedZone {
+        self.persisted(zone as usize)
+    }
+
+    fn persisted(&self, i: usize) -> PersistedZone {
+        let z = &self.zones[i];
+        let pending = z.completed_bytes < z.written_bytes;
+        let state = match z.state {
+            ZoneState::ImplicitlyOpened | ZoneState::Full if pending && z.completed_bytes == 0 => {
+                ZoneState::Empty
+            }
+            // Full by writes not all complete: its data ends below the capacity.
+            ZoneState::Full if pending => ZoneState::Closed,
+            ZoneState::ImplicitlyOpened if z.completed_bytes == 0 => ZoneState::Empty,
+            s => s,
+        };
+        PersistedZone {
+            state,
+            written_bytes: z.completed_bytes,
+        }
     }
 
     /// Asserts the counted tokens match the states and every write pointer is in range.

@@ -120,6 +120,13 @@ impl NvmeCmd {
         self
     }
 
+    /// Sets Force Unit Access (dword 12 bit 30): the written data is durable (in
+    /// non-volatile media) when the command completes.
+    pub fn fua(mut self) -> NvmeCmd {
+        self.cdw12 |= 1 << 30;
+        self
+    }
+
     /// Sets the data buffer: `addr` (a user-space address) and `len_bytes`.
     pub fn data(mut self, addr: *const u8, len_bytes: u32) -> NvmeCmd {
         self.addr = addr as u64;

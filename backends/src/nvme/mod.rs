@@ -22,6 +22,12 @@
 //! one command each, so they are limited to the smaller of ZASL and the transfer limit
 //! ([`Geometry::max_append_bytes`]).
 //!
+//! ## Durability
+//! [`ZonedDevice::flush`] is the NVMe Flush command; [`ZonedDevice::write_durable`] sets Force
+//! Unit Access on each Write command, so its data is durable when it completes without a
+//! flush (on a device without a volatile write cache the Flush does nothing and FUA adds
+//! nothing).
+//!
 //! Opening a device runs a few Identify admin ioctls, which block the calling thread briefly.
 
 pub mod cmd;
@@ -338,6 +344,67 @@ impl NvmeDevice {
     }
 }
 
+impl NvmeDevice {
+    /// A write of `buf` at `offset_bytes` of `zone`, split at the largest transfer, with
+    /// Force Unit Access on every command if `fua`.
+    async fn write_with(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        mut buf: DmaBuf,
+        fua: bool,
+    ) -> (Result<()>, DmaBuf) {
+        let len_bytes = buf.len() as u64;
+        let checked = self.g().check_zone(zone).and_then(|()| {
+            self.g()
+                .check_aligned(IoOp::Write, zone, offset_bytes, len_bytes)
+        });
+        if let Err(e) = checked {
+            return (Err(e), buf);
+        }
+        let max = self.inner.max_transfer_bytes;
+        if len_bytes > max && offset_bytes + len_bytes > self.g().zone_capacity_bytes {
+            let e = self
+                .refused_split_write(zone, offset_bytes, len_bytes)
+                .await;
+            return (Err(e), buf);
+        }
+        let bs = self.g().block_size_bytes;
+        let mut done = 0u64;
+        while done < len_bytes {
+            let n = (len_bytes - done).min(max);
+            let mut c = cmd::write(
+                self.inner.nsid,
+                self.lba(zone, offset_bytes + done),
+                (n / bs) as u32,
+                buf.stable_ptr().wrapping_add(done as usize),
+                n as u32,
+            );
+            if fua {
+                c = c.fua();
+            }
+            let (res, b) = self.submit("write", c, Some(buf)).await;
+            buf = b.expect("the op hands its buffer back");
+            match res {
+                Ok(_) => done += n,
+                Err(Failure::Host(e)) => return (Err(e), buf),
+                Err(Failure::Status(st)) => {
+                    // Only the first command can fail on a device that follows the contract
+                    // (one op at a time per zone): later ones continue at the write pointer.
+                    let ctx = IoContext {
+                        op: IoOp::Write,
+                        zone,
+                        offset_bytes: offset_bytes + done,
+                        len_bytes: len_bytes - done,
+                    };
+                    return (Err(self.io_failure(st, ctx).await), buf);
+                }
+            }
+        }
+        (Ok(()), buf)
+    }
+}
+
 impl ZonedDevice for NvmeDevice {
     fn geometry(&self) -> &Geometry {
         &self.inner.geometry
@@ -446,52 +513,22 @@ impl ZonedDevice for NvmeDevice {
         (Ok(()), buf)
     }
 
-    async fn write(&self, zone: u32, offset_bytes: u64, mut buf: DmaBuf) -> (Result<()>, DmaBuf) {
-        let len_bytes = buf.len() as u64;
-        let checked = self.g().check_zone(zone).and_then(|()| {
-            self.g()
-                .check_aligned(IoOp::Write, zone, offset_bytes, len_bytes)
-        });
-        if let Err(e) = checked {
-            return (Err(e), buf);
-        }
-        let max = self.inner.max_transfer_bytes;
-        if len_bytes > max && offset_bytes + len_bytes > self.g().zone_capacity_bytes {
-            let e = self
-                .refused_split_write(zone, offset_bytes, len_bytes)
-                .await;
-            return (Err(e), buf);
-        }
-        let bs = self.g().block_size_bytes;
-        let mut done = 0u64;
-        while done < len_bytes {
-            let n = (len_bytes - done).min(max);
-            let c = cmd::write(
-                self.inner.nsid,
-                self.lba(zone, offset_bytes + done),
-                (n / bs) as u32,
-                buf.stable_ptr().wrapping_add(done as usize),
-                n as u32,
-            );
-            let (res, b) = self.submit("write", c, Some(buf)).await;
-            buf = b.expect("the op hands its buffer back");
-            match res {
-                Ok(_) => done += n,
-                Err(Failure::Host(e)) => return (Err(e), buf),
-                Err(Failure::Status(st)) => {
-                    // Only the first command can fail on a device that follows the contract
-                    // (one op at a time per zone): later ones continue at the write pointer.
-                    let ctx = IoContext {
-                        op: IoOp::Write,
-                        zone,
-                        offset_bytes: offset_bytes + done,
-                        len_bytes: len_bytes - done,
-                    };
-                    return (Err(self.io_failure(st, ctx).await), buf);
-                }
-            }
-        }
-        (Ok(()), buf)
+    async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (Result<()>, DmaBuf) {
+        self.write_with(zone, offset_bytes, buf, false).await
+    }
+
+    /// Every command of the write with Force Unit Access.
+    async fn write_durable(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        buf: DmaBuf,
+    ) -> (Result<()>, DmaBuf) {
+        self.write_with(zone, offset_bytes, buf, true).await
+    }
+
+    fn has_durable_writes(&self) -> bool {
+        true
     }
 
     async fn append(&self, zone: u32, buf: DmaBuf) -> (Result<u64>, DmaBuf) {

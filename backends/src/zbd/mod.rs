@@ -25,7 +25,10 @@
 //!   report, the rest from `/sys/block/<dev>/queue` ([`sysfs`]; 0 = no limit). The append
 //!   limit is `zone_append_max_bytes` (else the largest request), at most the capacity.
 //! - **Flush**: `fdatasync` of the block device (a cache flush when `queue/write_cache` is
-//!   `write back`).
+//!   `write back`). **Durable writes** ([`ZonedDevice::write_durable`]): `RWF_DSYNC`, which
+//!   the kernel sends with Force Unit Access; offered as one command
+//!   ([`ZonedDevice::has_durable_writes`]) only where `queue/fua` is 1 or the cache is
+//!   `write through` (else the kernel adds a cache flush to each).
 //!
 //! Limitations: devices with conventional zones (many SMR disks) or zones of different
 //! capacities are refused; Offline Zone has no ioctl; another process writing the device
@@ -59,6 +62,9 @@ struct ZbdInner {
     mirror: Mutex<Mirror>,
     /// One async lock per zone: writes, appends and zone actions of a zone run one at a time.
     zone_locks: Vec<AsyncMutex<()>>,
+    /// An `RWF_DSYNC` write is one device command: the device has FUA, or no volatile cache
+    /// (without FUA the kernel adds a cache flush to each such write).
+    durable_write_is_one_command: bool,
 }
 
 /// A kernel zoned block device. Clones share the device (one descriptor, one mirror).
@@ -185,6 +191,7 @@ impl ZbdDevice {
                 geometry,
                 file,
                 write_piece_bytes_max,
+                durable_write_is_one_command: limits.fua || !limits.volatile_write_cache,
             }),
         })
     }
@@ -265,17 +272,23 @@ impl ZbdDevice {
     }
 
     /// Writes all of `buf` at byte `dev_offset` of the device in pieces of at most
-    /// `write_piece_bytes_max`, in order. The buffer comes back with its window unchanged.
+    /// `write_piece_bytes_max`, in order, each with `RWF_DSYNC` if `dsync`. The buffer comes
+    /// back with its window unchanged.
     async fn write_pieces(
         &self,
         mut buf: DmaBuf,
         dev_offset: u64,
+        dsync: bool,
     ) -> (std::result::Result<(), ziob_runtime::Error>, DmaBuf) {
         let start = buf.window_start();
         let len = buf.len();
         let piece_max = self.inner.write_piece_bytes_max as usize;
         if len <= piece_max {
-            let (res, buf) = self.inner.file.write_at(buf, dev_offset).await;
+            let (res, buf) = if dsync {
+                self.inner.file.write_dsync_at(buf, dev_offset).await
+            } else {
+                self.inner.file.write_at(buf, dev_offset).await
+            };
             return match res {
                 Ok(n) if n == len => (Ok(()), buf),
                 Ok(n) => {
@@ -283,7 +296,7 @@ impl ZbdDevice {
                     let mut buf = buf;
                     buf.set_window(start + n, start + len);
                     let (res, mut buf) =
-                        Box::pin(self.write_pieces(buf, dev_offset + n as u64)).await;
+                        Box::pin(self.write_pieces(buf, dev_offset + n as u64, dsync)).await;
                     buf.set_window(start, start + len);
                     (res, buf)
                 }
@@ -294,7 +307,7 @@ impl ZbdDevice {
         while done < len {
             let piece = piece_max.min(len - done);
             buf.set_window(start + done, start + done + piece);
-            let (res, b) = Box::pin(self.write_pieces(buf, dev_offset + done as u64)).await;
+            let (res, b) = Box::pin(self.write_pieces(buf, dev_offset + done as u64, dsync)).await;
             buf = b;
             if let Err(e) = res {
                 buf.set_window(start, start + len);
@@ -325,13 +338,15 @@ impl ZbdDevice {
         (res, buf)
     }
 
-    /// A write (`offset` = `Some`) or append (`None`) under the zone's lock.
+    /// A write (`offset` = `Some`) or append (`None`) under the zone's lock, durable when
+    /// it completes if `dsync`.
     async fn write_at_wp(
         &self,
         op: IoOp,
         zone: u32,
         offset: Option<u64>,
         buf: DmaBuf,
+        dsync: bool,
     ) -> (Result<u64>, DmaBuf) {
         let g = &self.inner.geometry;
         let len = buf.len() as u64;
@@ -344,7 +359,7 @@ impl ZbdDevice {
             Err(e) => return (Err(e), buf),
         };
         let dev_offset = u64::from(zone) * g.zone_size_bytes + plan.offset_bytes;
-        let (res, buf) = self.write_pieces(buf, dev_offset).await;
+        let (res, buf) = self.write_pieces(buf, dev_offset, dsync).await;
         match res {
             Ok(()) => {
                 self.mirror().wrote(zone, plan.offset_bytes, len);
@@ -490,15 +505,35 @@ impl ZonedDevice for ZbdDevice {
 
     async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (Result<()>, DmaBuf) {
         let (res, buf) = self
-            .write_at_wp(IoOp::Write, zone, Some(offset_bytes), buf)
+            .write_at_wp(IoOp::Write, zone, Some(offset_bytes), buf, false)
             .await;
         (res.map(|_| ()), buf)
+    }
+
+    /// `RWF_DSYNC` writes: the kernel sends them with Force Unit Access where the device
+    /// has a volatile write cache and FUA, adds a cache flush where it has a volatile cache
+    /// but no FUA, and sends a plain write where it has no volatile cache.
+    async fn write_durable(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        buf: DmaBuf,
+    ) -> (Result<()>, DmaBuf) {
+        let (res, buf) = self
+            .write_at_wp(IoOp::Write, zone, Some(offset_bytes), buf, true)
+            .await;
+        (res.map(|_| ()), buf)
+    }
+
+    /// Only where the device has FUA or no volatile cache (`queue/fua`, `queue/write_cache`).
+    fn has_durable_writes(&self) -> bool {
+        self.inner.durable_write_is_one_command
     }
 
     /// Emulated: a write at the write pointer tracked in memory (the block layer has no Zone
     /// Append for user space), serialised per zone — see the module docs.
     async fn append(&self, zone: u32, buf: DmaBuf) -> (Result<u64>, DmaBuf) {
-        self.write_at_wp(IoOp::Append, zone, None, buf).await
+        self.write_at_wp(IoOp::Append, zone, None, buf, false).await
     }
 
     /// Blocking ioctls (see the module docs). Select All applies the action zone by zone to

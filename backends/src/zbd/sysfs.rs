@@ -37,6 +37,8 @@ pub struct QueueLimits {
     pub max_request_bytes: u64,
     /// `queue/write_cache` is `write back`: completed writes may sit in a volatile cache.
     pub volatile_write_cache: bool,
+    /// `queue/fua` is 1: the device takes writes with Force Unit Access (absent: no).
+    pub fua: bool,
 }
 
 /// The sysfs `queue` directory of the block device at `dev_path` (symlinks such as
@@ -110,6 +112,7 @@ pub fn read_limits(dir: &Path) -> Result<QueueLimits, String> {
         max_hw_bytes: read_u64(dir, "max_hw_sectors_kb")? * 1024,
         max_request_bytes: read_u64(dir, "max_sectors_kb")? * 1024,
         volatile_write_cache: read_attr(dir, "write_cache")? == "write back",
+        fua: read_attr(dir, "fua").is_ok_and(|v| v == "1"),
     })
 }
 
@@ -135,6 +138,7 @@ mod tests {
         ("max_hw_sectors_kb", "512"),
         ("max_sectors_kb", "256"),
         ("write_cache", "write back"),
+        ("fua", "1"),
     ];
 
     #[test]
@@ -153,6 +157,7 @@ mod tests {
                 max_hw_bytes: 512 << 10,
                 max_request_bytes: 256 << 10,
                 volatile_write_cache: true,
+                fua: true,
             }
         );
     }
@@ -162,10 +167,12 @@ mod tests {
         let mut attrs = NVME_ZNS.to_vec();
         attrs[0] = ("zoned", "none");
         attrs[8] = ("write_cache", "write through");
+        attrs.pop(); // no `fua` attribute: taken as no FUA
         let dir = fake_queue(&attrs);
         let l = read_limits(dir.path()).unwrap();
         assert_eq!(l.zoned, ZonedModel::None);
         assert!(!l.volatile_write_cache);
+        assert!(!l.fua);
     }
 
     #[test]

@@ -49,22 +49,32 @@ pub(crate) async fn read_at<B: IoBufMut>(
     (res, buf)
 }
 
-/// Writes `buf`'s initialised bytes at `offset`.
-pub(crate) async fn write_at<B: IoBuf>(file: FileRef, buf: B, offset: u64) -> (Result<usize>, B) {
+/// Writes `buf`'s initialised bytes at `offset`, with `pwritev2` flags `rw_flags`
+/// (`RWF_*`; 0 for a plain write).
+pub(crate) async fn write_at<B: IoBuf>(
+    file: FileRef,
+    buf: B,
+    offset: u64,
+    rw_flags: libc::c_int,
+) -> (Result<usize>, B) {
     let ptr = buf.stable_ptr();
     let len = buf.bytes_init().min(u32::MAX as usize) as u32;
     let sqe = match (buf.fixed_index(), file.fixed_slot()) {
         (Some(idx), Some(slot)) => opcode::WriteFixed::new(types::Fixed(slot), ptr, len, idx)
             .offset(offset)
+            .rw_flags(rw_flags)
             .build(),
         (Some(idx), None) => opcode::WriteFixed::new(types::Fd(file.raw()), ptr, len, idx)
             .offset(offset)
+            .rw_flags(rw_flags)
             .build(),
         (None, Some(slot)) => opcode::Write::new(types::Fixed(slot), ptr, len)
             .offset(offset)
+            .rw_flags(rw_flags)
             .build(),
         (None, None) => opcode::Write::new(types::Fd(file.raw()), ptr, len)
             .offset(offset)
+            .rw_flags(rw_flags)
             .build(),
     };
     let submit = if file.is_direct() {

@@ -194,7 +194,7 @@ impl<D: ZonedDevice> Client<D> {
         Ok(())
     }
 
-    /// Writes `zone`'s buffered data to the device and flushes the device cache (see
+    /// Writes `zone`'s buffered data to the device and makes it durable (see
     /// [`Ziob::flush`](crate::Ziob::flush)).
     ///
     /// # Cancel safety

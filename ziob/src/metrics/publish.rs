@@ -147,6 +147,13 @@ pub const STAT_METRICS: &[StatMetric] = &[
         |s| s.device_flushes,
     ),
     stat(
+        "ziob_device_durable_writes_total",
+        Counter,
+        Count,
+        "Write-backs completed as durable writes (Force Unit Access) that extended a zone's durable prefix.",
+        |s| s.device_durable_writes,
+    ),
+    stat(
         "ziob_device_zone_opens_total",
         Counter,
         Count,

@@ -67,6 +67,9 @@ pub struct ShardStats {
     pub backpressure_wait_ns: u64,
     /// Device flushes issued.
     pub device_flushes: u64,
+    /// Write-backs completed as durable writes (Force Unit Access) that extended a zone's
+    /// durable prefix (a zone flush that ends at that prefix needs no device flush).
+    pub device_durable_writes: u64,
     /// Partial blocks padded and written back because memory was short.
     pub pressure_pads: u64,
     /// Bytes accepted by appends (part of `bytes_written`; the rest came by `write_at`).
@@ -197,6 +200,7 @@ impl ShardStats {
             t.backpressure_waits += s.backpressure_waits;
             t.backpressure_wait_ns += s.backpressure_wait_ns;
             t.device_flushes += s.device_flushes;
+            t.device_durable_writes += s.device_durable_writes;
             t.pressure_pads += s.pressure_pads;
             t.append_bytes += s.append_bytes;
             t.read_bytes += s.read_bytes;

@@ -286,6 +286,10 @@ impl<D: ZonedDevice> Shard<D> {
             z.wp = 0;
             z.device_wp = 0;
             z.issued_wp = 0;
+            // Not counted on before a device flush: a reset may sit in the device's cache.
+            z.durable_wp = None;
+            z.resets += 1;
+            z.durable_target = 0;
             z.completed_ahead.clear();
             z.target = 0; // an idle tick during the reset may have set it
             z.error = None;

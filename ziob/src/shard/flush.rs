@@ -1,5 +1,6 @@
 //! Flush and sync: write a zone's buffered data back (padding its partial last block), wait
-//! for it, then flush the device's cache; and the idle write-back ticker.
+//! for it, then flush the device's cache (a zone flush whose write-back continued a durable
+//! prefix with durable writes needs none); and the idle write-back ticker.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -40,12 +41,28 @@ impl<D: ZonedDevice> Shard<D> {
     }
 
     /// Writes the zone's buffered data to the device (padding a partial block) and waits for
-    /// it, without the device cache flush.
+    /// it, without the device cache flush. With `durable`, the write-backs up to the padded
+    /// end are durable writes (on a device that has them). Returns the padded end and the
+    /// zone's generation when it was decided.
     ///
     /// The padding is decided and applied in one step once nothing holds the zone and no
     /// write-back holds its tail, and the flush then waits for exactly the padded end: data
     /// appended meanwhile is neither split nor followed by zeros.
-    async fn writeback_zone(self: &Rc<Self>, zone: u32) -> Result<()> {
+    async fn writeback_zone(self: &Rc<Self>, zone: u32, durable: bool) -> Result<(u64, u64)> {
+        loop {
+            if let Some(done) = self.writeback_zone_once(zone, durable).await? {
+                return Ok(done);
+            }
+        }
+    }
+
+    /// One try of [`Shard::writeback_zone`]: `None` if a reset began meanwhile and failed
+    /// (the zone kept its data, which must be written back again).
+    async fn writeback_zone_once(
+        self: &Rc<Self>,
+        zone: u32,
+        durable: bool,
+    ) -> Result<Option<(u64, u64)>> {
         let i = self.local(zone);
         self.wait_paddable(i, true).await;
         // From here to the kick nothing awaits.
@@ -56,12 +73,17 @@ impl<D: ZonedDevice> Shard<D> {
         if dirty && self.activation_blocked(i) {
             return Err(self.too_many_active(zone));
         }
-        let (target, generation) = {
+        let (target, generation, resets) = {
             let mut zones = self.zones.borrow_mut();
             let z = &mut zones[i];
             self.pad_now(z);
             z.target = z.target.max(z.wp);
-            (z.wp, z.generation)
+            // Durable write-backs for at most one write-back unit: for more, writes and one
+            // cache flush cost less than a durable write each.
+            if durable && z.wp - z.device_wp <= self.unit_bytes {
+                z.durable_target = z.durable_target.max(z.wp);
+            }
+            (z.wp, z.generation, z.resets)
         };
         self.kick(zone);
         // An abandoned shard (closed without a sync) starts no write-back any more.
@@ -74,20 +96,30 @@ impl<D: ZonedDevice> Shard<D> {
                 || s.closed.get()
         })
         .await;
+        if self.zones.borrow()[i].generation != generation {
+            // A reset began (its write-back wait may have stopped ours). Once it ends: if it
+            // failed, the zone kept its data and nothing promises it was written back, so
+            // try again; if it succeeded, the data is gone.
+            self.wait_paddable(i, true).await;
+            let z = &self.zones.borrow()[i];
+            if z.resets == resets && z.device_wp < target {
+                return Ok(None);
+            }
+            return Ok(Some((target, generation)));
+        }
         let z = &self.zones.borrow()[i];
         match &z.error {
             Some(e) => Err(e.clone()),
-            None if z.device_wp < target && z.generation == generation && self.closed.get() => {
-                Err(ZiobError::Closed)
-            }
-            None if z.device_wp < target && z.generation == generation => {
-                Err(self.too_many_active(zone))
-            }
-            None => Ok(()),
+            None if z.device_wp < target && self.closed.get() => Err(ZiobError::Closed),
+            None if z.device_wp < target => Err(self.too_many_active(zone)),
+            None => Ok(Some((target, generation))),
         }
     }
 
-    /// Makes `zone`'s data durable: write-back, then the device's cache flush.
+    /// Makes `zone`'s data durable: write-back, then the device's cache flush — unless the
+    /// device has durable writes (Force Unit Access) and the write-back made the zone
+    /// durable up to the padded end by itself: its data before the write-back was durable
+    /// already (an earlier flush), and the write-back's durable writes continued it.
     ///
     /// Cancel safety: a dropped flush may have padded the zone's partial block and started
     /// its write-back (which goes on); nothing is left held, but nothing is promised durable.
@@ -95,7 +127,13 @@ impl<D: ZonedDevice> Shard<D> {
         let _timer = OpTimer::start(&self.stats, OpKind::Flush);
         self.check_zone(zone)?;
         if self.buffered {
-            self.writeback_zone(zone).await?;
+            let (end, generation) = self
+                .writeback_zone(zone, self.device.has_durable_writes())
+                .await?;
+            let z = &self.zones.borrow()[self.local(zone)];
+            if z.generation == generation && z.durable_wp.is_some_and(|d| d >= end) {
+                return Ok(());
+            }
         }
         self.device_flush().await
     }
@@ -119,12 +157,12 @@ impl<D: ZonedDevice> Shard<D> {
             let results = futures::future::join_all(
                 dirty
                     .into_iter()
-                    .map(|z| async move { (z, self.writeback_zone(z).await) }),
+                    .map(|z| async move { (z, self.writeback_zone(z, false).await) }),
             )
             .await;
             for (zone, r) in results {
                 match r {
-                    Ok(()) => {}
+                    Ok(_) => {}
                     Err(e @ ZiobError::Writeback { .. }) => failed.push((zone, e)),
                     Err(e) => {
                         other_err.get_or_insert(e);

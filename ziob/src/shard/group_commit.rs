@@ -16,6 +16,7 @@ use tracing::Instrument;
 
 use ziob_backends::{DeviceError, ZonedDevice};
 
+use super::zone::ZoneOp;
 use super::Shard;
 use crate::error::{Result, ZiobError};
 use crate::metrics::OpKind;
@@ -87,6 +88,15 @@ impl<D: ZonedDevice> Shard<D> {
                 g.started += 1;
                 g.started
             };
+            // What the device has now (completed write-backs) is durable once it succeeds —
+            // except in a zone being reset: the reset may complete after this flush began,
+            // and a flush covers only what completed before it.
+            let covered: Vec<Option<(u64, u64)>> = self
+                .zones
+                .borrow()
+                .iter()
+                .map(|z| (z.op != ZoneOp::Resetting).then_some((z.generation, z.device_wp)))
+                .collect();
             let timer = OpTimer::start(&self.stats, OpKind::DeviceFlush);
             let res = self
                 .device
@@ -95,6 +105,17 @@ impl<D: ZonedDevice> Shard<D> {
                 .await
                 .err();
             drop(timer);
+            if res.is_none() {
+                for (z, covered) in self.zones.borrow_mut().iter_mut().zip(covered) {
+                    let Some((generation, wp)) = covered else {
+                        continue;
+                    };
+                    if z.generation == generation {
+                        let covered = wp.min(z.device_wp);
+                        z.durable_wp = Some(z.durable_wp.map_or(covered, |d| d.max(covered)));
+                    }
+                }
+            }
             self.stats.borrow_mut().s.device_flushes += 1;
             self.flush_group.borrow_mut().done = (n, res);
             self.notify();

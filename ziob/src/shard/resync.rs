@@ -78,6 +78,7 @@ impl<D: ZonedDevice> Shard<D> {
             }
             z.device = after;
             z.device_wp = device_wp;
+            z.durable_wp = z.durable_wp.map(|d| d.min(device_wp));
             // Nothing is in flight: the next write-back (after a reset) starts here.
             z.issued_wp = device_wp;
             z.completed_ahead.clear();

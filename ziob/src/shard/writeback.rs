@@ -165,6 +165,7 @@ impl<D: ZonedDevice> Shard<D> {
         let bs = self.bs();
         let capacity = self.geometry.zone_capacity_bytes;
         let depth = self.device.ordered_writes_in_flight().max(1) as usize;
+        let durable_writes = self.device.has_durable_writes();
         let generation = self.zones.borrow()[i].generation;
         let mut in_flight = FuturesUnordered::new();
         let mut failed = false;
@@ -185,6 +186,13 @@ impl<D: ZonedDevice> Shard<D> {
                     } else {
                         policy::next_writeback(z, bs, self.unit_bytes).map(|plan| {
                             z.issued_wp = plan.end;
+                            // Durable only where it continues a durable prefix with
+                            // nothing in flight before it: else it would prove nothing and
+                            // the flush needs a device flush anyway.
+                            let durable = durable_writes
+                                && plan.end <= z.durable_target
+                                && plan.start == z.device_wp
+                                && z.durable_wp == Some(z.device_wp);
                             let c = &mut z.chunks[plan.chunk];
                             // The device reads a view; the chunk keeps its memory for reads
                             // and appends, which land past `issued_wp` only (see `Chunk::buf`).
@@ -192,11 +200,11 @@ impl<D: ZonedDevice> Shard<D> {
                                 (plan.start - c.start) as usize,
                                 (plan.end - c.start) as usize,
                             );
-                            (plan, view)
+                            (plan, view, durable)
                         })
                     }
                 };
-                let Some((plan, buf)) = step else {
+                let Some((plan, buf, durable)) = step else {
                     break;
                 };
                 tracing::trace!(zone, start = plan.start, end = plan.end, "write-back");
@@ -210,8 +218,12 @@ impl<D: ZonedDevice> Shard<D> {
                 let mut write = Box::pin(
                     async move {
                         let started = Stamp::now();
-                        let (res, _view) = device.write(zone, plan.start, buf).await;
-                        (plan, res, started)
+                        let (res, _view) = if durable {
+                            device.write_durable(zone, plan.start, buf).await
+                        } else {
+                            device.write(zone, plan.start, buf).await
+                        };
+                        (plan, res, started, durable)
                     }
                     .instrument(span),
                 );
@@ -225,7 +237,7 @@ impl<D: ZonedDevice> Shard<D> {
                     std::task::Poll::Pending => in_flight.push(write),
                 }
             }
-            let Some((plan, res, started)) = in_flight.next().await else {
+            let Some((plan, res, started, durable)) = in_flight.next().await else {
                 break;
             };
             {
@@ -238,6 +250,12 @@ impl<D: ZonedDevice> Shard<D> {
             match res {
                 Ok(()) => {
                     z.complete_writeback(plan.start, plan.end);
+                    // A durable write continues a durable prefix (else it proves nothing
+                    // about the bytes before it).
+                    if let Some(d) = z.durable_wp.filter(|&d| durable && d >= plan.start) {
+                        z.durable_wp = Some(d.max(plan.end));
+                        self.stats.borrow_mut().s.device_durable_writes += 1;
+                    }
                     self.on_device
                         .publish(zone, z.on_device_end(), z.mem_start());
                     if !failed {

@@ -109,6 +109,16 @@ pub(crate) struct ZoneBuf {
     pub(crate) chunks: VecDeque<Chunk>,
     /// Write back at least up to here, whole blocks, even from a partly filled chunk.
     pub(crate) target: u64,
+    /// Bytes from the zone start known durable (`<= device_wp`): covered by a completed
+    /// device flush that began after they were written back, or by durable write-backs that
+    /// continued such a prefix. `None` until a device flush covers the zone after the
+    /// buffer opened or after a reset: data found on the device, or a reset, may still be
+    /// in the device's volatile cache.
+    pub(crate) durable_wp: Option<u64>,
+    /// Write-backs ending at or below this are issued as durable writes
+    /// ([`ZonedDevice::write_durable`](ziob_backends::ZonedDevice::write_durable)) on a
+    /// device that has them: a zone flush set it, to end without a device cache flush.
+    pub(crate) durable_target: u64,
     /// The zone's write-back task.
     pub(crate) writeback: Writeback,
     /// The operation holding the zone.
@@ -117,6 +127,8 @@ pub(crate) struct ZoneBuf {
     pub(crate) readers: u32,
     /// Bumped by reset: a write-back that started before must not touch the new data.
     pub(crate) generation: u64,
+    /// Resets that completed (a failed reset bumps `generation` but not this).
+    pub(crate) resets: u64,
     /// A failed write-back, reported to every caller until the zone is reset.
     pub(crate) error: Option<ZiobError>,
     /// Transient write-back failures in a row (reset by a completed write-back, a reset or
@@ -141,10 +153,14 @@ impl ZoneBuf {
             device: DeviceZone::from_state(state),
             chunks: VecDeque::new(),
             target: 0,
+            // What the device had at open may still be in its volatile cache.
+            durable_wp: None,
+            durable_target: 0,
             writeback: Writeback::Idle,
             op: ZoneOp::Idle,
             readers: 0,
             generation: 0,
+            resets: 0,
             error: None,
             retries: 0,
             last_write_seq: 0,

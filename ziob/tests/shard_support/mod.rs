@@ -103,6 +103,20 @@ impl ZonedDevice for SlowMem {
         self.delay().await;
         out
     }
+    async fn write_durable(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        buf: DmaBuf,
+    ) -> (DevResult<()>, DmaBuf) {
+        self.delay().await;
+        let out = self.mem.write_durable(zone, offset_bytes, buf).await;
+        self.delay().await;
+        out
+    }
+    fn has_durable_writes(&self) -> bool {
+        self.mem.has_durable_writes()
+    }
 }
 
 /// splitmix64 finaliser.

@@ -39,6 +39,8 @@ pub fn guest_args(o: &Options, modes: &[Mode], out: &Path) -> Vec<String> {
         o.db_bench.clone(),
         "--work-dir".into(),
         "/tmp".into(),
+        "--zenfs-prefix".into(),
+        o.zenfs_prefix.display().to_string(),
         "--out".into(),
         out.display().to_string(),
     ];
@@ -89,6 +91,7 @@ mod tests {
         assert_eq!(g.bench_names(), o.bench_names());
         assert_eq!(g.write_buffer_size, 4 << 20);
         assert_eq!(g.out.as_deref(), Some(Path::new("/o/guest")));
+        assert_eq!(g.zenfs_prefix, o.zenfs_prefix);
         assert!(!g.guest);
     }
 }

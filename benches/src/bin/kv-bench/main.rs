@@ -10,8 +10,9 @@
 //! cache, like kv-demo), `kv-demo` / `kv-demo-nobuf` (kv-demo on an `emu:` file in the same
 //! directory, ZIOB buffer on / off) and `fjall` (kv-demo's driver on fjall; needs a kv-demo
 //! built with `--features peers`). Guest modes (`--guest` boots `cargo xtask vm-run` and runs
-//! this binary inside): `rocksdb-ext4` (ext4 on the conventional namespace), `kv-demo-nvme`
-//! and `kv-demo-zbd` (the ZNS namespace). Every process runs the whole `--benchmarks` list on
+//! this binary inside): `rocksdb-ext4` (ext4 on the conventional namespace),
+//! `rocksdb-zenfs` (db_bench on ZenFS from `cargo xtask zenfs-build`, on the ZNS namespace),
+//! `kv-demo-nvme` and `kv-demo-zbd` (the ZNS namespace). Every process runs the whole `--benchmarks` list on
 //! a fresh store with `--statistics`; `--sync` 0 and 1 (`--sync-num` keys at 1). Prints
 //! median ops/sec per benchmark, ratios kv-demo / db_bench (and / fjall, / ZIOB off) and
 //! write amplification with each mode's durability. See docs/KV-BENCH.md.

@@ -34,6 +34,10 @@ pub enum Mode {
     /// Guest: db_bench on ext4 on the conventional namespace.
     #[value(name = "rocksdb-ext4")]
     RocksdbExt4,
+    /// Guest: db_bench on ZenFS on the ZNS namespace (`--fs_uri=zenfs://dev:…`, ZenFS from
+    /// `cargo xtask zenfs-build`, loaded with `LD_PRELOAD`).
+    #[value(name = "rocksdb-zenfs")]
+    RocksdbZenfs,
     /// Guest: kv-demo on the ZNS namespace through the NVMe char device (`nvme:`).
     #[value(name = "kv-demo-nvme")]
     KvDemoNvme,
@@ -44,7 +48,7 @@ pub enum Mode {
 
 impl Mode {
     /// Every mode, in column order.
-    pub const ALL: [Mode; 9] = [
+    pub const ALL: [Mode; 10] = [
         Mode::Rocksdb,
         Mode::RocksdbDirect,
         Mode::KvDemo,
@@ -52,6 +56,7 @@ impl Mode {
         Mode::KvDemoNobuf,
         Mode::Fjall,
         Mode::RocksdbExt4,
+        Mode::RocksdbZenfs,
         Mode::KvDemoNvme,
         Mode::KvDemoZbd,
     ];
@@ -66,6 +71,7 @@ impl Mode {
             Mode::KvDemoNobuf => "kv-demo-nobuf",
             Mode::Fjall => "fjall",
             Mode::RocksdbExt4 => "rocksdb-ext4",
+            Mode::RocksdbZenfs => "rocksdb-zenfs",
             Mode::KvDemoNvme => "kv-demo-nvme",
             Mode::KvDemoZbd => "kv-demo-zbd",
         }
@@ -73,14 +79,17 @@ impl Mode {
 
     /// Whether it needs the QEMU guest's namespaces.
     pub fn guest_only(self) -> bool {
-        matches!(self, Mode::RocksdbExt4 | Mode::KvDemoNvme | Mode::KvDemoZbd)
+        matches!(
+            self,
+            Mode::RocksdbExt4 | Mode::RocksdbZenfs | Mode::KvDemoNvme | Mode::KvDemoZbd
+        )
     }
 
     /// Whether db_bench runs it (otherwise the kv-demo binary).
     pub fn is_db_bench(self) -> bool {
         matches!(
             self,
-            Mode::Rocksdb | Mode::RocksdbDirect | Mode::RocksdbExt4
+            Mode::Rocksdb | Mode::RocksdbDirect | Mode::RocksdbExt4 | Mode::RocksdbZenfs
         )
     }
 
@@ -92,6 +101,12 @@ impl Mode {
             }
             (Mode::Rocksdb | Mode::RocksdbDirect | Mode::RocksdbExt4, true) => {
                 "WAL fsync'ed before the write returns: survives a power loss"
+            }
+            (Mode::RocksdbZenfs, false) => {
+                "WAL record in ZenFS's write buffer (process memory, up to 1 MiB per file) until it fills or the WAL is synced: lost with the process until then"
+            }
+            (Mode::RocksdbZenfs, true) => {
+                "WAL written to its zone (direct I/O) before the write returns, but ZenFS never flushes the device's volatile write cache (nor uses FUA): survives a process crash; a power loss only on a device without a volatile cache (the guest's ZNS namespace has one)"
             }
             (Mode::KvDemo | Mode::KvDemoPagecache | Mode::KvDemoNvme | Mode::KvDemoZbd, false) => {
                 "WAL record in ZIOB's zone buffer (process memory): lost with the process until written back (at the latest on close)"
@@ -107,7 +122,7 @@ impl Mode {
                 | Mode::KvDemoZbd,
                 true,
             ) => {
-                "WAL synced (written back and device cache flushed; emu: fdatasync) before the write returns: survives a power loss"
+                "WAL synced before the write returns (written back with Force Unit Access on nvme/zbd, else written back and the device cache flushed; emu: fdatasync): survives a power loss"
             }
             (Mode::Fjall, false) => {
                 "journal entry handed to the OS (page cache): survives a process crash"
@@ -182,6 +197,9 @@ pub struct Options {
     /// small runs flush and compact)
     #[arg(long, default_value = "4M", value_parser = positive_size)]
     pub guest_write_buffer_size: u64,
+    /// ZenFS install prefix for `rocksdb-zenfs` (`cargo xtask zenfs-build --prefix`)
+    #[arg(long, default_value = "/opt/zenfs")]
+    pub zenfs_prefix: PathBuf,
     /// Extra `cargo xtask vm-run` options for `--guest` (one string, split on spaces)
     #[arg(
         long,

@@ -38,7 +38,7 @@ fn cell(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
 }
 
 /// The ratio columns: (numerator, denominator).
-const RATIOS: [(Mode, Mode); 9] = [
+const RATIOS: [(Mode, Mode); 12] = [
     (Mode::KvDemo, Mode::Rocksdb),
     (Mode::KvDemo, Mode::RocksdbDirect),
     (Mode::KvDemoPagecache, Mode::Rocksdb),
@@ -48,6 +48,9 @@ const RATIOS: [(Mode, Mode); 9] = [
     (Mode::KvDemo, Mode::KvDemoNobuf),
     (Mode::KvDemoNvme, Mode::RocksdbExt4),
     (Mode::KvDemoZbd, Mode::RocksdbExt4),
+    (Mode::KvDemoNvme, Mode::RocksdbZenfs),
+    (Mode::KvDemoZbd, Mode::RocksdbZenfs),
+    (Mode::RocksdbZenfs, Mode::RocksdbExt4),
 ];
 
 /// The tables of `r`.

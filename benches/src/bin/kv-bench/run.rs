@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ziob_benches::db_bench::{self, Output};
+use ziob_benches::zenfs_peer;
 
 use crate::options::{Mode, Options};
 
@@ -139,7 +140,7 @@ pub fn mode_flags(o: &Options, m: Mode) -> Vec<String> {
             "--use_direct_reads=1".into(),
             "--use_direct_io_for_flush_and_compaction=1".into(),
         ],
-        Mode::RocksdbExt4 => vec![format!(
+        Mode::RocksdbExt4 | Mode::RocksdbZenfs => vec![format!(
             "--max_bytes_for_level_base={}",
             4 * o.write_buffer_size
         )],
@@ -162,6 +163,10 @@ pub struct Place {
     pub prepare: Vec<Vec<String>>,
     /// Commands run after each process.
     pub cleanup: Vec<Vec<String>>,
+    /// Arguments the place adds (`--fs_uri=…`).
+    pub args: Vec<String>,
+    /// `LD_PRELOAD` of the process, if any (a file system plugin).
+    pub preload: Option<PathBuf>,
 }
 
 fn cmd(words: &[&str]) -> Vec<String> {
@@ -190,6 +195,8 @@ pub fn place(o: &Options, m: Mode) -> Result<Place, String> {
         remove: Some(p),
         prepare: Vec::new(),
         cleanup: Vec::new(),
+        args: Vec::new(),
+        preload: None,
     };
     Ok(match m {
         Mode::KvDemo | Mode::KvDemoNobuf => {
@@ -216,6 +223,27 @@ pub fn place(o: &Options, m: Mode) -> Result<Place, String> {
                     cmd(&["mount", "-t", "ext4", &conv, mnt]),
                 ],
                 cleanup: vec![cmd(&["umount", mnt])],
+                args: Vec::new(),
+                preload: None,
+            }
+        }
+        Mode::RocksdbZenfs => {
+            let lib = o.zenfs_prefix.join("lib/libzenfs.so");
+            let bin = o.zenfs_prefix.join("bin/zenfs");
+            if !lib.is_file() || !bin.is_file() {
+                return Err(format!(
+                    "no ZenFS in {} (cargo xtask zenfs-build, docs/ROCKSDB-BENCH.md)",
+                    o.zenfs_prefix.display()
+                ));
+            }
+            let dev = zenfs_peer::dev_name(&env("ZIOB_ZNS_BLOCK")?);
+            Place {
+                db: "/kv-bench".into(),
+                remove: None,
+                prepare: zenfs_peer::prepare(&bin, &dev, "/tmp/kv-bench-zenfs-aux"),
+                cleanup: zenfs_peer::restore(&dev),
+                args: vec![format!("--fs_uri=zenfs://dev:{dev}")],
+                preload: Some(lib),
             }
         }
         Mode::KvDemoNvme | Mode::KvDemoZbd => {
@@ -230,6 +258,8 @@ pub fn place(o: &Options, m: Mode) -> Result<Place, String> {
                 remove: None,
                 prepare: vec![cmd(&["blkzone", "reset", &block])],
                 cleanup: Vec::new(),
+                args: Vec::new(),
+                preload: None,
             }
         }
     })
@@ -257,6 +287,7 @@ pub fn process_args(
     a.push(format!("--seed={}", 1000 + u64::from(run)));
     a.push(format!("--sync={}", u8::from(sync)));
     a.push(format!("--db={}", place.db));
+    a.extend(place.args.iter().cloned());
     a.extend(mode_flags(o, m));
     a
 }
@@ -297,11 +328,16 @@ fn probe_fjall(kv_demo: &Path, o: &Options) -> Result<(), String> {
 fn run_process(
     program: &Path,
     args: &[String],
+    preload: Option<&Path>,
     raw: Option<&Path>,
     stem: &str,
 ) -> Result<Output, String> {
-    let out = Command::new(program)
-        .args(args)
+    let mut c = Command::new(program);
+    c.args(args);
+    if let Some(p) = preload {
+        c.env("LD_PRELOAD", p);
+    }
+    let out = c
         .output()
         .map_err(|e| format!("{}: {e}", program.display()))?;
     let (stdout, stderr) = (
@@ -311,7 +347,14 @@ fn run_process(
     if let Some(dir) = raw {
         let _ = std::fs::write(
             dir.join(format!("{stem}.cmd")),
-            format!("{} {}\n", program.display(), args.join(" ")),
+            format!(
+                "{}{} {}\n",
+                preload
+                    .map(|p| format!("LD_PRELOAD={} ", p.display()))
+                    .unwrap_or_default(),
+                program.display(),
+                args.join(" ")
+            ),
         );
         let _ = std::fs::write(dir.join(format!("{stem}.out")), stdout.as_bytes());
         let _ = std::fs::write(dir.join(format!("{stem}.err")), stderr.as_bytes());
@@ -396,7 +439,9 @@ pub fn run_all(o: &Options, raw: Option<&Path>) -> Results {
                         .prepare
                         .iter()
                         .try_for_each(|c| ziob_benches::process::run_checked(c))
-                        .and_then(|()| run_process(program, &args, raw, &stem));
+                        .and_then(|()| {
+                            run_process(program, &args, pl.preload.as_deref(), raw, &stem)
+                        });
                     for c in &pl.cleanup {
                         if let Err(e) = ziob_benches::process::run_checked(c) {
                             eprintln!("[kv-bench] cleanup: {e}");

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use ziob_benches::zenfs_peer::{self, dev_name};
 
 /// A place db_bench stores its database.
 #[derive(
@@ -158,13 +159,6 @@ fn cmd(words: &[&str]) -> Vec<String> {
     words.iter().map(|s| s.to_string()).collect()
 }
 
-fn dev_name(path: &str) -> String {
-    Path::new(path)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.to_string())
-}
-
 /// Resolves a target on `m`: the target, or why it is skipped.
 pub fn resolve(id: TargetId, m: &Machine) -> Result<Ready, String> {
     if id.guest_only() && !m.in_guest {
@@ -282,32 +276,17 @@ pub fn resolve(id: TargetId, m: &Machine) -> Result<Ready, String> {
                 ));
             }
             let dev = dev_name(&zns()?);
-            let aux = "/tmp/rocksdb-bench-zenfs-aux";
-            let b = bin.display().to_string();
             Ok(Ready {
                 id,
                 fs_uri: Some(format!("zenfs://dev:{dev}")),
                 db: "/rocksdb-bench".into(),
                 preload: Some(lib),
-                prepare: vec![
-                    cmd(&[
-                        "sh",
-                        "-c",
-                        &format!("echo mq-deadline > /sys/block/{dev}/queue/scheduler"),
-                    ]),
-                    cmd(&["rm", "-rf", aux]),
-                    cmd(&[
-                        &b,
-                        "mkfs",
-                        &format!("--zbd={dev}"),
-                        &format!("--aux_path={aux}"),
-                        "--force",
-                    ]),
-                ],
-                cleanup: vec![],
+                prepare: zenfs_peer::prepare(&bin, &dev, "/tmp/rocksdb-bench-zenfs-aux"),
+                cleanup: zenfs_peer::restore(&dev),
                 space: SpaceProbe::ZenfsDf { bin, dev },
                 durability:
-                    "ZenFS: direct I/O to zones; WAL buffered in ZenFS, written on Sync/Fsync",
+                    "ZenFS: direct I/O to zones; WAL buffered in ZenFS, written on Sync/Fsync; \
+                     no device cache flush (a volatile write cache may lose synced data)",
             })
         }
         TargetId::ZiobNvme | TargetId::ZiobZbd => {
