@@ -5,69 +5,15 @@
 //! The zone's write-back is held at the device until the reset has begun; seeded: the
 //! record's size and how long the write-back is held after that.
 
+mod delay_support;
 mod shard_support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use delay_support::DelayMem;
 use shard_support::{mix, record, seeds};
-use ziob::backends::MemDevice;
-use ziob::{
-    DmaBuf, Geometry, Runtime, Ziob, ZiobConfig, ZoneAction, ZoneInfo, ZoneTarget, ZonedDevice,
-};
-
-type DevResult<T> = std::result::Result<T, ziob::DeviceError>;
-
-/// `mem` whose writes to zone 0 wait until `gate` opens and whose device refuses every
-/// reset.
-#[derive(Clone)]
-struct RefusesResets {
-    mem: MemDevice,
-    gate: Arc<AtomicBool>,
-}
-
-impl ZonedDevice for RefusesResets {
-    fn geometry(&self) -> &Geometry {
-        self.mem.geometry()
-    }
-    fn name(&self) -> &str {
-        self.mem.name()
-    }
-    async fn report_zones(&self, first: u32, count: u32) -> DevResult<Vec<ZoneInfo>> {
-        self.mem.report_zones(first, count).await
-    }
-    async fn read(
-        &self,
-        zone: u32,
-        offset_bytes: u64,
-        len: usize,
-        buf: DmaBuf,
-    ) -> (DevResult<()>, DmaBuf) {
-        self.mem.read(zone, offset_bytes, len, buf).await
-    }
-    async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (DevResult<()>, DmaBuf) {
-        while zone == 0 && !self.gate.load(Ordering::SeqCst) {
-            let _ = ziob::runtime::sleep(Duration::from_micros(100)).await;
-        }
-        self.mem.write(zone, offset_bytes, buf).await
-    }
-    async fn append(&self, zone: u32, buf: DmaBuf) -> (DevResult<u64>, DmaBuf) {
-        self.mem.append(zone, buf).await
-    }
-    async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> DevResult<()> {
-        if action == ZoneAction::Reset {
-            return Err(ziob::DeviceError::io(
-                "refuses-resets: reset".to_string(),
-                std::io::Error::from_raw_os_error(libc::EIO),
-            ));
-        }
-        self.mem.zone_action(action, target).await
-    }
-    async fn flush(&self) -> DevResult<()> {
-        self.mem.flush().await
-    }
-}
+use ziob::{DmaBuf, Geometry, Runtime, Ziob, ZiobConfig, ZoneAction, ZoneTarget};
 
 #[test]
 fn a_flush_racing_a_failed_reset_keeps_its_promise() {
@@ -78,12 +24,13 @@ fn a_flush_racing_a_failed_reset_keeps_its_promise() {
             .unwrap()
             .block_on(move || async move {
                 let g = Geometry::new(4, 64 << 20);
-                let mem = MemDevice::new(format!("mem:failed-reset-{seed}"), &g).unwrap();
-                let gate = Arc::new(AtomicBool::new(false));
-                let dev = RefusesResets {
-                    mem: mem.clone(),
-                    gate: gate.clone(),
-                };
+                // Zone 0's writes are held at the device until released below, and the
+                // device refuses resets.
+                let dev = DelayMem::new(&format!("mem:failed-reset-{seed}"), &g);
+                dev.c.held_zone.store(0, Ordering::SeqCst);
+                dev.c.refuse_resets.store(true, Ordering::SeqCst);
+                let mem = dev.mem.clone();
+                let c = dev.c.clone();
                 let cfg = ZiobConfig {
                     writeback_unit_bytes: Some(64 << 10),
                     ..ZiobConfig::default()
@@ -125,7 +72,7 @@ fn a_flush_racing_a_failed_reset_keeps_its_promise() {
                 };
                 let held = Duration::from_micros(500 + mix(seed ^ 2) % 3000);
                 let _ = ziob::runtime::sleep(held).await;
-                gate.store(true, Ordering::SeqCst);
+                c.held_zone.store(u64::MAX, Ordering::SeqCst);
                 let reset = reset.await;
                 assert!(reset.is_err(), "seed {seed}: the device refuses resets");
                 stop.set(true);

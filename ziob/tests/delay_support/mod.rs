@@ -1,12 +1,13 @@
 //! A `mem` device whose writes and cache flushes can be made slow on demand (a sleep before
 //! the device does the work; a flush covers what was written when it was issued, then
-//! takes its time), with counters of the writes and flushes in flight and done:
+//! takes its time), whose writes to one zone can be held and whose resets can be refused,
+//! with counters of the writes and flushes in flight and done:
 //! turns "this call waited for the device" into a timeout, and makes device flushes
 //! countable while callers pile up behind a slow one.
 
 #![allow(dead_code)]
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +16,6 @@ use ziob::{DmaBuf, Geometry, ZoneAction, ZoneTarget, ZonedDevice};
 
 type DevResult<T> = std::result::Result<T, ziob::backends::DeviceError>;
 
-#[derive(Default)]
 pub struct Counters {
     /// Sleep before every write, in ms (0 = none).
     pub write_delay_ms: AtomicU64,
@@ -25,6 +25,25 @@ pub struct Counters {
     pub writes_done: AtomicU64,
     pub flushes_started: AtomicU64,
     pub flushes_done: AtomicU64,
+    /// Writes to this zone wait until it is set to another value (`u64::MAX` = none held).
+    pub held_zone: AtomicU64,
+    /// Every reset fails with EIO and changes nothing.
+    pub refuse_resets: AtomicBool,
+}
+
+impl Default for Counters {
+    fn default() -> Counters {
+        Counters {
+            write_delay_ms: AtomicU64::new(0),
+            flush_delay_ms: AtomicU64::new(0),
+            writes_started: AtomicU64::new(0),
+            writes_done: AtomicU64::new(0),
+            flushes_started: AtomicU64::new(0),
+            flushes_done: AtomicU64::new(0),
+            held_zone: AtomicU64::new(u64::MAX),
+            refuse_resets: AtomicBool::new(false),
+        }
+    }
 }
 
 /// Clones share the device and the counters.
@@ -73,6 +92,9 @@ impl ZonedDevice for DelayMem {
     }
     async fn write(&self, zone: u32, offset_bytes: u64, buf: DmaBuf) -> (DevResult<()>, DmaBuf) {
         self.c.writes_started.fetch_add(1, Ordering::SeqCst);
+        while self.c.held_zone.load(Ordering::SeqCst) == u64::from(zone) {
+            let _ = ziob::runtime::sleep(Duration::from_micros(100)).await;
+        }
         sleep_ms(self.c.write_delay_ms.load(Ordering::SeqCst)).await;
         let out = self.mem.write(zone, offset_bytes, buf).await;
         self.c.writes_done.fetch_add(1, Ordering::SeqCst);
@@ -82,6 +104,12 @@ impl ZonedDevice for DelayMem {
         self.mem.append(zone, buf).await
     }
     async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> DevResult<()> {
+        if action == ZoneAction::Reset && self.c.refuse_resets.load(Ordering::SeqCst) {
+            return Err(ziob::backends::DeviceError::io(
+                format!("{}: reset (refused)", self.mem.name()),
+                std::io::Error::from_raw_os_error(libc::EIO),
+            ));
+        }
         self.mem.zone_action(action, target).await
     }
     async fn flush(&self) -> DevResult<()> {
