@@ -90,12 +90,15 @@ impl<D: ZonedDevice> Shard<D> {
             };
             // What the device has now (completed write-backs) is durable once it succeeds —
             // except in a zone being reset: the reset may complete after this flush began,
-            // and a flush covers only what completed before it.
-            let covered: Vec<Option<(u64, u64)>> = self
+            // and a flush covers only what completed before it. Only zones with something
+            // to credit are noted (usually the few being written: no allocation otherwise).
+            let covered: Vec<(usize, u64, u64)> = self
                 .zones
                 .borrow()
                 .iter()
-                .map(|z| (z.op != ZoneOp::Resetting).then_some((z.generation, z.device_wp)))
+                .enumerate()
+                .filter(|(_, z)| z.op != ZoneOp::Resetting && z.durable_wp != Some(z.device_wp))
+                .map(|(i, z)| (i, z.generation, z.device_wp))
                 .collect();
             let timer = OpTimer::start(&self.stats, OpKind::DeviceFlush);
             let res = self
@@ -106,10 +109,9 @@ impl<D: ZonedDevice> Shard<D> {
                 .err();
             drop(timer);
             if res.is_none() {
-                for (z, covered) in self.zones.borrow_mut().iter_mut().zip(covered) {
-                    let Some((generation, wp)) = covered else {
-                        continue;
-                    };
+                let mut zones = self.zones.borrow_mut();
+                for (i, generation, wp) in covered {
+                    let z = &mut zones[i];
                     if z.generation == generation {
                         let covered = wp.min(z.device_wp);
                         z.durable_wp = Some(z.durable_wp.map_or(covered, |d| d.max(covered)));
