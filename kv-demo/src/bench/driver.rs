@@ -110,6 +110,7 @@ pub fn run<H: EngineHost>(
             let e = engine
                 .as_ref()
                 .expect("the store is open between benchmarks");
+            log_shape(e.as_ref(), "before", bench);
             let n = cfg.threads + usize::from(bench == BenchName::Readwhilewriting);
             let counter = Counter::default();
             let readers_left = Arc::new(AtomicUsize::new(cfg.threads));
@@ -144,6 +145,7 @@ pub fn run<H: EngineHost>(
                 .reduce(|a, b| (a.0 + b.0, a.1 + b.1));
             let all: Vec<Stats> = per_thread.into_iter().map(|(s, _)| s).collect();
             let merged = Stats::merge_all(&all).expect("at least one reporting thread");
+            log_shape(e.as_ref(), "after", bench);
             out.write_all(merged.report(bench.name()).as_bytes())?;
             out.flush()?;
             results.push(BenchResult {
@@ -328,6 +330,17 @@ async fn yield_now() {
         }
     })
     .await
+}
+
+/// Logs the store's shape (`RUST_LOG=kv_demo=info`) `when` (before or after) `bench`; asks
+/// the store only when the line is printed.
+fn log_shape<E: Engine>(e: &E, when: &str, bench: BenchName) {
+    if !tracing::enabled!(tracing::Level::INFO) {
+        return;
+    }
+    if let Some(shape) = futures::executor::block_on(e.shape()) {
+        tracing::info!("{when} {}: {shape}", bench.name());
+    }
 }
 
 /// Counts one finished operation: progress and cooperative yields.

@@ -110,6 +110,12 @@ pub trait Engine: Send + Sync + 'static {
     /// Write counters since the store was opened.
     fn stats(&self) -> impl Future<Output = EngineStats> + Send;
 
+    /// The store's shape right now (tables per level, memtables, stalls) for the log, when the
+    /// engine can tell.
+    fn shape(&self) -> impl Future<Output = Option<String>> + Send {
+        async { None }
+    }
+
     /// Where benchmark threads should run.
     fn placement(&self) -> Placement;
 }

@@ -91,6 +91,25 @@ impl Engine for KvDemoEngine {
         }
     }
 
+    async fn shape(&self) -> Option<String> {
+        let s = self.db.stats().await;
+        let levels: Vec<String> = s
+            .levels
+            .iter()
+            .enumerate()
+            .filter(|(_, (n, _))| *n > 0)
+            .map(|(l, (n, b))| format!("L{l} {n} tables {:.1} MiB", *b as f64 / 1048576.0))
+            .collect();
+        Some(format!(
+            "{}; memtables {:.1} MiB; write stalls {}; compaction read {:.1} MiB, written {:.1} MiB",
+            levels.join(", "),
+            s.memtable_bytes as f64 / 1048576.0,
+            s.write_stalls,
+            s.compaction_read_bytes as f64 / 1048576.0,
+            s.compaction_write_bytes as f64 / 1048576.0,
+        ))
+    }
+
     fn placement(&self) -> Placement {
         self.placement.clone()
     }

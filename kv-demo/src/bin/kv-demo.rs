@@ -20,6 +20,7 @@ use kv_demo::bench::{run_flags, Flags};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    ziob::logging::init();
     let flags = Flags::parse();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

@@ -27,6 +27,7 @@ use clap::Parser;
 use options::{Mode, Options};
 
 fn main() {
+    ziob::logging::init();
     let o = Options::parse();
     if let Err(e) = o.check() {
         eprintln!("kv-bench: {e}");

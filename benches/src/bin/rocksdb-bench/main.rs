@@ -31,6 +31,7 @@ use options::Options;
 use targets::TargetId;
 
 fn main() {
+    ziob::logging::init();
     let o = Options::parse();
     if let Err(e) = o.check() {
         eprintln!("rocksdb-bench: {e}");
