@@ -1,6 +1,8 @@
-//! When a core polls a background task ([`crate::spawn_background`]): the decision of each
-//! turn of the loop and the recent task-time account behind its share rule. Pure, so the
-//! policy is tested with chosen nanoseconds instead of timed runs.
+//! How a turn of a core's loop is divided: when it polls a background task
+//! ([`crate::spawn_background`]) and the recent task-time account behind its share rule, and
+//! when a long turn of ordinary tasks ends early because work outside the run queue waits
+//! (messages, completions). Pure, so the policy is tested with chosen nanoseconds instead of
+//! timed runs.
 
 /// A core's background queue is passed over for ready ordinary tasks at most this many
 /// turns in a row, minus one: on this turn it runs.
@@ -17,6 +19,40 @@ pub(crate) const BACKGROUND_WINDOW_NS: u64 = 8_000_000;
 /// at once), and background tasks get their share within a turn instead of one poll per
 /// turn.
 pub(crate) const TURN_SLICE_NS: u64 = 200_000;
+
+/// A turn's ordinary tasks look every this many polls (while more are ready) whether the
+/// turn may be long ([`outside_clock_starts`]) and then whether it should end for work
+/// outside the run queue ([`outside_turn_ends`]): the clock and the flags are not read after
+/// every poll of a cheap task (a clock read is about 20 ns, a nop's whole cost about 110 ns
+/// at depth 32).
+pub(crate) const OUTSIDE_LOOK_EVERY: usize = 8;
+
+/// A turn that may be long: see [`outside_clock_starts`].
+pub(crate) const OUTSIDE_CLOCK_POLLS: usize = 16;
+/// A turn that may be long: see [`outside_clock_starts`].
+pub(crate) const OUTSIDE_CLOCK_UNITS: u32 = 256;
+
+/// Whether a turn whose ordinary tasks made `polls` polls using `units` budget units
+/// (operations that completed at once, [`crate::consume_budget`]) may be long enough for
+/// its slice to matter, so that its clock starts: after [`OUTSIDE_CLOCK_POLLS`] polls, or
+/// once the polls used [`OUTSIDE_CLOCK_UNITS`] units (a task whose every call completes at
+/// once uses 64 per poll). A turn of 32 cheap polls (32 tasks each reaping a nop and
+/// submitting the next) then reads the clock twice (with a look after every 8 polls from
+/// the first poll on, four times: nops at depth 32 cost about 3 % more).
+pub(crate) fn outside_clock_starts(polls: usize, units: u32) -> bool {
+    polls >= OUTSIDE_CLOCK_POLLS || units >= OUTSIDE_CLOCK_UNITS
+}
+
+/// Whether a turn's ordinary tasks stop for now, `spent_ns` after the turn was found
+/// possibly long ([`outside_clock_starts`]), while work outside the run queue waits for the
+/// loop (a message from another core, an op's completion, a poller): past
+/// [`TURN_SLICE_NS`]. Otherwise a task that is always ready would hold the loop for the
+/// whole task budget (128 polls of up to 64 operations each: tens of ms), and every message
+/// from another core, every completion and every background task waiting for one would
+/// wait that long.
+pub(crate) fn outside_turn_ends(spent_ns: u64) -> bool {
+    spent_ns >= TURN_SLICE_NS
+}
 
 /// Most background polls in one turn (the next turn's completions and messages may make
 /// ordinary tasks ready).
@@ -174,6 +210,19 @@ mod tests {
             t = t.add(10_000, false);
         }
         assert!(t.background_behind(50));
+    }
+
+    #[test]
+    fn a_turn_is_long_after_16_polls_or_256_units_and_ends_a_slice_later() {
+        assert!(!outside_clock_starts(8, 0), "8 cheap polls");
+        assert!(!outside_clock_starts(15, OUTSIDE_CLOCK_UNITS - 1));
+        assert!(
+            outside_clock_starts(8, 4 * 64),
+            "4 polls that used their whole budget"
+        );
+        assert!(outside_clock_starts(OUTSIDE_CLOCK_POLLS, 0));
+        assert!(!outside_turn_ends(TURN_SLICE_NS - 1));
+        assert!(outside_turn_ends(TURN_SLICE_NS));
     }
 
     #[test]

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use async_task::Runnable;
 
 use crate::background::{
-    background_continues, background_runs, ordinary_turn_ends, TaskTime, Turn,
+    background_continues, background_runs, ordinary_turn_ends, outside_clock_starts,
+    outside_turn_ends, TaskTime, Turn, OUTSIDE_LOOK_EVERY,
 };
 use crate::buf::pool::BufPool;
 use crate::config::{Config, SubmitPolicy};
@@ -596,15 +597,25 @@ impl Core {
     /// and their time since background tasks were first seen waiting in this turn (0 if
     /// none waited: the clock is read only then). While background tasks wait it also stops,
     /// as if the budget were used, once they fall behind their share
-    /// ([`ordinary_turn_ends`]).
+    /// ([`ordinary_turn_ends`]). And once a turn may be long ([`outside_clock_starts`],
+    /// looked at every [`OUTSIDE_LOOK_EVERY`] polls), it stops (budget not used) at the first
+    /// look that finds a slice passed since then ([`outside_turn_ends`]) while work outside
+    /// the run queue waits for the loop: a message in the mailbox, ops in flight whose
+    /// completions only the loop reaps, or pollers. So a task that is always ready (its
+    /// operations all complete at once) delays another core's calls and other tasks'
+    /// completions by a few dozen polls at most, not by the whole budget.
     fn run_tasks(&self) -> (bool, u64) {
         let mut waiting_since: Option<Instant> = None;
+        // When the turn was found possibly long (the slice counts from there).
+        let mut long_since: Option<Instant> = None;
+        // Budget units (operations that completed at once) the turn's polls used.
+        let mut units: u32 = 0;
         let spent = |since: Option<Instant>| {
             since.map_or(0, |t| {
                 u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX)
             })
         };
-        for _ in 0..self.task_budget {
+        for polled in 1..=self.task_budget {
             let next = self.run_queue.borrow_mut().pop_front();
             let Some(r) = next else {
                 return (false, spent(waiting_since));
@@ -613,14 +624,43 @@ impl Core {
                 waiting_since = Some(Instant::now());
             }
             self.run_task(r);
+            units = units.saturating_add(COOP_BUDGET - self.coop_budget.get());
             if waiting_since.is_some() {
                 let ns = spent(waiting_since);
                 if ordinary_turn_ends(ns, self.task_time.get(), self.background_share_percent) {
                     return (true, ns);
                 }
             }
+            // Looks while the turn goes on (a turn that ends anyway needs none); a turn of a
+            // few cheap polls reads the clock once at most.
+            if polled % OUTSIDE_LOOK_EVERY == 0
+                && polled < self.task_budget
+                && !self.run_queue.borrow().is_empty()
+            {
+                match long_since {
+                    None if outside_clock_starts(polled, units) => {
+                        long_since = Some(Instant::now());
+                    }
+                    None => {}
+                    Some(_)
+                        if self.outside_work_waits() && outside_turn_ends(spent(long_since)) =>
+                    {
+                        return (false, spent(waiting_since));
+                    }
+                    Some(_) => {}
+                }
+            }
         }
         (true, spent(waiting_since))
+    }
+
+    /// Whether work outside the run queue may be waiting for the loop's next turn: a
+    /// message (the mail flag, relaxed: a late look only delays the cut), an op in flight
+    /// (its completion is reaped only between turns) or a poller (called once per turn).
+    fn outside_work_waits(&self) -> bool {
+        self.remote.mail.load(Ordering::Relaxed)
+            || self.ops.borrow().len() > 0
+            || !self.pollers.borrow().is_empty()
     }
 
     /// Runs a background task if no ordinary task is ready, if ordinary tasks used the
