@@ -27,9 +27,10 @@ pub(crate) const TURN_SLICE_NS: u64 = 200_000;
 /// at depth 32).
 pub(crate) const OUTSIDE_LOOK_EVERY: usize = 8;
 
-/// A turn that may be long: see [`outside_clock_starts`].
+/// Polls after which a turn may be long (see [`outside_clock_starts`]).
 pub(crate) const OUTSIDE_CLOCK_POLLS: usize = 16;
-/// A turn that may be long: see [`outside_clock_starts`].
+/// Budget units (operations completed at once) after which a turn may be long (see
+/// [`outside_clock_starts`]): four polls of a task that spends its whole budget.
 pub(crate) const OUTSIDE_CLOCK_UNITS: u32 = 256;
 
 /// Whether a turn whose ordinary tasks made `polls` polls using `units` budget units

@@ -111,9 +111,9 @@ pub struct Config {
     /// Ordinary tasks polled per loop turn before the reactor checks for completions (a turn
     /// that uses all of it also polls a background task, see [`crate::spawn_background`];
     /// a turn stops earlier when background tasks wait and are behind their share, and,
-    /// once it has made 16 polls or four polls used their whole cooperative budget, after
-    /// a further 200 µs while a message from another core, an op in flight or a poller
-    /// waits for the loop).
+    /// once a look (every 8 polls) finds it made 16 polls or polls that used 256 units of
+    /// cooperative budget, at the first later look 200 µs or more after that while a message
+    /// from another core, an op in flight or a poller waits for the loop).
     pub task_budget: usize,
     /// While ordinary tasks are ready, background tasks ([`crate::spawn_background`]) also
     /// get a turn's background slot whenever they had less than this percentage of the

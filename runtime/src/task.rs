@@ -74,7 +74,9 @@ where
 /// the core's recent task time (about the last 8 ms of polling while background tasks waited)
 /// ([`Builder::background_share_percent`](crate::Builder::background_share_percent), default
 /// half), or when the background queue was passed over 7 turns in a row (the count is per
-/// core); more than one per turn only while background tasks are behind their share (for a
+/// core; a turn of ordinary tasks that ended early because a message or a completion waited
+/// did not use the whole budget, so beside an always-ready task that is what lets it in);
+/// more than one per turn only while background tasks are behind their share (for a
 /// 200 µs slice, or the turn's ordinary time if longer), and a turn's ordinary tasks stop
 /// after that slice while they are behind. So ordinary tasks wait for background work only up to that share, and background
 /// work keeps up beside a foreground that is always ready (an LSM store's compactions,

@@ -92,21 +92,27 @@ impl Engine for KvDemoEngine {
     }
 
     async fn shape(&self) -> Option<String> {
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
         let s = self.db.stats().await;
         let levels: Vec<String> = s
             .levels
             .iter()
             .enumerate()
             .filter(|(_, (n, _))| *n > 0)
-            .map(|(l, (n, b))| format!("L{l} {n} tables {:.1} MiB", *b as f64 / 1048576.0))
+            .map(|(l, (n, b))| format!("L{l} {n} tables {:.1} MiB", mib(*b)))
             .collect();
+        let tables = if levels.is_empty() {
+            "no tables".to_string()
+        } else {
+            levels.join(", ")
+        };
         Some(format!(
-            "{}; memtables {:.1} MiB; write stalls {}; compaction read {:.1} MiB, written {:.1} MiB",
-            levels.join(", "),
-            s.memtable_bytes as f64 / 1048576.0,
+            "{tables}; memtables {:.1} MiB; write stalls {}; compaction read {:.1} MiB, \
+             written {:.1} MiB",
+            mib(s.memtable_bytes),
             s.write_stalls,
-            s.compaction_read_bytes as f64 / 1048576.0,
-            s.compaction_write_bytes as f64 / 1048576.0,
+            mib(s.compaction_read_bytes),
+            mib(s.compaction_write_bytes),
         ))
     }
 

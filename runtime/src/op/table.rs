@@ -128,6 +128,11 @@ impl OpTable {
         self.inflight
     }
 
+    /// Whether no op is in flight.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.inflight == 0
+    }
+
     /// Records a completion and returns who waits for it, and the memory of an abandoned op
     /// (now free to go). The caller wakes the waiter and drops the memory after releasing the
     /// table (both may run code that touches the table).
