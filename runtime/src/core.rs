@@ -830,7 +830,7 @@ impl Core {
             if has_work || spinning {
                 // Hand queued entries to the kernel and pick up what completed.
                 let pending = self.ring.borrow_mut().sq_pending();
-                let inflight = self.ops.borrow().len() > 0;
+                let inflight = !self.ops.borrow().is_empty();
                 if pending > 0 || (need_getevents && inflight) {
                     self.enter(false, need_getevents);
                 }
@@ -989,7 +989,7 @@ impl Core {
         self.drop_queued();
         // Wait for every op the kernel still owns memory of.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while self.ops.borrow().len() > 0 || self.wake_armed.get() {
+        while !self.ops.borrow().is_empty() || self.wake_armed.get() {
             if self.wake_armed.get() {
                 self.remote.kick();
             }
