@@ -575,6 +575,7 @@ impl Shard {
         let Some(imm) = self.state().imms.front().cloned() else {
             return Ok(false);
         };
+        let started = std::time::Instant::now();
         let number = self.new_file_number();
         let path = table_path(self.id, number);
         let mut w = TableWriter::create(
@@ -655,6 +656,13 @@ impl Shard {
         self.log.truncate_before(imm.wal_end).await?;
         drop(src);
         retire_memtable(imm.mem);
+        tracing::debug!(
+            shard = self.id,
+            table = number,
+            bytes = summary.file_bytes,
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "flushed a memtable"
+        );
         Ok(true)
     }
 
@@ -665,6 +673,8 @@ impl Shard {
             compaction::pick(&st.version, &self.ctx.opts, &st.compact_pointer)
         };
         let Some(c) = pick else { return Ok(false) };
+        let started = std::time::Instant::now();
+        let (level, inputs, overlaps) = (c.level, c.inputs.len(), c.overlaps.len());
         let out =
             compaction::run(&self.ctx, self.id, self.core, &|| self.new_file_number(), c).await?;
         let mut edit = out.edit;
@@ -677,6 +687,16 @@ impl Shard {
             .fetch_add(out.written_bytes, Ordering::Relaxed);
         self.install_move(edit, out.added, out.level, out.pointer)
             .await?;
+        tracing::debug!(
+            shard = self.id,
+            level,
+            inputs,
+            overlaps,
+            read = out.read_bytes,
+            written = out.written_bytes,
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "compacted"
+        );
         Ok(true)
     }
 }

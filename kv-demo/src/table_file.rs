@@ -8,8 +8,10 @@ use ziob_zonefs::{FsError, WriteLifetime, ZoneFs};
 use crate::sst::table::{TableBuilder, TableSource, TableSummary};
 
 /// Closed blocks gathered before one append to the file (each append is a call to a ZIOB
-/// core; 256 KiB keeps the calls few and the memory small).
-pub const APPEND_BYTES: usize = 256 << 10;
+/// core, which a busy core takes up about a slice later: with 256 KiB a flush or
+/// compaction on the background core spent most of its time waiting for those calls; 1 MiB
+/// per table being written keeps the memory small).
+pub const APPEND_BYTES: usize = 1 << 20;
 
 /// Writes the table `builder` makes from `entries` to a new file `path` of lifetime class
 /// `lifetime`, syncs it (durable when this returns), and says what it holds.

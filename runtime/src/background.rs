@@ -24,8 +24,37 @@ pub(crate) const TURN_SLICE_NS: u64 = 200_000;
 /// turn may be long ([`outside_clock_starts`]) and then whether it should end for work
 /// outside the run queue ([`outside_turn_ends`]): the clock and the flags are not read after
 /// every poll of a cheap task (a clock read is about 20 ns, a nop's whole cost about 110 ns
-/// at depth 32).
+/// at depth 32). Polls found long ([`polls_are_long`]) are looked after one by one.
 pub(crate) const OUTSIDE_LOOK_EVERY: usize = 8;
+
+/// Mean poll time from which a core's ordinary polls count as long ([`polls_are_long`]):
+/// [`OUTSIDE_LOOK_EVERY`] polls shorter than this take less than a [`TURN_SLICE_NS`].
+pub(crate) const LONG_POLL_NS: u64 = TURN_SLICE_NS / OUTSIDE_LOOK_EVERY as u64;
+
+/// Whether `polls` ordinary polls that took `spent_ns` together are long: at least
+/// [`LONG_POLL_NS`] each on average. Then the loop looks after every poll, and starts each
+/// turn's clock at the turn's start, until polls measured again are short: with a look
+/// every [`OUTSIDE_LOOK_EVERY`] polls, a task that computes for 600 µs per poll (32
+/// seeks over a dozen tables) held another core's calls for 8 polls (5 ms) past the slice,
+/// and 24 polls (15 ms) in a turn that had not yet found itself long. A clock read per
+/// poll of 25 µs or more costs under 0.1 %.
+pub(crate) fn polls_are_long(spent_ns: u64, polls: usize) -> bool {
+    polls > 0 && spent_ns / polls as u64 >= LONG_POLL_NS
+}
+
+/// What a sample of `polls` ordinary polls that took `spent_ns` says: `Some(true)` if they
+/// are long ([`polls_are_long`]) — at once, from a single poll —, `Some(false)` if they are
+/// short and at least [`OUTSIDE_LOOK_EVERY`] (a cheap poll or a few, say a call's task
+/// queued before a long task, do not end the looks after every poll), `None`: not yet.
+pub(crate) fn poll_sample_verdict(spent_ns: u64, polls: usize) -> Option<bool> {
+    if polls_are_long(spent_ns, polls) {
+        Some(true)
+    } else if polls >= OUTSIDE_LOOK_EVERY {
+        Some(false)
+    } else {
+        None
+    }
+}
 
 /// Polls after which a turn may be long (see [`outside_clock_starts`]).
 pub(crate) const OUTSIDE_CLOCK_POLLS: usize = 16;
@@ -224,6 +253,35 @@ mod tests {
         assert!(outside_clock_starts(OUTSIDE_CLOCK_POLLS, 0));
         assert!(!outside_turn_ends(TURN_SLICE_NS - 1));
         assert!(outside_turn_ends(TURN_SLICE_NS));
+    }
+
+    #[test]
+    fn polls_are_long_when_eight_of_them_take_a_slice() {
+        assert_eq!(LONG_POLL_NS, 25_000);
+        assert!(
+            !polls_are_long(8 * LONG_POLL_NS - 1, 8),
+            "8 polls within a slice"
+        );
+        assert!(polls_are_long(8 * LONG_POLL_NS, 8));
+        assert!(polls_are_long(600_000, 1), "one seek-heavy poll");
+        assert!(
+            !polls_are_long(600_000, 40),
+            "a long poll among many short ones"
+        );
+        assert!(!polls_are_long(u64::MAX, 0), "no polls measured");
+        assert_eq!(poll_sample_verdict(600_000, 1), Some(true));
+        assert_eq!(
+            poll_sample_verdict(1_000, 1),
+            None,
+            "one cheap poll decides nothing"
+        );
+        assert_eq!(poll_sample_verdict(7 * 1_000, 7), None);
+        assert_eq!(poll_sample_verdict(8 * 1_000, 8), Some(false));
+        assert_eq!(
+            poll_sample_verdict(1_000 + 600_000, 2),
+            Some(true),
+            "a cheap poll, then a long one"
+        );
     }
 
     #[test]

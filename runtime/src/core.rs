@@ -12,7 +12,7 @@ use async_task::Runnable;
 
 use crate::background::{
     background_continues, background_runs, ordinary_turn_ends, outside_clock_starts,
-    outside_turn_ends, TaskTime, Turn, OUTSIDE_LOOK_EVERY,
+    outside_turn_ends, poll_sample_verdict, TaskTime, Turn, OUTSIDE_LOOK_EVERY,
 };
 use crate::buf::pool::BufPool;
 use crate::config::{Config, SubmitPolicy};
@@ -187,6 +187,13 @@ pub(crate) struct Core {
     /// Recent time spent polling ordinary and background tasks, counted while background
     /// tasks wait (see `Core::run_background_task`).
     task_time: Cell<TaskTime>,
+    /// The ordinary polls last measured were long (`crate::background::polls_are_long`):
+    /// turns read the clock at their start and look after every poll (see
+    /// `Core::run_tasks`).
+    long_polls: Cell<bool>,
+    /// Ordinary poll time measured (nanoseconds, polls) and not yet enough to decide
+    /// `long_polls` on (see `Core::add_poll_sample`).
+    poll_sample: Cell<(u64, usize)>,
     inbox: mpsc::Receiver<Message>,
     policy: SubmitPolicy,
     busy_poll: bool,
@@ -323,6 +330,8 @@ impl Core {
             background_waited_turns: Cell::new(0),
             running_background: Cell::new(false),
             task_time: Cell::new(TaskTime::default()),
+            long_polls: Cell::new(false),
+            poll_sample: Cell::new((0, 0)),
             inbox,
             policy: config.submit_policy,
             busy_poll: config.busy_poll,
@@ -604,11 +613,21 @@ impl Core {
     /// completions only the loop reaps, or pollers. So a task that is always ready (its
     /// operations all complete at once) delays another core's calls and other tasks'
     /// completions by about one slice plus 8 polls after the turn was found long (16 polls,
-    /// or 8 of a task that spends its budget), not by the whole budget.
+    /// or 8 of a task that spends its budget), not by the whole budget. Each look after the
+    /// clock started that finds such work waiting adds the polls since the last one to a
+    /// sample of poll times kept across turns ([`Core::add_poll_sample`]); while polls are
+    /// long, turns start their clock with their first poll and look after every poll, so
+    /// such work waits about a slice or one poll, whichever is longer.
     fn run_tasks(&self) -> (bool, u64) {
         let mut waiting_since: Option<Instant> = None;
-        // When the turn was found possibly long (the slice counts from there).
+        // When the turn was found possibly long (its slice counts from there), and where the
+        // poll-time sample of this turn starts (time, polls made by then; no time once a
+        // look found the polls short).
         let mut long_since: Option<Instant> = None;
+        let mut sample_at: Option<Instant> = None;
+        let mut sample_from: usize = 0;
+        let long_mode = self.long_polls.get();
+        let mut next_look = if long_mode { 1 } else { OUTSIDE_LOOK_EVERY };
         // Budget units (operations that completed at once) the turn's polls used.
         let mut units: u32 = 0;
         let spent = |since: Option<Instant>| {
@@ -619,8 +638,16 @@ impl Core {
         for polled in 1..=self.task_budget {
             let next = self.run_queue.borrow_mut().pop_front();
             let Some(r) = next else {
+                if long_mode {
+                    self.end_poll_sample(sample_at, sample_from, polled - 1);
+                }
                 return (false, spent(waiting_since));
             };
+            if polled == 1 && long_mode {
+                let now = Instant::now();
+                long_since = Some(now);
+                sample_at = Some(now);
+            }
             if waiting_since.is_none() && !self.background_queue.borrow().is_empty() {
                 waiting_since = Some(Instant::now());
             }
@@ -629,30 +656,85 @@ impl Core {
             if waiting_since.is_some() {
                 let ns = spent(waiting_since);
                 if ordinary_turn_ends(ns, self.task_time.get(), self.background_share_percent) {
+                    if long_mode {
+                        self.end_poll_sample(sample_at, sample_from, polled);
+                    }
                     return (true, ns);
                 }
             }
             // Looks while the turn goes on (a turn that ends anyway needs none); a turn of a
             // few cheap polls reads the clock once at most.
-            if polled % OUTSIDE_LOOK_EVERY == 0
+            if polled == next_look
                 && polled < self.task_budget
                 && !self.run_queue.borrow().is_empty()
             {
                 match long_since {
-                    None if outside_clock_starts(polled, units) => {
-                        long_since = Some(Instant::now());
-                    }
-                    None => {}
-                    Some(_)
-                        if self.outside_work_waits() && outside_turn_ends(spent(long_since)) =>
-                    {
-                        return (false, spent(waiting_since));
+                    // The clock is read only while work outside the run queue waits (the
+                    // slice and the poll times matter only then).
+                    Some(since) if self.outside_work_waits() => {
+                        let now = Instant::now();
+                        if let Some(at) = sample_at {
+                            let verdict = self.add_poll_sample(now - at, polled - sample_from);
+                            // Polls found short: the turn samples no more.
+                            sample_at = (verdict != Some(false)).then_some(now);
+                            sample_from = polled;
+                        }
+                        let ns = u64::try_from((now - since).as_nanos()).unwrap_or(u64::MAX);
+                        if outside_turn_ends(ns) {
+                            return (false, spent(waiting_since));
+                        }
                     }
                     Some(_) => {}
+                    None if outside_clock_starts(polled, units) => {
+                        let now = Instant::now();
+                        long_since = Some(now);
+                        (sample_at, sample_from) = (Some(now), polled);
+                    }
+                    None => {}
                 }
+                next_look = polled
+                    + if self.long_polls.get() {
+                        1
+                    } else {
+                        OUTSIDE_LOOK_EVERY
+                    };
             }
         }
+        if long_mode {
+            self.end_poll_sample(sample_at, sample_from, self.task_budget);
+        }
         (true, spent(waiting_since))
+    }
+
+    /// Adds `ns` spent in `polls` ordinary polls to the poll-time sample (carried over from
+    /// earlier turns) and, once it says ([`poll_sample_verdict`]: long at once, short only
+    /// after [`OUTSIDE_LOOK_EVERY`] polls), sets whether polls are long and starts a new
+    /// sample. Returns the verdict, if any.
+    fn add_poll_sample(&self, ns: Duration, polls: usize) -> Option<bool> {
+        let (base_ns, base_polls) = self.poll_sample.get();
+        let ns = base_ns.saturating_add(u64::try_from(ns.as_nanos()).unwrap_or(u64::MAX));
+        let polls = base_polls.saturating_add(polls);
+        let verdict = poll_sample_verdict(ns, polls);
+        match verdict {
+            Some(long) => {
+                self.long_polls.set(long);
+                self.poll_sample.set((0, 0));
+            }
+            None => self.poll_sample.set((ns, polls)),
+        }
+        verdict
+    }
+
+    /// At the end of a turn that began with polls long: the polls since the turn's sample
+    /// started (if no look found them short) go into the sample, for the next turns to
+    /// decide on (one clock read), so that a core whose turns became a cheap poll or two
+    /// stops reading the clock after a few of them.
+    fn end_poll_sample(&self, sample_at: Option<Instant>, sample_from: usize, polled: usize) {
+        if let Some(at) = sample_at {
+            if polled > sample_from {
+                let _ = self.add_poll_sample(at.elapsed(), polled - sample_from);
+            }
+        }
     }
 
     /// Whether work outside the run queue may be waiting for the loop's next turn: a

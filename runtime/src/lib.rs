@@ -11,7 +11,9 @@
 //! 2. Poll up to `task_budget` runnable tasks (stopping after a 200 µs slice when background
 //!    tasks wait and are behind their share, below; and, in a turn found long — 16 polls, or
 //!    four that used their whole cooperative budget — at the first look, every 8 polls,
-//!    after a further 200 µs while a message, an op in flight or a poller waits for the loop).
+//!    after a further 200 µs while a message, an op in flight or a poller waits for the loop;
+//!    while polls average 25 µs or more the core looks after every poll, from the turn's
+//!    start).
 //! 3. Call registered pollers (busy-polled drivers such as SPDK).
 //! 4. Hand queued SQEs to the kernel (one `io_uring_enter` per turn under
 //!    [`SubmitPolicy::Batched`]) and reap completions, waking exactly the task each belongs to.
