@@ -10,7 +10,9 @@ use crate::sst::table::{TableBuilder, TableSource, TableSummary};
 /// Closed blocks gathered before one append to the file (each append is a call to a ZIOB
 /// core, which a busy core takes up about a slice later: with 256 KiB a flush or
 /// compaction on the background core spent most of its time waiting for those calls; 1 MiB
-/// per table being written keeps the memory small).
+/// per table being written keeps the memory small). On a device that takes appends only in
+/// whole blocks (the buffer off) the zone file layer cuts an append into pieces of at most the
+/// device's largest append (`max_append_bytes`), each a call of its own.
 pub const APPEND_BYTES: usize = 1 << 20;
 
 /// Writes the table `builder` makes from `entries` to a new file `path` of lifetime class

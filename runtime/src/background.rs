@@ -33,7 +33,8 @@ pub(crate) const LONG_POLL_NS: u64 = TURN_SLICE_NS / OUTSIDE_LOOK_EVERY as u64;
 
 /// Whether `polls` ordinary polls that took `spent_ns` together are long: at least
 /// [`LONG_POLL_NS`] each on average. Then the loop looks after every poll, and starts each
-/// turn's clock at the turn's start, until polls measured again are short: with a look
+/// turn's clock at the turn's start, until polls measured again are short (polls are timed
+/// only in turns whose clock started: 16 polls, or 256 budget units, or long mode): with a look
 /// every [`OUTSIDE_LOOK_EVERY`] polls, a task that computes for 600 µs per poll (32
 /// seeks over a dozen tables) held another core's calls for 8 polls (5 ms) past the slice,
 /// and 24 polls (15 ms) in a turn that had not yet found itself long. A clock read per
@@ -74,7 +75,8 @@ pub(crate) fn outside_clock_starts(polls: usize, units: u32) -> bool {
 }
 
 /// Whether a turn's ordinary tasks stop for now, `spent_ns` after the turn was found
-/// possibly long ([`outside_clock_starts`]), while work outside the run queue waits for the
+/// possibly long ([`outside_clock_starts`]; after its first poll's start while the core's
+/// polls are long, [`polls_are_long`]), while work outside the run queue waits for the
 /// loop (a message from another core, an op's completion, a poller): past
 /// [`TURN_SLICE_NS`]. Otherwise a task that is always ready would hold the loop for the
 /// whole task budget (128 polls of up to 64 operations each: tens of ms), and every message

@@ -114,8 +114,8 @@ pub struct Config {
     /// once a look (every 8 polls) finds it made 16 polls or polls that used 256 units of
     /// cooperative budget, at the first later look 200 µs or more after that while a message
     /// from another core, an op in flight or a poller waits for the loop; while polls average
-    /// 25 µs or more, the looks come after every poll and the 200 µs count from the turn's
-    /// start).
+    /// 25 µs or more — timed at such looks and at the end of such turns — the looks come
+    /// after every poll and the 200 µs count from the turn's start).
     pub task_budget: usize,
     /// While ordinary tasks are ready, background tasks ([`crate::spawn_background`]) also
     /// get a turn's background slot whenever they had less than this percentage of the

@@ -615,9 +615,10 @@ impl Core {
     /// completions by about one slice plus 8 polls after the turn was found long (16 polls,
     /// or 8 of a task that spends its budget), not by the whole budget. Each look after the
     /// clock started that finds such work waiting adds the polls since the last one to a
-    /// sample of poll times kept across turns ([`Core::add_poll_sample`]); while polls are
-    /// long, turns start their clock with their first poll and look after every poll, so
-    /// such work waits about a slice or one poll, whichever is longer.
+    /// sample of poll times kept across turns ([`Core::add_poll_sample`]), and so does the
+    /// end of the turn ([`Core::end_poll_sample`]); while polls are long, turns start their
+    /// clock with their first poll and look after every poll, so such work waits about a
+    /// slice or one poll, whichever is longer.
     fn run_tasks(&self) -> (bool, u64) {
         let mut waiting_since: Option<Instant> = None;
         // When the turn was found possibly long (its slice counts from there), and where the
@@ -638,9 +639,7 @@ impl Core {
         for polled in 1..=self.task_budget {
             let next = self.run_queue.borrow_mut().pop_front();
             let Some(r) = next else {
-                if long_mode {
-                    self.end_poll_sample(sample_at, sample_from, polled - 1);
-                }
+                self.end_poll_sample(long_mode, sample_at, sample_from, polled - 1);
                 return (false, spent(waiting_since));
             };
             if polled == 1 && long_mode {
@@ -649,21 +648,20 @@ impl Core {
                 sample_at = Some(now);
             }
             if waiting_since.is_none() && !self.background_queue.borrow().is_empty() {
-                waiting_since = Some(Instant::now());
+                waiting_since = Some(long_since.unwrap_or_else(Instant::now));
             }
             self.run_task(r);
             units = units.saturating_add(COOP_BUDGET - self.coop_budget.get());
             if waiting_since.is_some() {
                 let ns = spent(waiting_since);
                 if ordinary_turn_ends(ns, self.task_time.get(), self.background_share_percent) {
-                    if long_mode {
-                        self.end_poll_sample(sample_at, sample_from, polled);
-                    }
+                    self.end_poll_sample(long_mode, sample_at, sample_from, polled);
                     return (true, ns);
                 }
             }
             // Looks while the turn goes on (a turn that ends anyway needs none); a turn of a
-            // few cheap polls reads the clock once at most.
+            // few cheap polls reads the clock once at most (unless the core's polls were
+            // found long: then at its first poll, at each look and at its end).
             if polled == next_look
                 && polled < self.task_budget
                 && !self.run_queue.borrow().is_empty()
@@ -700,9 +698,7 @@ impl Core {
                     };
             }
         }
-        if long_mode {
-            self.end_poll_sample(sample_at, sample_from, self.task_budget);
-        }
+        self.end_poll_sample(long_mode, sample_at, sample_from, self.task_budget);
         (true, spent(waiting_since))
     }
 
@@ -725,13 +721,22 @@ impl Core {
         verdict
     }
 
-    /// At the end of a turn that began with polls long: the polls since the turn's sample
-    /// started (if no look found them short) go into the sample, for the next turns to
-    /// decide on (one clock read), so that a core whose turns became a cheap poll or two
-    /// stops reading the clock after a few of them.
-    fn end_poll_sample(&self, sample_at: Option<Instant>, sample_from: usize, polled: usize) {
+    /// At the end of a turn whose sample runs (its clock started and no look found its polls
+    /// short): the polls since the sample's last look go into the sample, for the next turns
+    /// to decide on (one clock read) — if the turn began with polls long (so that a core
+    /// whose turns became a cheap poll or two stops reading the clock after a few of them),
+    /// or if work outside waits now (so that turns of 16–23 long polls, each ending before
+    /// a look could time them, still find their polls long; turns of fewer than 16 polls
+    /// start no clock and are never timed).
+    fn end_poll_sample(
+        &self,
+        long_mode: bool,
+        sample_at: Option<Instant>,
+        sample_from: usize,
+        polled: usize,
+    ) {
         if let Some(at) = sample_at {
-            if polled > sample_from {
+            if polled > sample_from && (long_mode || self.outside_work_waits()) {
                 let _ = self.add_poll_sample(at.elapsed(), polled - sample_from);
             }
         }

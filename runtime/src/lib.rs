@@ -12,7 +12,8 @@
 //!    tasks wait and are behind their share, below; and, in a turn found long — 16 polls, or
 //!    four that used their whole cooperative budget — at the first look, every 8 polls,
 //!    after a further 200 µs while a message, an op in flight or a poller waits for the loop;
-//!    while polls average 25 µs or more the core looks after every poll, from the turn's
+//!    while polls average 25 µs or more — timed at such looks and at the end of such turns,
+//!    in a sample kept across turns — the core looks after every poll, from the turn's
 //!    start).
 //! 3. Call registered pollers (busy-polled drivers such as SPDK).
 //! 4. Hand queued SQEs to the kernel (one `io_uring_enter` per turn under
