@@ -639,7 +639,9 @@ impl Core {
         for polled in 1..=self.task_budget {
             let next = self.run_queue.borrow_mut().pop_front();
             let Some(r) = next else {
-                self.end_poll_sample(long_mode, sample_at, sample_from, polled - 1);
+                if let Some(at) = sample_at {
+                    self.end_poll_sample(long_mode, at, sample_from, polled - 1);
+                }
                 return (false, spent(waiting_since));
             };
             if polled == 1 && long_mode {
@@ -655,7 +657,9 @@ impl Core {
             if waiting_since.is_some() {
                 let ns = spent(waiting_since);
                 if ordinary_turn_ends(ns, self.task_time.get(), self.background_share_percent) {
-                    self.end_poll_sample(long_mode, sample_at, sample_from, polled);
+                    if let Some(at) = sample_at {
+                        self.end_poll_sample(long_mode, at, sample_from, polled);
+                    }
                     return (true, ns);
                 }
             }
@@ -698,7 +702,9 @@ impl Core {
                     };
             }
         }
-        self.end_poll_sample(long_mode, sample_at, sample_from, self.task_budget);
+        if let Some(at) = sample_at {
+            self.end_poll_sample(long_mode, at, sample_from, self.task_budget);
+        }
         (true, spent(waiting_since))
     }
 
@@ -728,17 +734,11 @@ impl Core {
     /// or if work outside waits now (so that turns of 16–23 long polls, each ending before
     /// a look could time them, still find their polls long; turns of fewer than 16 polls
     /// start no clock and are never timed).
-    fn end_poll_sample(
-        &self,
-        long_mode: bool,
-        sample_at: Option<Instant>,
-        sample_from: usize,
-        polled: usize,
-    ) {
-        if let Some(at) = sample_at {
-            if polled > sample_from && (long_mode || self.outside_work_waits()) {
-                let _ = self.add_poll_sample(at.elapsed(), polled - sample_from);
-            }
+    #[cold]
+    #[inline(never)]
+    fn end_poll_sample(&self, long_mode: bool, at: Instant, sample_from: usize, polled: usize) {
+        if polled > sample_from && (long_mode || self.outside_work_waits()) {
+            let _ = self.add_poll_sample(at.elapsed(), polled - sample_from);
         }
     }
 
