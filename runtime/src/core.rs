@@ -616,7 +616,8 @@ impl Core {
     /// or 8 of a task that spends its budget), not by the whole budget. Each look after the
     /// clock started that finds such work waiting adds the polls since the last one to a
     /// sample of poll times kept across turns ([`Core::add_poll_sample`]), and so does the
-    /// end of the turn ([`Core::end_poll_sample`]); while polls are long, turns start their
+    /// end of the turn while such work waits, or always while polls are long
+    /// ([`Core::end_poll_sample`]); while polls are long, turns start their
     /// clock with their first poll and look after every poll, so such work waits about a
     /// slice or one poll, whichever is longer.
     fn run_tasks(&self) -> (bool, u64) {
@@ -650,7 +651,11 @@ impl Core {
                 sample_at = Some(now);
             }
             if waiting_since.is_none() && !self.background_queue.borrow().is_empty() {
-                waiting_since = Some(long_since.unwrap_or_else(Instant::now));
+                // The first poll of a turn whose clock started with it reuses that read.
+                waiting_since = Some(match long_since {
+                    Some(t) if polled == 1 => t,
+                    _ => Instant::now(),
+                });
             }
             self.run_task(r);
             units = units.saturating_add(COOP_BUDGET - self.coop_budget.get());
@@ -731,9 +736,9 @@ impl Core {
     /// short): the polls since the sample's last look go into the sample, for the next turns
     /// to decide on (one clock read) — if the turn began with polls long (so that a core
     /// whose turns became a cheap poll or two stops reading the clock after a few of them),
-    /// or if work outside waits now (so that turns of 16–23 long polls, each ending before
-    /// a look could time them, still find their polls long; turns of fewer than 16 polls
-    /// start no clock and are never timed).
+    /// or if work outside waits now (so that turns of 17–23 long polls, 9–15 for a task
+    /// that spends its budget, each ending before a look could time them, still find their
+    /// polls long; shorter turns start no clock and are never timed).
     #[cold]
     #[inline(never)]
     fn end_poll_sample(&self, long_mode: bool, at: Instant, sample_from: usize, polled: usize) {
