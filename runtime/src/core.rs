@@ -288,6 +288,11 @@ pub(crate) fn remote(id: usize) -> std::io::Result<(Arc<CoreRemote>, mpsc::Recei
     ))
 }
 
+/// `d` in nanoseconds, saturating (the loop's time accounts are `u64` nanoseconds).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 impl Core {
     /// Sets up the ring and pool of a core on its own thread.
     pub(crate) fn new(
@@ -632,11 +637,7 @@ impl Core {
         let mut next_look = if long_mode { 1 } else { OUTSIDE_LOOK_EVERY };
         // Budget units (operations that completed at once) the turn's polls used.
         let mut units: u32 = 0;
-        let spent = |since: Option<Instant>| {
-            since.map_or(0, |t| {
-                u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX)
-            })
-        };
+        let spent = |since: Option<Instant>| since.map_or(0, |t| nanos(t.elapsed()));
         for polled in 1..=self.task_budget {
             let next = self.run_queue.borrow_mut().pop_front();
             let Some(r) = next else {
@@ -686,7 +687,7 @@ impl Core {
                             sample_at = (verdict != Some(false)).then_some(now);
                             sample_from = polled;
                         }
-                        let ns = u64::try_from((now - since).as_nanos()).unwrap_or(u64::MAX);
+                        let ns = nanos(now - since);
                         if outside_turn_ends(ns) {
                             return (false, spent(waiting_since));
                         }
@@ -719,7 +720,7 @@ impl Core {
     /// sample. Returns the verdict, if any.
     fn add_poll_sample(&self, ns: Duration, polls: usize) -> Option<bool> {
         let (base_ns, base_polls) = self.poll_sample.get();
-        let ns = base_ns.saturating_add(u64::try_from(ns.as_nanos()).unwrap_or(u64::MAX));
+        let ns = base_ns.saturating_add(nanos(ns));
         let polls = base_polls.saturating_add(polls);
         let verdict = poll_sample_verdict(ns, polls);
         match verdict {
@@ -796,7 +797,7 @@ impl Core {
             self.running_background.set(false);
             self.account_task_time(started.elapsed(), true);
             ran += 1;
-            let spent = u64::try_from(turn_started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let spent = nanos(turn_started.elapsed());
             if !background_continues(
                 ran,
                 spent,
@@ -811,8 +812,8 @@ impl Core {
 
     /// Adds `spent` to the ordinary or background side of the recent task-time account.
     fn account_task_time(&self, spent: Duration, background: bool) {
-        let ns = u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX);
-        self.task_time.set(self.task_time.get().add(ns, background));
+        self.task_time
+            .set(self.task_time.get().add(nanos(spent), background));
     }
 
     fn run_task(&self, r: Runnable<TaskHome>) {
