@@ -22,6 +22,7 @@ use crate::db_error::DbError;
 use crate::ikey::{self, Kind};
 use crate::iter::{first_ikey, LevelSource, MergeIter, Source, TableSource};
 use crate::options::{Options, L0_COMPACTION_TRIGGER, LEVELS};
+use crate::sst::table::CursorUse;
 use crate::table_writer::TableWriter;
 use crate::version::{table_path, TableHandle, Version};
 use crate::version_edit::{FileMeta, VersionEdit};
@@ -184,15 +185,17 @@ pub async fn run(
     let mut sources = Vec::new();
     if c.level == 0 {
         for t in &c.inputs {
-            sources.push(Source::Table(TableSource::new(t.clone(), &start).await?));
+            sources.push(Source::Table(
+                TableSource::for_use(t.clone(), &start, CursorUse::Compaction).await?,
+            ));
         }
     } else {
         sources.push(Source::Level(
-            LevelSource::new(c.inputs.clone(), &start).await?,
+            LevelSource::new(c.inputs.clone(), &start, CursorUse::Compaction).await?,
         ));
     }
     sources.push(Source::Level(
-        LevelSource::new(c.overlaps.clone(), &start).await?,
+        LevelSource::new(c.overlaps.clone(), &start, CursorUse::Compaction).await?,
     ));
     let mut merge = MergeIter::new(sources);
     let oldest = ctx.snapshots.oldest(&ctx.seq);

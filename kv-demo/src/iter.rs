@@ -18,7 +18,7 @@ use crate::db_error::DbError;
 use crate::error::CorruptionError;
 use crate::ikey::{self, Kind};
 use crate::memtable::{Memtable, Seek};
-use crate::sst::table::Cursor;
+use crate::sst::table::{Cursor, CursorUse};
 use crate::version::{TableHandle, Version};
 
 /// An internal key and its value.
@@ -146,7 +146,16 @@ pub struct TableSource {
 impl TableSource {
     /// Entries of `table` at or after the internal key `start`.
     pub async fn new(table: Arc<TableHandle>, start: &[u8]) -> Result<TableSource, DbError> {
-        let cursor = table.table().cursor_from(start).await?;
+        Self::for_use(table, start, CursorUse::Lookup).await
+    }
+
+    /// [`TableSource::new`] for `reader` (a compaction reads differently, see [`CursorUse`]).
+    pub async fn for_use(
+        table: Arc<TableHandle>,
+        start: &[u8],
+        reader: CursorUse,
+    ) -> Result<TableSource, DbError> {
+        let cursor = table.table().cursor_for(start, reader).await?;
         Ok(TableSource { table, cursor })
     }
 
@@ -180,12 +189,19 @@ pub struct LevelSource {
     tables: Run,
     next_table: usize,
     current: Option<TableSource>,
+    /// How its tables are read.
+    reader: CursorUse,
 }
 
 impl LevelSource {
-    /// Entries of the run `tables` (sorted by key) at or after the internal key `start`.
-    pub async fn new(tables: Vec<Arc<TableHandle>>, start: &[u8]) -> Result<LevelSource, DbError> {
-        Self::on(Run::Owned(tables), start).await
+    /// Entries of the run `tables` (sorted by key) at or after the internal key `start`,
+    /// read for `reader`.
+    pub async fn new(
+        tables: Vec<Arc<TableHandle>>,
+        start: &[u8],
+        reader: CursorUse,
+    ) -> Result<LevelSource, DbError> {
+        Self::on(Run::Owned(tables), start, reader).await
     }
 
     /// Entries of level `level` (≥ 1) of `version` at or after the internal key `start`.
@@ -194,20 +210,21 @@ impl LevelSource {
         level: usize,
         start: &[u8],
     ) -> Result<LevelSource, DbError> {
-        Self::on(Run::Level(version, level), start).await
+        Self::on(Run::Level(version, level), start, CursorUse::Lookup).await
     }
 
-    async fn on(tables: Run, start: &[u8]) -> Result<LevelSource, DbError> {
+    async fn on(tables: Run, start: &[u8], reader: CursorUse) -> Result<LevelSource, DbError> {
         let run = tables.tables();
         let first = run.partition_point(|t| ikey::order(&t.meta.largest, start).is_lt());
         let current = match run.get(first) {
-            Some(t) => Some(TableSource::new(t.clone(), start).await?),
+            Some(t) => Some(TableSource::for_use(t.clone(), start, reader).await?),
             None => None,
         };
         Ok(LevelSource {
             tables,
             next_table: first + 1,
             current,
+            reader,
         })
     }
 
@@ -223,7 +240,8 @@ impl LevelSource {
             match self.tables.tables().get(self.next_table) {
                 None => return Ok(false),
                 Some(t) => {
-                    self.current = Some(TableSource::new(t.clone(), &first_ikey()).await?);
+                    self.current =
+                        Some(TableSource::for_use(t.clone(), &first_ikey(), self.reader).await?);
                     self.next_table += 1;
                 }
             }

@@ -2,7 +2,9 @@
 //! through it), appending closed blocks as they fill and syncing at the end — the streaming
 //! form of [`table_file::write_table`](crate::table_file::write_table).
 
-use ziob_zonefs::{WriteLifetime, ZoneFs};
+use bytes::Bytes;
+use ziob::runtime::{spawn_background, Task};
+use ziob_zonefs::{FsError, WriteLifetime, ZoneFs};
 
 use crate::db_error::DbError;
 use crate::ikey;
@@ -10,12 +12,28 @@ use crate::sst::table::{TableBuilder, TableOptions, TableSummary};
 use crate::table_file::APPEND_BYTES;
 
 /// A table file being written.
-#[derive(Debug)]
 pub struct TableWriter {
     fs: ZoneFs,
     path: String,
     builder: TableBuilder,
     last_user_key: Vec<u8>,
+    /// The last append, a task of its own on this core (a background task, as the flushes
+    /// and compactions that write tables), not yet seen to end: the builder goes on with the
+    /// next bytes while the zone's core takes these, and the next append waits for it, so a
+    /// file's appends stay in order. Awaited one by one, each 1 MiB append's trip to the
+    /// zone's core and back (9–55 ms of a 16 MiB flush of 37–177 ms) was time the flush
+    /// built nothing.
+    in_flight: Option<Task<Result<(), FsError>>>,
+}
+
+impl std::fmt::Debug for TableWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableWriter")
+            .field("path", &self.path)
+            .field("builder", &self.builder)
+            .field("append_in_flight", &self.in_flight.is_some())
+            .finish()
+    }
 }
 
 impl TableWriter {
@@ -32,6 +50,7 @@ impl TableWriter {
             path,
             builder: TableBuilder::new(opts, ikey::order, ikey::user_key),
             last_user_key: Vec::new(),
+            in_flight: None,
         })
     }
 
@@ -41,9 +60,24 @@ impl TableWriter {
         self.last_user_key.clear();
         self.last_user_key.extend_from_slice(ikey::user_key(key));
         if self.builder.ready_bytes() >= APPEND_BYTES {
-            self.fs
-                .append(&self.path, &self.builder.take_ready())
-                .await?;
+            self.wait_for_append().await?;
+            // Handed over, not copied (`append` would copy it).
+            let ready = Bytes::from(self.builder.take_ready());
+            let (fs, path) = (self.fs.clone(), self.path.clone());
+            self.in_flight = Some(spawn_background(async move {
+                fs.append_bytes(&path, ready).await
+            }));
+        }
+        Ok(())
+    }
+
+    /// Waits for the append under way, if any, and gives its error. Cancel-safe: dropped
+    /// while it waits, the append stays under way (and its outcome for the next call).
+    async fn wait_for_append(&mut self) -> Result<(), DbError> {
+        if let Some(append) = &mut self.in_flight {
+            let res = append.await;
+            self.in_flight = None;
+            res?;
         }
         Ok(())
     }
@@ -69,9 +103,10 @@ impl TableWriter {
     }
 
     /// Ends the table and syncs the file: durable when this returns.
-    pub async fn finish(self) -> Result<TableSummary, DbError> {
+    pub async fn finish(mut self) -> Result<TableSummary, DbError> {
+        self.wait_for_append().await?;
         let (rest, summary) = self.builder.finish();
-        self.fs.append(&self.path, &rest).await?;
+        self.fs.append_bytes(&self.path, Bytes::from(rest)).await?;
         self.fs.sync(&self.path).await?;
         Ok(summary)
     }

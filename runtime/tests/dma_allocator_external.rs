@@ -124,10 +124,32 @@ fn buffers_come_from_the_installed_allocator_and_go_back_to_it() {
         })
         .unwrap();
     assert!(!other);
-    // Dropped off-core (here, on the test thread), the buffer is freed to the allocator.
+    // Dropped off-core (here, on the test thread), the buffer goes back to core 0's pool
+    // (not to the allocator): core 0's next take of its size reuses it.
     let live = alloc.live_bytes();
+    let kept_at = kept.as_ptr() as usize;
     drop(kept);
-    assert_eq!(alloc.live_bytes(), live - 8192);
+    assert_eq!(alloc.live_bytes(), live);
+    let a3: Arc<dyn DmaAllocator> = alloc.clone();
+    let (again_at, ours, stats) = rt
+        .run_on(0, move || async move {
+            let held: Vec<DmaBuf> = (0..2).map(|_| DmaBuf::with_capacity(8192)).collect();
+            let at = held.iter().map(|b| b.as_ptr() as usize).collect::<Vec<_>>();
+            let ours = held.iter().all(|b| b.allocated_by(&a3));
+            (at, ours, pool_stats())
+        })
+        .unwrap();
+    assert!(ours);
+    assert!(
+        again_at.contains(&kept_at),
+        "the returned buffer was not reused"
+    );
+    assert_eq!(stats.returned, 1);
+    // One more dropped off-core and never taken back: freed when the core stops.
+    let last = rt
+        .run_on(0, || async { DmaBuf::with_capacity(4096) })
+        .unwrap();
+    drop(last);
     drop(rt);
     assert_eq!(
         alloc.live_bytes(),

@@ -177,9 +177,8 @@ pub async fn check(
             live: recomputed,
         });
     }
-    let wp = report[journal.current as usize].write_pointer_bytes;
     let (generation, deltas_replayed, journal_cut) =
-        match read_zone(client, layout, journal.current, wp).await? {
+        match read_zone(client, layout, &report[journal.current as usize]).await? {
             ZoneRead::Valid(c) => {
                 if c.tree.snapshot() != tree.snapshot() {
                     problems.push(FsckProblem::Journal {

@@ -6,9 +6,9 @@
 //! whose superblock and snapshot are valid, replaying its deltas up to the first torn or
 //! corrupt record.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use ziob::zonelog::{decode_at, encode_record, Decoded};
-use ziob::{Client, ZoneState};
+use ziob::{Client, ZoneInfo, ZoneState};
 
 use crate::error::{FsError, Result};
 use crate::layout::Layout;
@@ -66,18 +66,61 @@ pub enum ZoneRead {
     Valid(Box<ZoneContents>),
 }
 
-/// Reads and decodes journal zone `zone` (written up to `wp`).
-pub async fn read_zone(client: &Client, layout: &Layout, zone: u32, wp: u64) -> Result<ZoneRead> {
+/// What [`read_zone`] reads first of a Full journal zone; it reads four times as much while
+/// the zone's records go on past what it read.
+const FULL_ZONE_FIRST_READ_BYTES: u64 = 1 << 20;
+
+/// Reads and decodes journal zone `zone` as the device reports it. An open zone is read up
+/// to its write pointer. A Full zone's write pointer is its capacity however little was
+/// written before it was finished (a journal zone is finished when the journal rolls on),
+/// so only the part holding records is read: reading it whole read — and allocated — a
+/// zone of zeros (64 MiB on `emu`'s default geometry) at every mount.
+pub async fn read_zone(client: &Client, layout: &Layout, zone: &ZoneInfo) -> Result<ZoneRead> {
+    let wp = zone.write_pointer_bytes;
     if wp == 0 {
         return Ok(ZoneRead::Empty);
     }
-    let data = client.read(zone, 0, wp as usize).await?;
-    Ok(decode_zone(&data, layout.block()))
+    let block = layout.block();
+    let mut n = if zone.state == ZoneState::Full {
+        wp.min(FULL_ZONE_FIRST_READ_BYTES)
+    } else {
+        wp
+    };
+    let first = client.read(zone.index, 0, n as usize).await?;
+    if n == wp || records_end_within(&first, wp, block) {
+        return Ok(decode_zone(&first, wp, block));
+    }
+    // Each byte is read once: the next pieces go after the first.
+    let mut data = BytesMut::with_capacity(n.saturating_mul(4).min(wp) as usize);
+    data.extend_from_slice(&first);
+    loop {
+        let next = n.saturating_mul(4).min(wp);
+        data.extend_from_slice(&client.read(zone.index, n, (next - n) as usize).await?);
+        n = next;
+        if n == wp || records_end_within(&data, wp, block) {
+            return Ok(decode_zone(&data, wp, block));
+        }
+    }
 }
 
-/// Decodes the bytes of a journal zone (`data` = bytes from its start to its write pointer).
-pub fn decode_zone(data: &[u8], block: u64) -> ZoneRead {
-    let end = data.len() as u64;
+/// Whether the records of a zone written up to `wp` end (or turn out torn or corrupt)
+/// within `prefix`, its first bytes: then decoding `prefix` alone gives what decoding the
+/// zone up to `wp` would (the walk stops at the same byte).
+fn records_end_within(prefix: &[u8], wp: u64, block: u64) -> bool {
+    let mut at = 0;
+    loop {
+        match decode_at(prefix, 0, at, wp, block) {
+            Decoded::Record { next, .. } | Decoded::Padding { next } => at = next,
+            Decoded::NeedMore { .. } => return false,
+            Decoded::End | Decoded::Torn { .. } | Decoded::Corrupt { .. } => return true,
+        }
+    }
+}
+
+/// Decodes the bytes of a journal zone written up to `end` (its write pointer): `data` = its
+/// bytes from the start, all of them up to `end` or a prefix in which its records end
+/// ([`records_end_within`]).
+pub fn decode_zone(data: &[u8], end: u64, block: u64) -> ZoneRead {
     let mut at = 0u64;
     // The next record, skipping padding.
     let next = |at: &mut u64| -> std::result::Result<Option<std::ops::Range<usize>>, String> {
@@ -89,7 +132,9 @@ pub fn decode_zone(data: &[u8], block: u64) -> ZoneRead {
                 }
                 Decoded::Padding { next } => *at = next,
                 Decoded::End => return Ok(None),
-                Decoded::NeedMore { .. } => unreachable!("the whole zone is in the window"),
+                Decoded::NeedMore { .. } => {
+                    unreachable!("the window holds every record (read_zone)")
+                }
                 Decoded::Torn { reason } | Decoded::Corrupt { reason } => return Err(reason),
             }
         }
@@ -243,5 +288,91 @@ impl Journal {
         self.appended += end.saturating_sub(self.written);
         self.written = end;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use ziob::zonelog::{decode_at, encode_record, Decoded};
+
+    use super::{decode_zone, records_end_within};
+
+    const BLOCK: u64 = 512;
+
+    /// What walking a zone's records from its start meets, up to where the walk stops.
+    fn walk(window: &[u8], wp: u64) -> Vec<Decoded> {
+        let mut at = 0;
+        let mut seen = Vec::new();
+        loop {
+            let d = decode_at(window, 0, at, wp, BLOCK);
+            seen.push(d.clone());
+            match d {
+                Decoded::Record { next, .. } | Decoded::Padding { next } => at = next,
+                _ => return seen,
+            }
+        }
+    }
+
+    proptest! {
+        /// Whenever `records_end_within` says a prefix of a zone holds all its records, the
+        /// walk over the prefix meets what the walk over the zone up to its write pointer
+        /// meets, and `decode_zone` decodes both alike: records of any length, zero padding
+        /// to a block after some, zeros up to the write pointer (a finished zone), a damaged
+        /// byte or a write pointer inside the last record (torn), and every prefix length
+        /// around each record's edges.
+        #[test]
+        fn a_prefix_holding_every_record_decodes_as_the_whole_zone(
+            lens in prop::collection::vec(0usize..1500, 0..10),
+            pads in prop::collection::vec(any::<bool>(), 10),
+            flip in prop::option::of(any::<prop::sample::Index>()),
+            torn in prop::option::of(any::<prop::sample::Index>()),
+            zero_blocks in 0u64..4,
+        ) {
+            let mut img = Vec::new();
+            let mut edges = vec![0usize];
+            for (i, len) in lens.iter().enumerate() {
+                let payload: Vec<u8> = (0..*len).map(|j| (i * 31 + j) as u8 | 1).collect();
+                encode_record(&mut img, &payload);
+                edges.push(img.len());
+                if pads[i] {
+                    img.resize((img.len() as u64).div_ceil(BLOCK) as usize * BLOCK as usize, 0);
+                    edges.push(img.len());
+                }
+            }
+            if let (Some(f), false) = (flip, img.is_empty()) {
+                let at = f.index(img.len());
+                img[at] ^= 0x40;
+            }
+            let mut wp = img.len() as u64 + zero_blocks * BLOCK;
+            if let (Some(t), false) = (torn, img.is_empty()) {
+                wp = t.index(img.len()) as u64;
+            }
+            img.resize(img.len().max(wp as usize), 0);
+            let whole = &img[..wp as usize];
+            let mut prefixes: Vec<usize> = edges
+                .iter()
+                .flat_map(|&e| [e.saturating_sub(1), e, e + 1, e + 12, e + 13])
+                .chain([wp as usize])
+                .filter(|&n| n > 0 && n <= wp as usize)
+                .collect();
+            prefixes.sort_unstable();
+            prefixes.dedup();
+            for n in prefixes {
+                if records_end_within(&img[..n], wp, BLOCK) {
+                    prop_assert_eq!(walk(&img[..n], wp), walk(whole, wp), "prefix {}", n);
+                    prop_assert_eq!(
+                        format!("{:?}", decode_zone(&img[..n], wp, BLOCK)),
+                        format!("{:?}", decode_zone(whole, wp, BLOCK)),
+                        "prefix {}", n
+                    );
+                } else {
+                    // Not enough: the walk over the prefix needs bytes past it.
+                    let last = walk(&img[..n], wp).pop();
+                    let needs_more = matches!(last, Some(Decoded::NeedMore { .. }));
+                    prop_assert!(needs_more, "prefix {}", n);
+                }
+            }
+        }
     }
 }

@@ -64,9 +64,8 @@ pub async fn mkfs(client: &Client, opts: MkfsOptions) -> Result<()> {
         if let Some(z) = report.iter().find(|z| z.state != ZoneState::Empty) {
             let mut found = format!("data in zone {}", z.index);
             for j in 0..2.min(g.zone_count) {
-                let wp = report[j as usize].write_pointer_bytes;
                 if matches!(
-                    read_zone(client, &layout, j, wp).await?,
+                    read_zone(client, &layout, &report[j as usize]).await?,
                     ZoneRead::Valid(_) | ZoneRead::NoSnapshot(..) | ZoneRead::Damaged(..)
                 ) {
                     found = "a zone file system".to_string();
@@ -173,10 +172,9 @@ async fn read_journal(client: &Client) -> Result<Found> {
     let layout = Layout::of(client).await?;
     let g = layout.geometry;
     let mut report = client.report(0, g.zone_count).await?;
-    let wp = |z: u32| report[z as usize].write_pointer_bytes;
     let mut reads = Vec::new();
     for z in 0..2.min(g.zone_count) {
-        reads.push(read_zone(client, &layout, z, wp(z)).await?);
+        reads.push(read_zone(client, &layout, &report[z as usize]).await?);
     }
     let journal_zones = reads.iter().find_map(|r| match r {
         ZoneRead::Valid(c) => Some(c.superblock.journal_zones),
@@ -195,7 +193,7 @@ async fn read_journal(client: &Client) -> Result<Found> {
         });
     }
     for z in 2..journal_zones {
-        reads.push(read_zone(client, &layout, z, wp(z)).await?);
+        reads.push(read_zone(client, &layout, &report[z as usize]).await?);
     }
     let mut max_generation = 0;
     // The file system's extent, as the first superblock found says (every other must agree).
@@ -275,7 +273,7 @@ async fn read_journal(client: &Client) -> Result<Found> {
             "journal replay stopped at a torn or corrupt record; later deltas dropped"
         );
     }
-    let written = wp(journal_zone);
+    let written = report[journal_zone as usize].write_pointer_bytes;
     // Only zones `0..zone_count` are the file system's: the rest is left alone.
     let (zone_count, reserved) = (
         contents.superblock.zone_count,

@@ -7,7 +7,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::alloc::{DmaAllocator, Mem};
-use super::pool::{self, FixedArena};
+use super::pool::{self, FixedArena, Returns};
 use super::{IoBuf, IoBufMut};
 use crate::ring::RingId;
 
@@ -24,8 +24,13 @@ pub(crate) enum Origin {
     /// A direct allocation of exactly the buffer's capacity (larger than the pool's biggest
     /// class, taken off-core, or a heap fallback when the core's allocator ran out).
     Direct(Mem),
-    /// A pool size class of the core that owns ring `ring`, from `mem`.
-    Pooled { ring: RingId, mem: Mem },
+    /// A pool size class of the core that owns ring `ring`, from `mem`; dropped on another
+    /// thread, it goes to that pool's `returns`.
+    Pooled {
+        ring: RingId,
+        mem: Mem,
+        returns: Arc<Returns>,
+    },
     /// Slot `slot` of the registered arena of ring `ring`.
     Fixed {
         ring: RingId,
@@ -66,7 +71,9 @@ impl Drop for SharedMem {
 ///
 /// Take one with [`DmaBuf::with_capacity`] (pooled), [`DmaBuf::zeroed`], [`DmaBuf::from_slice`]
 /// or [`DmaBuf::fixed`] (from the core's registered arena when there is a free slot). Dropping
-/// it returns the memory to its pool when dropped on the core it came from.
+/// it returns the memory to the pool of the core it came from: at once on that core, through
+/// the pool's return list from any other thread (a registered slot: through the core's
+/// mailbox).
 pub struct DmaBuf {
     /// Start of the memory.
     ptr: NonNull<u8>,

@@ -3,7 +3,7 @@
 use std::rc::Rc;
 
 use ziob_backends::{DeviceError, IoOp, ZoneState, ZonedDevice};
-use ziob_runtime::DmaBuf;
+use ziob_runtime::{DmaBuf, WINDOW_ALIGN_BYTES};
 
 use super::guards::ReaderGuard;
 use super::Shard;
@@ -26,6 +26,8 @@ pub(crate) trait ReadOut: Sized {
     fn put_zeros(&mut self, n: usize);
     /// The output holding what a device read of exactly the range gave.
     fn from_device(buf: DmaBuf) -> Self;
+    /// The output holding bytes `start..start + len` of what a device read gave.
+    fn from_device_part(buf: DmaBuf, start: usize, len: usize) -> Self;
 }
 
 impl ReadOut for DmaBuf {
@@ -43,6 +45,16 @@ impl ReadOut for DmaBuf {
     fn from_device(buf: DmaBuf) -> Self {
         buf
     }
+    fn from_device_part(mut buf: DmaBuf, start: usize, len: usize) -> Self {
+        let start = buf.window_start() + start;
+        if start % WINDOW_ALIGN_BYTES == 0 {
+            // The device's buffer itself: no second buffer, no copy.
+            buf.set_window(start, start + len);
+            buf
+        } else {
+            DmaBuf::from_slice(&buf[start - buf.window_start()..][..len])
+        }
+    }
 }
 
 impl ReadOut for Vec<u8> {
@@ -57,6 +69,9 @@ impl ReadOut for Vec<u8> {
     }
     fn from_device(buf: DmaBuf) -> Self {
         buf.to_vec()
+    }
+    fn from_device_part(buf: DmaBuf, start: usize, len: usize) -> Self {
+        buf[start..start + len].to_vec()
     }
 }
 
@@ -125,14 +140,17 @@ impl<D: ZonedDevice> Shard<D> {
             drop(reading);
             res?;
             let n = (dev_end - offset) as usize;
-            let mut out = O::with_capacity(len);
-            out.put(&dev[(offset - a) as usize..(offset - a) as usize + n]);
-            if dev_end < end {
+            let out = if dev_end == end {
+                O::from_device_part(dev, (offset - a) as usize, n)
+            } else {
+                let mut out = O::with_capacity(len);
+                out.put(&dev[(offset - a) as usize..(offset - a) as usize + n]);
                 let zones = self.zones.borrow();
                 if zones[i].copy_out(dev_end, len - n, &mut out).is_none() {
                     continue; // chunks moved meanwhile (evicted or held): read again
                 }
-            }
+                out
+            };
             let mut st = self.stats.borrow_mut();
             st.s.read_misses += 1;
             st.s.read_bytes += len as u64;

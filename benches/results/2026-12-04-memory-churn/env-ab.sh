@@ -1,0 +1,9 @@
+#!/bin/bash
+# Alternated A/B of env variants for the kv-demo 1 KiB page-cache sequence.
+out=$1; rounds=$2; bin=$3; shift 3
+for r in $(seq 1 $rounds); do for e in "$@"; do
+  rm -f /var/tmp/s33-ab.zns
+  line=$(env $e /usr/bin/time -f "rss_kb %M cpu_s %U+%S" $bin --benchmarks=${BENCHES:-fillseq,fillrandom,overwrite,readrandom,readseq,readwhilewriting,seekrandom,deleterandom} --key_size=16 --threads=1 --compression_type=none --write_buffer_size=16777216 --target_file_size_base=16777216 --cache_size=8388608 --bloom_bits=10 --num=100000 --value_size=1024 --seed=$((1000+r)) --sync=0 --db=emu:/var/tmp/s33-ab.zns,direct=0 --ziob=on 2>&1 | grep -E 'ops/sec|rss_kb' | awk '/ops/{printf "%s %s ", $1, $5} /rss_kb/{printf "%s %s %s %s", $1,$2,$3,$4}')
+  echo "round $r [$e]: $line" >> $out
+done; done
+rm -f /var/tmp/s33-ab.zns
