@@ -566,14 +566,14 @@ const READAHEAD_BYTES: u64 = 64 << 10;
 /// Who reads through a [`Cursor`], which decides how it reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CursorUse {
-    /// A point lookup or a scan: the blocks before its [`READAHEAD_AFTER`]th (a seek reads
-    /// one or two) are read one by one and go into the block cache; from that block on it
-    /// reads ahead, [`READAHEAD_BYTES`] at a time, and those blocks are not cached (a long
+    /// A point lookup or a scan: its first two blocks (`READAHEAD_AFTER` − 1; a seek reads
+    /// one or two) are read one by one and go into the block cache; from the third on it
+    /// reads ahead, 64 KiB (`READAHEAD_BYTES`) at a time, and those blocks are not cached (a long
     /// scan reads them once; cached, they would push out the point reads' blocks, and a
     /// cached slice of a read keeps the whole read's buffer alive).
     Lookup,
     /// A compaction: it reads every block of its inputs once, so it reads ahead from its
-    /// first block ([`READAHEAD_BYTES`] at a time: reads of 1 MiB, fewer calls to the zone's
+    /// first block (64 KiB at a time: reads of 1 MiB, fewer calls to the zone's
     /// core, cost a 2-core host 17–29 % of fillrandom and overwrite and 63 % more CPU with
     /// `O_DIRECT`, not looked into), and fills no cache (RocksDB's `fill_cache = false` for
     /// compaction reads): its inputs are deleted when it ends, and their blocks would push
