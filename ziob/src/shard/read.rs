@@ -46,14 +46,13 @@ impl ReadOut for DmaBuf {
         buf
     }
     fn from_device_part(mut buf: DmaBuf, start: usize, len: usize) -> Self {
-        let start = buf.window_start() + start;
-        if start % WINDOW_ALIGN_BYTES == 0 {
-            // The device's buffer itself: no second buffer, no copy.
-            buf.set_window(start, start + len);
-            buf
-        } else {
-            DmaBuf::from_slice(&buf[start - buf.window_start()..][..len])
+        let at = buf.window_start() + start;
+        if at % WINDOW_ALIGN_BYTES != 0 {
+            return DmaBuf::from_slice(&buf[start..start + len]);
         }
+        // The device's buffer itself: no second buffer, no copy.
+        buf.set_window(at, at + len);
+        buf
     }
 }
 
