@@ -37,6 +37,14 @@ fn a_small_run_prints_db_bench_lines_that_the_db_bench_parser_reads() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     // Piped: no progress bar, nothing on stderr.
     assert_eq!(stderr, "");
+    // The binary faulted its configured buffers in before the store opened (mimalloc
+    // keeps them), and said so.
+    #[cfg(feature = "mimalloc")]
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none()
+        && std::env::var_os("MIMALLOC_RESET_DELAY").is_none()
+    {
+        assert!(stdout.contains("MiB stayed resident"), "{stdout}");
+    }
     let parsed = DbBenchOutput::parse(&stdout);
     let names: Vec<&str> = parsed.results.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(
@@ -225,4 +233,25 @@ fn runs_with_other_thread_counts_reuse_or_replace_a_store() {
     ]);
     let found = parsed.result("readrandom").unwrap().found.unwrap();
     assert!(found.0 == found.1 && found.0 > 0, "{found:?}");
+}
+
+/// `--prefault_memory=0` faults nothing in and prints no `Prefault:` line; a size is
+/// faulted in as given.
+#[test]
+fn prefault_memory_zero_turns_the_prefault_off() {
+    let off = kv_demo(&["--benchmarks=fillseq", "--num=100", "--prefault_memory=0"]);
+    assert!(off.status.success(), "{}", text(&off.stderr));
+    assert!(
+        !text(&off.stdout).contains("Prefault:"),
+        "{}",
+        text(&off.stdout)
+    );
+    let two = kv_demo(&["--benchmarks=fillseq", "--num=100", "--prefault_memory=2M"]);
+    assert!(two.status.success(), "{}", text(&two.stderr));
+    let out = text(&two.stdout);
+    let line = out.lines().find(|l| l.starts_with("Prefault:")).unwrap();
+    #[cfg(feature = "mimalloc")]
+    assert!(line.contains("2.0 MiB written"), "{line}");
+    #[cfg(not(feature = "mimalloc"))]
+    assert!(line.contains("none"), "{line}");
 }

@@ -8,6 +8,7 @@
 //!   writing) on `--threads` threads or ZIOB tasks;
 //! - [`stats`]: db_bench's result line and `--histogram` summary;
 //! - [`progress`]: a progress bar on a terminal;
+//! - [`memory`]: the memory the binary faults in before the store opens (`--prefault_memory`);
 //! - the engines: [`kv_engine`] (kv-demo's `Db` on a ZIOB device) and `fjall_engine`.
 
 pub mod driver;
@@ -17,6 +18,7 @@ pub mod fjall_engine;
 pub mod flags;
 pub mod keys;
 pub mod kv_engine;
+pub mod memory;
 pub mod progress;
 pub mod rng;
 pub mod stats;
@@ -26,7 +28,7 @@ use std::io::Write;
 
 pub use driver::{run, BenchResult, DriverError};
 pub use engine::{Cursor, Engine, EngineError, EngineHost, EngineStats, Placement};
-pub use flags::{BenchConfig, BenchName, EngineName, FlagError, Flags};
+pub use flags::{BenchConfig, BenchName, EngineName, FlagError, Flags, Prefault};
 
 /// Why `kv-demo` stopped.
 #[derive(Debug, thiserror::Error)]

@@ -2,8 +2,10 @@
 //! `--engine=fjall` with the `peers` feature). `kv-demo --help` lists the flags;
 //! docs/KV-BENCH.md compares it with db_bench.
 
+use std::io::Write;
+
 use clap::Parser;
-use kv_demo::bench::{run_flags, Flags};
+use kv_demo::bench::{memory, run_flags, Flags, Prefault};
 
 /// mimalloc instead of glibc's malloc. A memtable's entries are allocated on the writer's
 /// core and freed on another (the flush's) after the flush; glibc returns each such block to the
@@ -32,9 +34,10 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// over a 100,000 × 1 KiB fillseq, fillrandom, overwrite — and the kernel faulted each in
 /// and zeroed it again, 0.9 s of system time against 0.36–0.39 s when kept, overwrite
 /// 220k → 288k ops/s, peak RSS the same (~380 MiB; docs/KV-BENCH.md section 14). The
-/// process's footprint is its peak, as with glibc's heap.
+/// process's footprint is its peak, as with glibc's heap. Returns whether freed memory is
+/// now kept.
 #[cfg(feature = "mimalloc")]
-fn keep_freed_memory() {
+fn keep_freed_memory() -> bool {
     // Its older name, `MIMALLOC_RESET_DELAY`, sets the same option.
     let given = ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"]
         .iter()
@@ -44,15 +47,73 @@ fn keep_freed_memory() {
         // allows it from any thread at any time.
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     }
+    !given
+}
+
+/// Without mimalloc the allocator is glibc's, which gives large freed blocks back.
+#[cfg(not(feature = "mimalloc"))]
+fn keep_freed_memory() -> bool {
+    false
+}
+
+/// Faults in the memory `--prefault_memory` asks for (the configured buffers by default)
+/// and says so in a header line on `out`: how much, how much stayed resident, how long.
+/// Only when freed memory is `kept`: else the pages would go back to the kernel at once.
+/// The store's allocations then reuse those pages; docs/KV-BENCH.md section 15 measures it.
+fn prefault_memory(flags: &Flags, kept: bool, out: &mut dyn Write) -> std::io::Result<()> {
+    // Bad flags are reported by `run_flags`; only a checked run prefaults.
+    let Ok(cfg) = flags.check() else {
+        return Ok(());
+    };
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let bytes = match flags.prefault_memory {
+        Prefault::Auto => memory::budget(&cfg, cpus),
+        Prefault::Bytes(n) => n,
+    };
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    if bytes == 0 {
+        return Ok(());
+    }
+    if !kept {
+        return writeln!(
+            out,
+            "Prefault:   none (the allocator gives freed memory back: no mimalloc, or \
+             MIMALLOC_PURGE_DELAY set)"
+        );
+    }
+    match memory::prefault(bytes) {
+        Some(p) => writeln!(
+            out,
+            "Prefault:   {:.1} MiB written in {} ms before the store opened, {:.1} MiB stayed \
+             resident{} (--prefault_memory)",
+            mib(p.bytes),
+            p.took.as_millis(),
+            mib(p.resident_growth),
+            if p.capped_bytes > 0 {
+                format!(
+                    ", {:.1} MiB left out (half of MemAvailable)",
+                    mib(p.capped_bytes)
+                )
+            } else {
+                String::new()
+            }
+        ),
+        None => writeln!(
+            out,
+            "Prefault:   none, {:.1} MiB could not be allocated (--prefault_memory)",
+            mib(bytes)
+        ),
+    }
 }
 
 fn main() {
-    #[cfg(feature = "mimalloc")]
-    keep_freed_memory();
+    let kept = keep_freed_memory();
     ziob::logging::init();
     let flags = Flags::parse();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    // A closed stdout is reported by `run_flags` as well.
+    let _ = prefault_memory(&flags, kept, &mut out);
     if let Err(e) = run_flags(&flags, &mut out) {
         eprintln!("kv-demo: {e}");
         std::process::exit(1);
@@ -61,7 +122,80 @@ fn main() {
 
 #[cfg(all(test, feature = "mimalloc"))]
 mod tests {
-    use super::MI_OPTION_PURGE_DELAY;
+    use super::{keep_freed_memory, memory, MI_OPTION_PURGE_DELAY};
+
+    fn resident_bytes() -> u64 {
+        memory::resident_bytes().unwrap()
+    }
+
+    /// Runs this test binary's test `name` again in a child with `env` set; returns its
+    /// stdout.
+    fn run_child(name: &str, env: &[(&str, &str)]) -> String {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", name, "--nocapture", "--test-threads=1"])
+            .env_remove("MIMALLOC_PURGE_DELAY")
+            .env_remove("MIMALLOC_RESET_DELAY")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "the child failed: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("1 passed"), "{stdout}");
+        stdout
+    }
+
+    /// What a store does after the prefault: many small allocations made and written on
+    /// another thread (a writer's memtable entries on a runtime core).
+    fn fill_on_a_thread(bytes: usize) -> Vec<Vec<u8>> {
+        std::thread::spawn(move || (0..bytes / 1024).map(|i| vec![i as u8; 1024]).collect())
+            .join()
+            .unwrap()
+    }
+
+    /// With freed memory kept, a prefault of 96 MiB makes 48 MiB of 1 KiB entries written
+    /// afterwards on another thread (as a store's memtable entries are) land on pages
+    /// already resident; without it they are new pages. Each case runs in a child process
+    /// of its own (a fresh heap).
+    #[test]
+    fn later_allocations_land_on_prefaulted_pages() {
+        const FILL: usize = 48 << 20;
+        if let Some(prefault) = std::env::var_os("KV_DEMO_PREFAULT_CHILD") {
+            assert!(keep_freed_memory());
+            if prefault == "1" {
+                let p = memory::prefault(96 << 20).unwrap();
+                // The prefault's pages stay resident after the block is freed.
+                assert!(p.resident_growth >= 90 << 20, "not faulted in: {p:?}");
+            }
+            let start = resident_bytes();
+            let kept = fill_on_a_thread(FILL);
+            let grown = resident_bytes().saturating_sub(start);
+            println!("\ngrown {grown}");
+            drop(kept);
+            return;
+        }
+        let name = "tests::later_allocations_land_on_prefaulted_pages";
+        let grown = |v: &str| -> u64 {
+            let out = run_child(name, &[("KV_DEMO_PREFAULT_CHILD", v)]);
+            // libtest may print the test's name on the same line first.
+            let at = out.find("grown ").expect("the child's measurement") + "grown ".len();
+            out[at..]
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        let (cold, warm) = (grown("0"), grown("1"));
+        assert!(
+            cold >= (FILL as u64) * 3 / 4,
+            "without a prefault: {cold} bytes"
+        );
+        assert!(warm <= (FILL as u64) / 4, "after a prefault: {warm} bytes");
+    }
 
     /// The variable `MIMALLOC_PURGE_DELAY` sets option `MI_OPTION_PURGE_DELAY`: this test
     /// runs itself again (its own test binary, this test only) with the variable set, and

@@ -1,0 +1,1 @@
+/tmp/s34/kv-demo-peers --benchmarks=fillseq,fillrandom,overwrite,deleterandom --key_size=16 --threads=1 --compression_type=none --write_buffer_size=16777216 --target_file_size_base=16777216 --cache_size=8388608 --bloom_bits=10 --statistics --num=5000 --value_size=100 --seed=1003 --sync=1 --db=emu:/var/tmp/kv-bench-26966-kv-demo-nobuf.zns --ziob=off
