@@ -24,7 +24,8 @@ pub struct ShardStats {
     pub memory_peak_bytes: u64,
     /// The shard's memory budget.
     pub memory_budget_bytes: u64,
-    /// Bytes accepted from applications (appends and writes).
+    /// Bytes accepted from applications (appends and writes; with the buffer off, those the
+    /// device took).
     pub bytes_written: u64,
     /// Writes issued to the device by write-back.
     pub writebacks: u64,

@@ -83,7 +83,11 @@ impl<D: ZonedDevice> Shard<D> {
             return (Err(e), data);
         }
         if !self.buffered {
+            let len = data.len() as u64;
             let (res, data) = self.device.append(zone, data.into_dma()).await;
+            if res.is_ok() {
+                self.count_pass_through(len, IoOp::Append);
+            }
             return (res.map_err(Into::into), B::back(data));
         }
         self.write_whole(zone, None, data, IoOp::Append).await
@@ -102,13 +106,27 @@ impl<D: ZonedDevice> Shard<D> {
             return (Err(e), data);
         }
         if !self.buffered {
+            let len = data.len() as u64;
             let (res, data) = self.device.write(zone, offset, data.into_dma()).await;
+            if res.is_ok() {
+                self.count_pass_through(len, IoOp::Write);
+            }
             return (res.map_err(Into::into), B::back(data));
         }
         let (res, data) = self
             .write_whole(zone, Some(offset), data, IoOp::Write)
             .await;
         (res.map(|_| ()), data)
+    }
+
+    /// Counts a pass-through write of `len` bytes as the buffered path counts what it
+    /// accepts (`bytes_written`, and `append_bytes` for an append).
+    fn count_pass_through(&self, len: u64, op: IoOp) {
+        let mut st = self.stats.borrow_mut();
+        st.s.bytes_written += len;
+        if op == IoOp::Append {
+            st.s.append_bytes += len;
+        }
     }
 
     async fn write_whole<B: Payload>(
