@@ -243,7 +243,9 @@ fn pass_through_writes_are_counted() {
         let rt = Runtime::builder().cores(CORES).build().unwrap();
         rt.block_on(move || async move {
             let dev = MemDevice::new("mem:pass", &Geometry::new(ZONES, 4 << 20)).unwrap();
-            let z = Ziob::with_device(dev, ZiobConfig::pass_through()).await.unwrap();
+            let z = Ziob::with_device(dev, ZiobConfig::pass_through())
+                .await
+                .unwrap();
             let mut rng = Rng::new(seed);
             let mut expected = vec![(0u64, 0u64); CORES];
             let mut wp = [0u64; ZONES as usize];
@@ -265,6 +267,12 @@ fn pass_through_writes_are_counted() {
                 }
                 wp[zone as usize] += len as u64;
                 e.0 += len as u64;
+                if rng.below(4) == 0 {
+                    // A write away from the write pointer is refused and not counted.
+                    let bad = DmaBuf::from_slice(&record(zone, step, 4096));
+                    let past = wp[zone as usize] + 4096;
+                    assert!(z.write_at(zone, past, bad).await.is_err(), "seed {seed}");
+                }
             }
             let m = z.metrics().await.unwrap();
             for (core, (c, e)) in m.cores().iter().zip(&expected).enumerate() {
