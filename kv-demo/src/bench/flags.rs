@@ -201,7 +201,8 @@ pub struct Flags {
     /// the memory available), so that the kernel's first touch of each page falls outside
     /// the timed benchmarks: `auto` = the configured buffers (memtables, block cache, ZIOB
     /// buffer, working buffers), 0 = none. Only when the binary's allocator keeps freed
-    /// memory (mimalloc, `MIMALLOC_PURGE_DELAY` unset)
+    /// memory (mimalloc with a negative purge delay: the binary's own, unless
+    /// `MIMALLOC_PURGE_DELAY` sets another)
     #[arg(long = "prefault_memory", default_value = "auto", value_parser = prefault_size)]
     pub prefault_memory: Prefault,
 }

@@ -64,43 +64,50 @@ pub fn resident_bytes() -> Option<u64> {
     Some(kib.saturating_mul(1024))
 }
 
-/// `bytes`, at most half of `available` (when known).
-fn capped_to(bytes: u64, available: Option<u64>) -> u64 {
-    available.map_or(bytes, |a| bytes.min(a / 2))
+/// `bytes`, at most half of `available`.
+fn capped_to(bytes: u64, available: u64) -> u64 {
+    bytes.min(available / 2)
 }
+
+/// Bytes between two pages the prefault writes to (one byte each faults the page in).
+const PAGE_BYTES: usize = 4096;
 
 /// What a prefault did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prefaulted {
     /// Bytes written.
     pub bytes: u64,
-    /// Of those, asked for but over half of the memory available: left out.
+    /// Bytes asked for beyond half of the memory available: not written.
     pub capped_bytes: u64,
     /// How much the process's resident memory grew over the call (what stayed faulted in
-    /// after the block was freed).
-    pub resident_growth: u64,
+    /// after the block was freed); `None` if `/proc/self/status` could not tell.
+    pub resident_growth: Option<u64>,
     /// How long it took.
     pub took: Duration,
 }
 
 /// Allocates `bytes` (at most half of `MemAvailable`, so that a large request cannot
-/// bring the out-of-memory killer), writes every page of them and frees them. `None` when
-/// the allocation failed (then nothing was touched).
+/// bring the out-of-memory killer), writes a byte in every page of them and frees them.
+/// `None` when the memory available is unknown (no `/proc/meminfo`) or the allocation
+/// failed: then nothing was touched.
 pub fn prefault(bytes: u64) -> Option<Prefaulted> {
     let start = Instant::now();
-    let take = capped_to(bytes, meminfo_bytes("MemAvailable"));
+    let take = capped_to(bytes, meminfo_bytes("MemAvailable")?);
     let before = resident_bytes();
     let len = usize::try_from(take).ok()?;
     let mut block: Vec<u8> = Vec::new();
     block.try_reserve_exact(len).ok()?;
-    // Written, not zeroed by the allocator: memory fresh from the kernel is known to be zero
-    // and `calloc` would skip it.
-    block.resize(len, 1);
+    // One byte written per page faults it in (a whole huge page where the kernel gives
+    // one); not zeroed by the allocator: memory fresh from the kernel is known to be zero
+    // and `calloc` would skip it. The spare capacity is written, the length stays 0.
+    for byte in block.spare_capacity_mut().iter_mut().step_by(PAGE_BYTES) {
+        byte.write(1);
+    }
     std::hint::black_box(&mut block);
     drop(block);
     let resident_growth = match (before, resident_bytes()) {
-        (Some(b), Some(a)) => a.saturating_sub(b),
-        _ => 0,
+        (Some(b), Some(a)) => Some(a.saturating_sub(b)),
+        _ => None,
     };
     Some(Prefaulted {
         bytes: take,
@@ -157,9 +164,8 @@ mod tests {
 
     #[test]
     fn a_prefault_takes_at_most_half_of_the_memory_available() {
-        assert_eq!(capped_to(u64::MAX, Some(10 << 30)), 5 << 30);
-        assert_eq!(capped_to(1 << 20, Some(10 << 30)), 1 << 20);
-        assert_eq!(capped_to(1 << 20, None), 1 << 20);
+        assert_eq!(capped_to(u64::MAX, 10 << 30), 5 << 30);
+        assert_eq!(capped_to(1 << 20, 10 << 30), 1 << 20);
         assert!(meminfo_bytes("MemAvailable").is_some_and(|a| a > 0));
         let p = prefault(1 << 20).unwrap();
         assert_eq!((p.bytes, p.capped_bytes), (1 << 20, 0));

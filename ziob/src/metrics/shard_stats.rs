@@ -25,7 +25,7 @@ pub struct ShardStats {
     /// The shard's memory budget.
     pub memory_budget_bytes: u64,
     /// Bytes accepted from applications (appends and writes; with the buffer off, those the
-    /// device took).
+    /// device confirmed to a call still waiting for the answer).
     pub bytes_written: u64,
     /// Writes issued to the device by write-back.
     pub writebacks: u64,
