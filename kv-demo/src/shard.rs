@@ -44,6 +44,8 @@ struct Immutable {
     wal_end: u64,
     /// At least the highest sequence number in it.
     last_seq: u64,
+    /// When it was switched out (the flush's debug event reports its wait in the queue).
+    switched: std::time::Instant,
 }
 
 /// What readers take a consistent copy of.
@@ -302,6 +304,7 @@ impl Shard {
             mem,
             wal_end: self.log.wal_end(),
             last_seq: self.ctx.seq.last_allocated(),
+            switched: std::time::Instant::now(),
         });
         drop(st);
         self.flush_work.notify_one();
@@ -612,7 +615,9 @@ impl Shard {
             }
             w.add(src.key(), src.value()).await?;
         }
+        let built = started.elapsed();
         let summary = w.finish().await?;
+        let synced = started.elapsed();
         let meta = FileMeta {
             number,
             level: 0,
@@ -660,6 +665,9 @@ impl Shard {
             shard = self.id,
             table = number,
             bytes = summary.file_bytes,
+            queued_ms = started.duration_since(imm.switched).as_secs_f64() * 1e3,
+            build_ms = built.as_secs_f64() * 1e3,
+            sync_ms = (synced - built).as_secs_f64() * 1e3,
             ms = started.elapsed().as_secs_f64() * 1e3,
             "flushed a memtable"
         );

@@ -67,6 +67,11 @@ impl BlockingZoneFs {
         wait("zonefs append", self.fs.append_bytes(path, data))
     }
 
+    /// See [`ZoneFs::append_at`].
+    pub fn append_at(&self, path: &str, data: Bytes) -> Result<u64> {
+        wait("zonefs append", self.fs.append_at(path, data))
+    }
+
     /// See [`ZoneFs::sync`].
     pub fn sync(&self, path: &str) -> Result<()> {
         wait("zonefs sync", self.fs.sync(path))

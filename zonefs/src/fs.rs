@@ -281,6 +281,14 @@ impl ZoneFs {
     /// [`append`](ZoneFs::append) of bytes the caller hands over: on a device that takes
     /// appends of any length (ZIOB's buffer) they go to the device without another copy.
     pub async fn append_bytes(&self, path: &str, data: Bytes) -> Result<()> {
+        self.append_at(path, data).await.map(drop)
+    }
+
+    /// [`append_bytes`](ZoneFs::append_bytes) that returns where the data went: the file
+    /// offset of its first byte (the file's size when this append's turn came). A file's
+    /// appends run one at a time, so `offset..offset + data.len()` holds exactly `data` once
+    /// this returns `Ok`.
+    pub async fn append_at(&self, path: &str, data: Bytes) -> Result<u64> {
         let path = normalize(path)?;
         let (id, slot) = {
             let st = self.state.lock().await;
@@ -293,6 +301,13 @@ impl ZoneFs {
         // One append at a time per class slot (so per open zone, and per file: a file's
         // appends stay in order); appends of other classes and reads go on meanwhile.
         let _slot = self.slot_locks[slot].lock().await;
+        let start = {
+            let st = self.state.lock().await;
+            match st.tree.node(id) {
+                Some(node) => node.size(),
+                None => return Err(FsError::NotFound(path)),
+            }
+        };
         let mut rest = data;
         while !rest.is_empty() {
             let (zone, written, piece, bytes, in_flight) = {
@@ -367,7 +382,7 @@ impl ZoneFs {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(())
+        Ok(start)
     }
 
     /// A free zone opened for class slot `slot`. Runs garbage collection first when free

@@ -1,6 +1,6 @@
 //! Concurrent appends (device appends run without the state lock, one per class slot at a
 //! time): appender threads of several lifetime classes (two share one) fill files while a
-//! deleter thread deletes files mid-append, reads others and runs GC, on a small device. Every file left has exactly the bytes its appender was told were appended, before
+//! deleter thread deletes files mid-append, reads others and runs GC, on a small device. Every append reports the offset it went to (`append_at`); every file left has exactly the bytes its appender was told were appended, before
 //! and after a remount, and `fsck` is clean. Seeded per thread and round. (It caught a zone reset under
 //! an append in flight: a delete's dead-zone reset must skip zones with appends in flight.)
 
@@ -65,8 +65,10 @@ fn concurrent_appends_deletes_and_reads_keep_every_file_exact() {
                                     None => break,
                                 };
                                 let data: Vec<u8> = (at..at + len).map(|o| byte(t, f, o)).collect();
-                                match fs.append(&name, &data) {
-                                    Ok(()) => {
+                                // Where it went: this thread is the file's only appender.
+                                match fs.append_at(&name, data.clone().into()) {
+                                    Ok(offset) => {
+                                        assert_eq!(offset, at, "{name}: append_at's offset");
                                         if let Some(Some(d)) = files.lock().unwrap().get_mut(&name)
                                         {
                                             d.extend_from_slice(&data);

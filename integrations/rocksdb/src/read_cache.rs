@@ -113,6 +113,24 @@ impl ReadCache {
         }
     }
 
+    /// Keeps the whole pages that `data` covers, written at file offset `offset` of the file
+    /// of generation `generation` (look the generation up *before* the write was issued, as
+    /// for a read; call this once the write succeeded). Pages it covers only in part are left
+    /// to a later read. What the page cache does for a write to a local file: a table
+    /// RocksDB has just written (its flush's or its compaction's) is read from memory.
+    pub fn insert_written(&self, generation: u64, offset: u64, data: &[u8]) {
+        if !self.is_on() {
+            return;
+        }
+        let end = offset.saturating_add(data.len() as u64);
+        let mut page = offset.div_ceil(PAGE_BYTES);
+        while page.saturating_add(1).saturating_mul(PAGE_BYTES) <= end {
+            let from = (page * PAGE_BYTES - offset) as usize;
+            self.insert(generation, page, &data[from..from + PAGE_BYTES as usize]);
+            page += 1;
+        }
+    }
+
     /// Makes everything kept of `path` unreachable (it was deleted, renamed or created again):
     /// its next read gets a new generation.
     pub fn forget(&self, path: &str) {
@@ -173,6 +191,42 @@ mod tests {
         let cg = c.generation("c");
         c.insert(cg, 0, &[1; 100]);
         assert!(c.get(cg, 0).is_none());
+    }
+
+    /// Writes of every length at every offset keep exactly the pages they cover whole, each
+    /// with the bytes at its place in the file.
+    #[test]
+    fn a_write_keeps_the_pages_it_covers_whole() {
+        const P: u64 = PAGE_BYTES;
+        let byte = |o: u64| (o % 251) as u8;
+        for (offset, len) in [
+            (0, P),
+            (0, P - 1),
+            (1, P),
+            (P - 1, P + 2),
+            (5, 3 * P),
+            (P, 4 * P),
+            (3 * P + 7, 2 * P + 100),
+            (0, 0),
+        ] {
+            let c = ReadCache::new(64 * P as usize);
+            let g = c.generation("t.sst");
+            let data: Vec<u8> = (offset..offset + len).map(byte).collect();
+            c.insert_written(g, offset, &data);
+            for page in 0..8u64 {
+                let whole = page * P >= offset && (page + 1) * P <= offset + len;
+                match c.get(g, page) {
+                    Some(p) => {
+                        assert!(whole, "page {page} of write ({offset}, {len}) kept");
+                        assert!(p.iter().zip(page * P..).all(|(b, o)| *b == byte(o)));
+                    }
+                    None => assert!(!whole, "page {page} of write ({offset}, {len}) missing"),
+                }
+            }
+        }
+        let off = ReadCache::new(0);
+        off.insert_written(off.generation("t.sst"), 0, &[1; 4 * P as usize]);
+        assert_eq!(off.bytes(), 0);
     }
 
     #[test]

@@ -63,8 +63,8 @@ pub struct SharedFs {
     pending: Mutex<HashMap<String, WriteLifetime>>,
     /// The gathered appends of files open for writing.
     writers: Mutex<HashMap<String, Arc<WriteBuf>>>,
-    /// Recently read ranges.
-    cache: ReadCache,
+    /// Recently read pages, and the table pages written last ([`caches_on_write`]).
+    cache: Arc<ReadCache>,
     /// Directories made with `CreateDir` (a directory also exists while a file lies under it).
     dirs: Mutex<BTreeSet<String>>,
     /// Paths locked with `LockFile`.
@@ -73,6 +73,14 @@ pub struct SharedFs {
     mtimes: Mutex<HashMap<String, u64>>,
     /// When the file system was mounted (the modification time of files not changed since).
     mounted_at: u64,
+}
+
+/// Whether the pages written to `path` go to the read cache as well: RocksDB's table files
+/// (`*.sst`, `*.blob`), which it reads back at random soon after writing them (a compaction's
+/// inputs, the reads of fresh keys). Its WAL and MANIFEST are read only when a database
+/// opens, so their pages would only push tables' pages out.
+pub fn caches_on_write(path: &str) -> bool {
+    path.ends_with(".sst") || path.ends_with(".blob")
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -160,7 +168,9 @@ impl SharedFs {
             Err(e) => return Err(PluginError::from_fs(e, &uri.spec)),
         };
         tracing::info!(uri = %uri, report = ?fs.mount_report(), "ziob-rocksdb: mounted");
-        let cache = ReadCache::new(usize::try_from(uri.cache_bytes).unwrap_or(usize::MAX));
+        let cache = Arc::new(ReadCache::new(
+            usize::try_from(uri.cache_bytes).unwrap_or(usize::MAX),
+        ));
         Ok(SharedFs {
             uri,
             runtime,
@@ -379,15 +389,26 @@ impl SharedFs {
         Self::check_lost(path, b)
     }
 
-    /// Starts appending `data` to `path` behind the writer (see [`Behind::start`]).
+    /// Starts appending `data` to `path` behind the writer (see [`Behind::start`]). A
+    /// table's whole pages go to the read cache once they are in the file
+    /// ([`caches_on_write`]).
     fn start_behind(&self, path: &str, b: &mut Gathered, data: Bytes) -> Result<(), PluginError> {
         Self::check_lost(path, b)?;
         let started = self.materialize(path).and_then(|()| {
             let fs = self.fs.fs().clone();
             let owned = path.to_string();
+            // Looked up before the append, as a read does: a delete, rename or re-create
+            // meanwhile forgets it, and the pages kept under it are never found.
+            let cache = (self.cache.is_on() && caches_on_write(path))
+                .then(|| (self.cache.clone(), self.cache.generation(path)));
             b.behind
                 .start(&self.runtime.handle(), path, move || async move {
-                    Ok(fs.append_bytes(&owned, data).await?)
+                    let Some((cache, generation)) = cache else {
+                        return Ok(fs.append_bytes(&owned, data).await?);
+                    };
+                    let offset = fs.append_at(&owned, data.clone()).await?;
+                    cache.insert_written(generation, offset, &data);
+                    Ok(())
                 })
         });
         if let Err(e) = &started {
@@ -680,6 +701,66 @@ mod tests {
         ))
         .unwrap();
         (fs, file)
+    }
+
+    /// A table's whole pages are in the read cache once its hand-overs are in the file, each
+    /// with the file's bytes, so reading them back needs no device read; a WAL's are not
+    /// kept. Seeded appends of random lengths (gathered, and some handed over whole).
+    #[test]
+    fn a_tables_written_pages_are_kept_in_the_read_cache() {
+        const P: usize = PAGE_BYTES as usize;
+        let (fs, file) = small_fs("write-through");
+        assert!(fs.cache.is_on(), "emu with direct I/O has the read cache");
+        for seed in 0..3u64 {
+            for (p, table) in [
+                (format!("db/{:06}.sst", 20 + seed), true),
+                (format!("db/{:06}.log", 20 + seed), false),
+            ] {
+                fs.create_lazy(&p, WriteLifetime::Short).unwrap();
+                let wb = fs.writer(&p);
+                let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                let mut model = Vec::new();
+                while model.len() < 24 * P {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let len = 1 + (x % (160 << 10)) as usize;
+                    let data: Vec<u8> = (model.len()..model.len() + len)
+                        .map(|o| (o as u64 * 7 + seed) as u8)
+                        .collect();
+                    fs.buffered_append(&p, &wb, &data).unwrap();
+                    model.extend_from_slice(&data);
+                }
+                fs.push_buf(&p, &wb).unwrap();
+                let g = fs.cache.generation(&p);
+                let whole = model.len() / P;
+                let mut kept = 0;
+                for i in 0..whole {
+                    if let Some(page) = fs.cache.get(g, i as u64) {
+                        assert_eq!(&page[..], &model[i * P..(i + 1) * P], "{p} page {i}");
+                        kept += 1;
+                    }
+                }
+                if table {
+                    // A hand-over of up to 128 KiB covers all but its two end pages whole.
+                    assert!(kept * 2 >= whole, "{p}: {kept} of {whole} pages kept");
+                } else {
+                    assert_eq!(kept, 0, "{p}: a WAL's pages are not kept");
+                }
+                for i in 0..50usize {
+                    let at = (i * 7919 * 13) % model.len();
+                    let len = (i * 4099) % 9000 + 1;
+                    let got = fs.read_at(&p, at as u64, len).unwrap();
+                    assert_eq!(
+                        &got[..],
+                        &model[at..(at + len).min(model.len())],
+                        "{p} read {i}"
+                    );
+                }
+                fs.forget_writer(&p, &wb);
+            }
+        }
+        let _ = std::fs::remove_file(&file);
     }
 
     /// A writer cut off (its file deleted, renamed over or created again) while a hand-over
