@@ -63,6 +63,7 @@ pub mod manifest;
 pub mod memtable;
 mod open;
 pub mod options;
+pub mod placement;
 pub mod shard;
 pub mod snapshot;
 pub mod sst;

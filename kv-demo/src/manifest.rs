@@ -245,7 +245,10 @@ impl Manifest {
                 detail: "the manifest exists already".into(),
             });
         }
-        let log = space.open_log(&name).await.map_err(|e| log_err(&name, e))?;
+        let log = space
+            .open_log_on_core(&name, crate::placement::log_core(space, shard))
+            .await
+            .map_err(|e| log_err(&name, e))?;
         let state = ManifestState {
             next_file_number: 1,
             ..ManifestState::default()
@@ -273,7 +276,10 @@ impl Manifest {
                 detail: "no such log in the log space".into(),
             });
         }
-        let log = space.open_log(&name).await.map_err(|e| log_err(&name, e))?;
+        let log = space
+            .open_log_on_core(&name, crate::placement::log_core(space, shard))
+            .await
+            .map_err(|e| log_err(&name, e))?;
         if let Some(cut) = log.recovery().and_then(|r| r.cut.as_ref()) {
             if !is_torn(&cut.reason) {
                 return Err(ManifestError::Corrupt {

@@ -11,7 +11,9 @@ use crate::context::StoreCtx;
 use crate::db_error::DbError;
 use crate::durable::ShardLog;
 use crate::options::{Options, MAX_IMMUTABLE_MEMTABLES};
-use crate::shard::{background_core, shard_of, Shard};
+use crate::placement;
+use crate::placement::background_core;
+use crate::shard::{shard_of, Shard};
 use crate::snapshot::{Sequencer, SnapshotRegistry};
 use crate::sst::cache::BlockCache;
 use crate::store::{Store, StoreOptions};
@@ -19,15 +21,17 @@ use crate::version::{TableHandle, Version};
 use crate::version_edit::VersionEdit;
 
 /// The ZIOB settings `opts` ask for on a runtime of `runtime_cores` cores. With fewer
-/// shards asked for than cores, ZIOB runs on the shards' cores only (shard `i` is on core
-/// `i`): every zone is then owned by a core that runs a shard, and the other cores run
-/// callers only. With one shard, its own reads and writes (flush, compaction, WAL) never
-/// cross cores; with several they still may, as the zone file system places no zone by core.
-/// (`shards` 0 asks for every core; [`open`] then fits the instance to the store's count.)
+/// shards asked for than cores, ZIOB runs on every core when the tables may go to a
+/// background core (`Options::tables_on_background_core`, see [`crate::placement`]; it
+/// does so whether or not the device's active-zone limit then lets them), else
+/// on the shards' cores only (shard `i` is on core `i`): every zone is then owned by a core
+/// that runs a shard, and the other cores run callers only. (`shards` 0 asks for every
+/// core; [`open`] then fits the instance to the store's count.)
 pub fn ziob_config(opts: &Options, runtime_cores: usize) -> ZiobConfig {
+    let fewer_shards = opts.shards > 0 && opts.shards < runtime_cores;
     let mut c = ZiobConfig {
         buffered: opts.buffered,
-        cores: (opts.shards > 0 && opts.shards < runtime_cores).then_some(opts.shards),
+        cores: (fewer_shards && !opts.tables_on_background_core).then_some(opts.shards),
         ..ZiobConfig::default()
     };
     if opts.buffer_bytes > 0 {
@@ -115,6 +119,12 @@ async fn recover(
     let cores = handle.cores();
     let n = store.shards();
     let fs = store.fs().clone();
+    let table_core = opts
+        .tables_on_background_core
+        .then(|| placement::table_core(store.client(), n, cores))
+        .flatten();
+    placement::place_tables(&fs, table_core);
+    tracing::debug!(?table_core, shards = n, cores, "table zones placed");
     let ctx = Arc::new(StoreCtx {
         fs: fs.clone(),
         cache: BlockCache::new(opts.cache_bytes),
@@ -232,20 +242,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ziob_runs_on_the_shard_cores_when_there_are_fewer_shards_than_cores() {
-        let cores_for = |shards: usize, runtime_cores: usize| {
+    fn ziob_runs_on_the_shard_cores_only_when_the_tables_stay_there() {
+        let cores_for = |shards: usize, runtime_cores: usize, tables_on_background_core| {
             let opts = Options {
                 shards,
+                tables_on_background_core,
                 ..Options::default()
             };
             ziob_config(&opts, runtime_cores).cores
         };
-        assert_eq!(cores_for(1, 2), Some(1));
-        assert_eq!(cores_for(3, 8), Some(3));
+        assert_eq!(cores_for(1, 2, false), Some(1));
+        assert_eq!(cores_for(3, 8, false), Some(3));
+        // Tables on the background core: every core.
+        assert_eq!(cores_for(1, 2, true), None);
+        assert_eq!(cores_for(3, 8, true), None);
         // Unspecified, one per core, or more shards than cores: every core.
-        assert_eq!(cores_for(0, 2), None);
-        assert_eq!(cores_for(2, 2), None);
-        assert_eq!(cores_for(5, 2), None);
+        for tables in [false, true] {
+            assert_eq!(cores_for(0, 2, tables), None);
+            assert_eq!(cores_for(2, 2, tables), None);
+            assert_eq!(cores_for(5, 2, tables), None);
+        }
     }
 
     #[test]

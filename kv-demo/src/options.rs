@@ -27,9 +27,18 @@ pub const MEMTABLE_FREE_PER_YIELD: u64 = 256;
 pub struct Options {
     /// Shards (independent LSM trees, keys routed by hash); 0 = an existing store's own
     /// count, one per runtime core for a new store (default 0). Shard `i` runs on core
-    /// `i % cores`; with fewer shards than runtime cores, ZIOB runs on the shards' cores only
-    /// (`open::ziob_config`). A count other than an existing store's is refused.
+    /// `i % cores`; with fewer shards than runtime cores, ZIOB runs on every runtime core
+    /// when `tables_on_background_core` places the tables there, else on the shards' cores
+    /// only (`open::ziob_config`). A count other than an existing store's is refused.
     pub shards: usize,
+    /// With more runtime cores than shards, ZIOB runs on every runtime core and the tables
+    /// take zones of the first shard's background core (where flushes and compactions run),
+    /// so their appends need no hop to a shard's core ([`placement::table_core`](
+    /// crate::placement::table_core) says when the placement applies). Default `false`:
+    /// it makes `O_DIRECT` fills ~1.3× as fast on the host but the guest's
+    /// readwhilewriting 5–7× slower (docs/KV-BENCH.md section 17). The WAL and manifest take
+    /// zones of the shard's core either way.
+    pub tables_on_background_core: bool,
     /// Memtable size per shard in bytes before it is flushed to a table (default 16 MiB).
     pub write_buffer_bytes: usize,
     /// Compaction output tables are cut at this size in bytes (default 16 MiB).
@@ -52,6 +61,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             shards: 0,
+            tables_on_background_core: false,
             write_buffer_bytes: 16 << 20,
             target_file_bytes: 16 << 20,
             cache_bytes: 8 << 20,

@@ -111,21 +111,7 @@ pub struct Shard {
     wal_bytes: AtomicU64,
 }
 
-/// The core shard `id` of `shards` runs its flushes and compactions on, on a runtime of
-/// `cores` cores: a core that runs no shard if there is one (shards `i`, `i + k`, … of
-/// `k` such cores share core `shards + i % k`), so they run beside the shard's reads and
-/// writes rather than between them, as RocksDB's background threads do; else the shard's
-/// own core (`id % cores`). They are background tasks there
-/// ([`spawn_background`](ziob::runtime::spawn_background)): a benchmark thread placed on
-/// that core goes first. Their I/O goes to the cores that own the zones (ZIOB's client).
-pub fn background_core(id: usize, shards: usize, cores: usize) -> usize {
-    let cores = cores.max(1);
-    if cores > shards {
-        shards + id % (cores - shards)
-    } else {
-        id % cores
-    }
-}
+pub use crate::placement::background_core;
 
 impl Shard {
     /// A shard with the tables of `version`, next file number `next_file`.

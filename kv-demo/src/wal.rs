@@ -130,14 +130,15 @@ enum Step {
 
 impl Wal {
     /// Opens (creating it when missing) the WAL of shard `shard` in `space`: the zone log
-    /// `wal-<shard>`, recovered (torn or corrupt tail cut) when the space was opened.
+    /// `wal-<shard>`, recovered (torn or corrupt tail cut) when the space was opened. Its
+    /// zones are taken from the shard's core ([`log_core`](crate::placement::log_core)).
     ///
     /// # Errors
     /// The zone log's ([`WalError::Log`]), e.g. no zone free for a new log.
     pub async fn open(space: &LogSpace, shard: usize) -> Result<Wal, WalError> {
         let name = wal_log_name(shard);
         let log = space
-            .open_log(&name)
+            .open_log_on_core(&name, crate::placement::log_core(space, shard))
             .await
             .map_err(|e| WalError::log(&name, e))?;
         Ok(Wal::new(log))

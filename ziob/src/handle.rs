@@ -283,23 +283,20 @@ impl<D: ZonedDevice> Ziob<D> {
     pub(crate) fn direct_read_core(&self, zone: u32, offset: u64, len: usize) -> Option<usize> {
         let here = self.inner.handle.local_core()?;
         let owner = owner_core(zone, self.inner.cores);
-        (owner != here && self.direct_range(zone, offset, len, Some(here)).is_some())
-            .then_some(here)
+        (owner != here && self.direct_range(zone, offset, len, true).is_some()).then_some(here)
     }
 
     /// `[offset, offset + len)` of `zone` widened to the device's read granularity, if the
-    /// owner published all of it as written back to the device ([`OnDevice`]) (on a core of
-    /// the runtime: and no longer in the owner's memory, which the owner reads instead), the
-    /// instance is open and the owner's core still runs (else the owner's path gives the
-    /// error). `here`: the caller's core of the runtime ([`Handle::local_core`]), if any.
-    ///
-    /// [`Handle::local_core`]: ziob_runtime::Handle::local_core
+    /// owner published all of it as written back to the device ([`OnDevice`]) (with
+    /// `not_in_owner_memory`: and no longer in the owner's memory, which the owner reads
+    /// instead), the instance is open and the owner's core still runs (else the owner's path
+    /// gives the error).
     fn direct_range(
         &self,
         zone: u32,
         offset: u64,
         len: usize,
-        here: Option<usize>,
+        not_in_owner_memory: bool,
     ) -> Option<DirectRange> {
         let owner = owner_core(zone, self.inner.cores);
         if len == 0
@@ -316,15 +313,16 @@ impl<D: ZonedDevice> Ziob<D> {
         let seen = self
             .inner
             .on_device
-            .readable(zone, start, end - start, here.is_some())?;
+            .readable(zone, start, end - start, not_in_owner_memory)?;
         Some(DirectRange { start, end, seen })
     }
 
     /// Reads `[offset, offset + len)` of `zone` at once on the calling thread — any thread,
     /// the owner's core included — when the device holds the range (as
-    /// [`direct_read_core`](Self::direct_read_core) but on any core; on a thread that is no
-    /// core of the runtime also a range of which the owner's memory holds a clean copy) and
-    /// the device can read without waiting ([`ZonedDevice::read_now`]: a RAM device, an
+    /// [`direct_read_core`](Self::direct_read_core) but on any core; on any thread but the
+    /// owner's core also a range of which the owner's memory holds a clean copy: such a read
+    /// is a copy from memory either way, and the owner's costs a hop to its core and back)
+    /// and the device can read without waiting ([`ZonedDevice::read_now`]: a RAM device, an
     /// `emu` device's page cache), for at most [`READ_NOW_MAX_BYTES`]. `None` otherwise,
     /// and when the zone was reset during the read or the device read failed: then read
     /// the ordinary way.
@@ -333,7 +331,8 @@ impl<D: ZonedDevice> Ziob<D> {
             return None;
         }
         let here = self.inner.handle.local_core();
-        let r = self.direct_range(zone, offset, len, here)?;
+        let owner_here = here == Some(owner_core(zone, self.inner.cores));
+        let r = self.direct_range(zone, offset, len, owner_here)?;
         let got = self
             .inner
             .device
@@ -369,7 +368,7 @@ impl<D: ZonedDevice> Ziob<D> {
         if owner_core(zone, self.inner.cores) == here {
             return None;
         }
-        let r = self.direct_range(zone, offset, len, Some(here))?;
+        let r = self.direct_range(zone, offset, len, true)?;
         let n = (r.end - r.start) as usize;
         let (res, buf) = self
             .inner

@@ -6,10 +6,15 @@
 //! device, contiguous from the zone start), and where its buffer memory of the zone starts
 //! (memory may still hold a clean copy of written-back bytes). A thread that is no core of
 //! the runtime (a RocksDB thread behind `BlockingClient`) may read the whole prefix from
-//! the device rather than wait for the owner's core; the runtime's cores read only below
-//! both ends and leave what memory holds to the owner (measured: kv-demo's reads were
-//! slower when its cores read clean copies from the device, RocksDB's readwhilewriting on
-//! the plugin ~2.4× as fast when its threads did). Those bytes do not change on the device
+//! the device rather than wait for the owner's core. The runtime's cores do too where the
+//! device reads at once (`read_now`: a page cache, RAM — a copy from memory either way,
+//! where the owner's costs a hop to its core and back; with kv-demo's tables on
+//! another core's zones, readrandom went from 36–50k to ~410k reads/s, docs/KV-BENCH.md
+//! section 17); where a device read
+//! waits, they read only below both ends and leave what memory holds to the owner
+//! (measured: kv-demo's reads were slower when its cores read clean copies from the device,
+//! RocksDB's readwhilewriting on the plugin ~2.4× as fast when its threads did). The owner
+//! reads its own memory. Those bytes do not change on the device
 //! until the zone is reset, so any thread may read them from the device itself. A reset is
 //! announced before the device is touched — the zone's sequence number becomes odd and its
 //! readable end 0 — and ends with the end still 0 and the number even again; a shrink of the

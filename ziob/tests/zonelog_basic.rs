@@ -344,3 +344,49 @@ fn spaces_over_parts_of_the_device() {
         });
     });
 }
+
+/// A log opened on a core takes its zones from those the core owns while one is free, the
+/// others from the lowest free zones; opened on another core later, its next zones are
+/// that core's.
+#[test]
+fn a_log_opened_on_a_core_takes_that_cores_zones() {
+    bounded(120, || {
+        let rt = ziob_rt(2);
+        tokio_rt(2).block_on(async move {
+            let (client, space) =
+                open_space(&rt, "mem:zones=24,zone_size=64K", ZiobConfig::default()).await;
+            let on1 = space.open_log_on_core("on1", 1).await.unwrap();
+            let plain = space.open_log("plain").await.unwrap();
+            let rec = vec![7u8; 20_000];
+            for _ in 0..12 {
+                on1.append(&rec).await.unwrap();
+                plain.append(&rec).await.unwrap();
+            }
+            let zones = on1.zones();
+            assert!(zones.len() >= 3, "{zones:?}");
+            assert!(
+                zones.iter().all(|&z| client.owner_core(z) == 1),
+                "{zones:?}"
+            );
+            // Left alone, the other log took the lowest free zones: core 0's, between.
+            assert!(
+                plain.zones().iter().all(|&z| client.owner_core(z) == 0),
+                "{:?}",
+                plain.zones()
+            );
+            let again = space.open_log_on_core("on1", 0).await.unwrap();
+            let before = again.zones();
+            for _ in 0..6 {
+                again.append(&rec).await.unwrap();
+            }
+            let new: Vec<u32> = again
+                .zones()
+                .into_iter()
+                .filter(|z| !before.contains(z))
+                .collect();
+            assert!(!new.is_empty());
+            assert!(new.iter().all(|&z| client.owner_core(z) == 0), "{new:?}");
+            client.close().await.unwrap();
+        });
+    });
+}

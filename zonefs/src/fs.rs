@@ -1,7 +1,7 @@
 //! [`ZoneFs`]: the file operations over the mounted state.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -41,7 +41,13 @@ pub struct ZoneFs {
     group: Arc<GroupCommit>,
     /// One lock per open-zone slot, held across an append.
     slot_locks: Arc<Vec<Mutex<()>>>,
+    /// Per class slot, the core whose zones it opens while one is free ([`NO_CORE`]: the
+    /// lowest free zone); see [`place_class_on_core`](ZoneFs::place_class_on_core).
+    slot_cores: Arc<[AtomicUsize]>,
 }
+
+/// A slot of [`ZoneFs::slot_cores`] with no core preferred.
+const NO_CORE: usize = usize::MAX;
 
 /// A delta applied in memory and queued for the journal.
 struct Staged {
@@ -153,7 +159,29 @@ impl ZoneFs {
             resets: Arc::new(ResetCounts::new(m.layout.geometry.zone_count)),
             group: Arc::new(GroupCommit::new(m.journal)),
             slot_locks: Arc::new((0..m.layout.all_slots()).map(|_| Mutex::new(())).collect()),
+            slot_cores: (0..m.layout.all_slots())
+                .map(|_| AtomicUsize::new(NO_CORE))
+                .collect(),
         }
+    }
+
+    /// Files of class `class` get their new zones from those `core` owns
+    /// ([`owner_core`](ziob::placement::owner_core)) while one is free, else the lowest free
+    /// zone; `None` (the default) takes the lowest free zone. Their appends then run on
+    /// `core` with no hop to another core when the caller is there (a store's background
+    /// core, say). The zone open now is kept. Classes that share an open zone (fewer
+    /// active zones than classes, see [`WriteLifetime`]) share the setting: the last call
+    /// for any of them sets it. The active-zone limit holds wherever the zones lie: the
+    /// layer keeps its active zones within the smallest core's share of the device's limit
+    /// ([`resource_share`](ziob::placement::resource_share)).
+    pub fn place_class_on_core(&self, class: WriteLifetime, core: Option<usize>) {
+        let slot = self.slot_of(class);
+        self.slot_cores[slot].store(core.unwrap_or(NO_CORE), Ordering::Relaxed);
+    }
+
+    /// The open-zone slot files of `class` append to (what [`ZoneUse::Open`] names).
+    pub fn slot_of(&self, class: WriteLifetime) -> usize {
+        slot_of(class, self.layout.slots)
     }
 
     /// Whether this mount is read-only ([`mount_read_only`](ZoneFs::mount_read_only)).
@@ -419,7 +447,10 @@ impl ZoneFs {
                 }
             }
         }
-        Ok(st.zones.open_new(slot).expect("a free zone"))
+        let core = Some(self.slot_cores[slot].load(Ordering::Relaxed)).filter(|&c| c != NO_CORE);
+        let client = &self.client;
+        let owned_by_core = |z: u32| core == Some(client.owner_core(z));
+        Ok(st.zones.open_new(slot, owned_by_core).expect("a free zone"))
     }
 
     /// Runs garbage collection now: relocates the live data of up to `max_victims` zones
@@ -482,7 +513,7 @@ impl ZoneFs {
             while done < from.len {
                 let zone = match st.zones.open_zone(gc_slot) {
                     Some(z) => z,
-                    None => st.zones.open_new(gc_slot).ok_or_else(|| {
+                    None => st.zones.open_new(gc_slot, |_| false).ok_or_else(|| {
                         FsError::NoSpace("no free zone for garbage collection".into())
                     })?,
                 };

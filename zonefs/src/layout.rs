@@ -49,8 +49,9 @@ impl Layout {
             // active one for data that reaches the device: a zone synced or written back is
             // active there, and each core of the instance may hold only its share of the
             // device's active zones (a sync past it fails with Too Many Active Zones). The
-            // layer cannot choose which core its zones belong to, so it keeps within the
-            // smallest share: then no core goes over its own, wherever the zones lie.
+            // layer keeps within the smallest share: then no core goes over its own,
+            // wherever the zones lie (also with classes placed on one core,
+            // `ZoneFs::place_class_on_core`).
             let cores = client.cores();
             ziob::placement::resource_share(geometry.max_active_zones, cores - 1, cores)
         } else {

@@ -92,10 +92,17 @@ impl ZoneTable {
         self.open[slot]
     }
 
-    /// Opens the lowest free zone for `slot`; None when no zone is free.
-    pub fn open_new(&mut self, slot: usize) -> Option<u32> {
+    /// Opens the lowest free zone `preferred` accepts for `slot`, else the lowest free zone;
+    /// None when no zone is free.
+    pub fn open_new(&mut self, slot: usize, preferred: impl Fn(u32) -> bool) -> Option<u32> {
         debug_assert!(self.open[slot].is_none());
-        let zone = self.free.pop_first()?;
+        let zone = self
+            .free
+            .iter()
+            .copied()
+            .find(|&z| preferred(z))
+            .or(self.free.first().copied())?;
+        self.free.remove(&zone);
         *self.get_mut(zone) = DataZone {
             usage: ZoneUse::Open(slot),
             written: 0,
@@ -234,8 +241,8 @@ mod tests {
     #[test]
     fn open_fill_free_reset() {
         let mut t = ZoneTable::new(2, vec![free(), free(), free()], 2);
-        assert_eq!(t.open_new(0), Some(2));
-        assert_eq!(t.open_new(1), Some(3));
+        assert_eq!(t.open_new(0, |_| false), Some(2));
+        assert_eq!(t.open_new(1, |_| false), Some(3));
         t.note_append(2, 100, 100);
         t.note_append(2, 200, 100);
         assert!(!t.free_bytes(2, 100));
@@ -244,9 +251,20 @@ mod tests {
         assert_eq!(t.open_zone(0), None);
         t.close(3);
         assert_eq!(t.open_zone(1), None);
-        assert_eq!(t.open_new(1), Some(2));
-        assert_eq!(t.open_new(0), Some(4));
+        assert_eq!(t.open_new(1, |_| false), Some(2));
+        assert_eq!(t.open_new(0, |_| false), Some(4));
         // A zone without data is not reported as needing a reset.
         assert!(!t.free_bytes(4, 0));
+    }
+
+    #[test]
+    fn opens_the_lowest_preferred_free_zone_else_the_lowest() {
+        let mut t = ZoneTable::new(2, vec![free(), free(), free(), free()], 3);
+        let odd = |z: u32| z % 2 == 1;
+        assert_eq!(t.open_new(0, odd), Some(3));
+        assert_eq!(t.open_new(1, odd), Some(5));
+        // No odd zone is free: the lowest free one.
+        assert_eq!(t.open_new(2, odd), Some(2));
+        assert_eq!(t.free_count(), 1);
     }
 }

@@ -190,3 +190,64 @@ fn a_limit_of_one_active_zone_is_a_config_error() {
         end(client, false);
     });
 }
+
+/// A class placed on a core opens only zones that core owns while one is free, buffer on
+/// and off; moved to another core, its next zones are that core's; a class left alone takes
+/// the lowest free zones (here the other core's, between the placed class's).
+#[test]
+fn a_class_placed_on_a_core_takes_that_cores_zones() {
+    for buffered in [true, false] {
+        let file = EmuFile::create("placed", 32, ZONE_BYTES, None);
+        let spec = file.spec();
+        bounded(120, move || {
+            let rt = runtime(2);
+            let (client, fs) = formatted(&rt, &spec, buffered);
+            let owner = |z: u32| client.owner_core(z);
+            fs.place_class_on_core(WriteLifetime::Long, Some(1));
+            b(fs.create("long", WriteLifetime::Long)).unwrap();
+            b(fs.create("short", WriteLifetime::Short)).unwrap();
+            let chunk = vec![7u8; 30_000];
+            let mut short_zones = std::collections::BTreeSet::new();
+            for _ in 0..8 {
+                b(fs.append("long", &chunk)).unwrap();
+                b(fs.append("short", &chunk)).unwrap();
+                for (z, usage, _, _) in zones_of(&fs) {
+                    if let ZoneUse::Open(slot) = usage {
+                        let long = slot == fs.slot_of(WriteLifetime::Long);
+                        if long {
+                            assert_eq!(owner(z), 1, "zone {z} of the class placed on core 1");
+                        } else {
+                            short_zones.insert(z);
+                        }
+                    }
+                }
+            }
+            // Left alone, the other class took the lowest free zones: the ones between.
+            let first_data = zones_of(&fs)[0].0;
+            let expected: std::collections::BTreeSet<u32> = (0..short_zones.len() as u32)
+                .map(|i| first_data + first_data % 2 + 2 * i)
+                .collect();
+            assert_eq!(short_zones, expected);
+            let open_long = || {
+                zones_of(&fs).into_iter().find_map(|(z, u, _, _)| {
+                    (u == ZoneUse::Open(fs.slot_of(WriteLifetime::Long))).then_some(z)
+                })
+            };
+            // The zone open at the move is kept; the ones after are core 0's.
+            let kept = open_long();
+            fs.place_class_on_core(WriteLifetime::Long, Some(0));
+            let mut after = std::collections::BTreeSet::new();
+            for _ in 0..6 {
+                b(fs.append("long", &chunk)).unwrap();
+                after.extend(open_long().filter(|&z| Some(z) != kept));
+            }
+            assert!(!after.is_empty());
+            assert!(
+                after.iter().all(|&z| owner(z) == 0),
+                "after the move: {after:?}"
+            );
+            b(fs.sync("long")).unwrap();
+            end(client, false);
+        });
+    }
+}

@@ -173,6 +173,11 @@ pub struct Flags {
     /// kv-demo: ZIOB's zone write buffer on or off
     #[arg(long, value_enum, default_value = "on")]
     pub ziob: OnOff,
+    /// kv-demo: `on` = with more cores than shards, tables take zones of the background
+    /// core (where flushes and compactions run) and ZIOB runs on every core; `off` = ZIOB on
+    /// the shards' cores only, tables on the lowest free zones (docs/KV-BENCH.md section 17)
+    #[arg(long = "tables_on_background_core", value_enum, default_value = "off")]
+    pub tables_on_background_core: OnOff,
     /// kv-demo: ZIOB buffer budget per core (K/M/G); 0 = ZIOB's default
     #[arg(long = "ziob_buffer_size", default_value = "0", value_parser = byte_size)]
     pub ziob_buffer_size: u64,
@@ -296,6 +301,8 @@ pub struct BenchConfig {
     pub ziob_buffered: bool,
     /// ZIOB buffer budget per core (0 = default).
     pub ziob_buffer_size: u64,
+    /// Tables on the background core (see `Options::tables_on_background_core`).
+    pub tables_on_background_core: bool,
     /// Idle spin of the runtime's cores in µs (None = the runtime's default).
     pub idle_spin_us: Option<u64>,
     /// Runtime cores (0 = see `kv_engine::cores_and_shards`).
@@ -393,6 +400,7 @@ impl Flags {
             db: self.db.clone(),
             ziob_buffered: self.ziob == OnOff::On,
             ziob_buffer_size: self.ziob_buffer_size,
+            tables_on_background_core: self.tables_on_background_core == OnOff::On,
             idle_spin_us: self.idle_spin_us,
             cores: self.cores,
             shards: self.shards,

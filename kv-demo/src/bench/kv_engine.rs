@@ -8,7 +8,8 @@
 //! - `--ziob=on|off` → `buffered`; `--ziob_buffer_size` → `buffer_bytes`;
 //!   `--shards` → `shards`; `--cores` → the ZIOB runtime's cores (see
 //!   [`cores_and_shards`] for the defaults); with fewer shards than cores, ZIOB runs on the
-//!   shards' cores only (`crate::open::ziob_config`);
+//!   shards' cores only (`crate::open::ziob_config`) unless
+//!   `--tables_on_background_core=on`;
 //! - `--sync` → `WriteOptions { sync }` on every write.
 //!
 //! The benchmark threads run as tasks on the runtime's cores ([`Placement::Ziob`]), where
@@ -196,6 +197,7 @@ impl KvDemoHost {
             bloom_bits_per_key: cfg.bloom_bits,
             buffered: cfg.ziob_buffered,
             buffer_bytes: cfg.ziob_buffer_size,
+            tables_on_background_core: cfg.tables_on_background_core,
             ..Options::default()
         };
         Ok(KvDemoHost {

@@ -30,9 +30,14 @@ pub fn budget(cfg: &BenchConfig, cpus: usize) -> u64 {
     let ziob = match cfg.engine {
         EngineName::KvDemo if cfg.ziob_buffered => {
             let (cores, shards) = cores_and_shards(cfg, cpus);
-            // ZIOB runs on the shards' cores when there are fewer shards than cores
+            // ZIOB runs on every core, or on the shards' cores when there are fewer
+            // shards than cores and the tables stay off the background core
             // (`kv_demo::open::ziob_config`).
-            let ziob_cores = shards.min(cores) as u64;
+            let ziob_cores = if cfg.tables_on_background_core {
+                cores
+            } else {
+                shards.min(cores)
+            } as u64;
             let per_core = if cfg.ziob_buffer_size > 0 {
                 cfg.ziob_buffer_size
             } else {
@@ -140,10 +145,13 @@ mod tests {
         ];
         // One thread: one core, one shard.
         assert_eq!(budget(&cfg(&base), 2), (48 + 8 + 64 + 32) * mib);
-        // Readwhilewriting adds a core for its writer, not a shard: ZIOB stays on one.
+        // Readwhilewriting adds a core for its writer, not a shard: ZIOB runs on the shard's
+        // core alone, or on both with the tables on the second.
         let mut rww = base.to_vec();
         rww[2] = "--benchmarks=fillseq,readwhilewriting";
         assert_eq!(budget(&cfg(&rww), 2), (48 + 8 + 64 + 32) * mib);
+        rww.push("--tables_on_background_core=on");
+        assert_eq!(budget(&cfg(&rww), 2), (48 + 8 + 128 + 32) * mib);
         // Two shards on two cores: ZIOB on both, with the buffer size given.
         let mut two = base.to_vec();
         two.extend(["--cores=2", "--ziob_buffer_size=16M"]);

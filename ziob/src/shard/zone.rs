@@ -191,7 +191,8 @@ impl ZoneBuf {
     /// Bytes from the zone start that completed write-backs put on the device (`device_wp`),
     /// whether or not memory still holds a clean copy of some of them: the readable end
     /// published in [`crate::on_device::OnDevice`] (plain threads read all of it from the
-    /// device; the runtime's cores only what lies below [`mem_start`](Self::mem_start)).
+    /// device; the runtime's cores, where a device read waits, only what lies below
+    /// [`mem_start`](Self::mem_start)).
     pub(crate) fn on_device_end(&self) -> u64 {
         self.device_wp
     }

@@ -91,21 +91,30 @@ impl ZoneAllocator {
 
     /// Hands out a zone for a log (it becomes owned and active): an Empty one while the
     /// active limit allows, else a stale one (its reset frees an active resource if it held
-    /// one). Lowest index first.
-    pub fn take(&mut self) -> Result<Grant, NoZone> {
+    /// one). Lowest index first, among the zones `preferred` accepts if it accepts any of
+    /// that kind.
+    pub fn take(&mut self, preferred: impl Fn(u32) -> bool) -> Result<Grant, NoZone> {
         let below_limit = self.limit.is_none_or(|l| self.active_count() < l as usize);
-        let grant = if let (true, Some(&z)) = (below_limit, self.free.first()) {
+        let free = self
+            .free
+            .iter()
+            .find(|&&z| preferred(z))
+            .or(self.free.first())
+            .copied();
+        let usable_stale = |(&z, &active): (&u32, &bool)| (active || below_limit).then_some(z);
+        let stale = self
+            .stale
+            .iter()
+            .filter_map(usable_stale)
+            .find(|&z| preferred(z))
+            .or_else(|| self.stale.iter().find_map(usable_stale));
+        let grant = if let (true, Some(z)) = (below_limit, free) {
             self.free.remove(&z);
             Grant {
                 zone: z,
                 needs_reset: false,
             }
-        } else if let Some(z) = self
-            .stale
-            .iter()
-            .find(|(_, &active)| active || below_limit)
-            .map(|(&z, _)| z)
-        {
+        } else if let Some(z) = stale {
             self.stale.remove(&z);
             Grant {
                 zone: z,
@@ -160,23 +169,23 @@ mod tests {
         }
         a.add_stale(9, false);
         assert_eq!(
-            a.take().unwrap(),
+            a.take(|_| false).unwrap(),
             Grant {
                 zone: 0,
                 needs_reset: false
             }
         );
         assert_eq!(
-            a.take().unwrap(),
+            a.take(|_| false).unwrap(),
             Grant {
                 zone: 1,
                 needs_reset: false
             }
         );
-        assert_eq!(a.take(), Err(NoZone::ActiveLimit { limit: 2 }));
+        assert_eq!(a.take(|_| false), Err(NoZone::ActiveLimit { limit: 2 }));
         a.mark_full(0);
         assert_eq!(
-            a.take().unwrap(),
+            a.take(|_| false).unwrap(),
             Grant {
                 zone: 2,
                 needs_reset: false
@@ -186,14 +195,14 @@ mod tests {
         a.mark_full(2);
         a.release_stale(2); // a Full zone given up without a reset: stale, not active
         assert_eq!(
-            a.take().unwrap(),
+            a.take(|_| false).unwrap(),
             Grant {
                 zone: 3,
                 needs_reset: false
             }
         );
         assert_eq!(
-            a.take().unwrap(),
+            a.take(|_| false).unwrap(),
             Grant {
                 zone: 2,
                 needs_reset: true
@@ -201,10 +210,10 @@ mod tests {
         );
         assert_eq!(a.active_count(), 2);
         // Zone 9 is stale but not active: taking it would exceed the limit.
-        assert_eq!(a.take(), Err(NoZone::ActiveLimit { limit: 2 }));
+        assert_eq!(a.take(|_| false), Err(NoZone::ActiveLimit { limit: 2 }));
         a.release_stale(3); // still active while stale
         assert_eq!(
-            a.take().unwrap(),
+            a.take(|_| false).unwrap(),
             Grant {
                 zone: 3,
                 needs_reset: true
@@ -217,10 +226,10 @@ mod tests {
         let mut a = ZoneAllocator::new(None);
         a.add_free(5);
         a.add_owned(6, false);
-        a.take().unwrap();
-        assert_eq!(a.take(), Err(NoZone::Exhausted { used: 2 }));
+        a.take(|_| false).unwrap();
+        assert_eq!(a.take(|_| false), Err(NoZone::Exhausted { used: 2 }));
         a.release_reset(5);
-        assert_eq!(a.take().unwrap().zone, 5);
+        assert_eq!(a.take(|_| false).unwrap().zone, 5);
     }
 
     #[derive(Debug, Clone)]
@@ -242,13 +251,17 @@ mod tests {
 
     proptest! {
         /// Against a model: every zone is in exactly one place, a zone is never handed out
-        /// twice, the active count never exceeds the limit, and `take` fails only when no
-        /// zone could be handed out without breaking the limit.
+        /// twice, the active count never exceeds the limit, `take` fails only when no
+        /// zone could be handed out without breaking the limit, and an Empty zone handed
+        /// out is the lowest preferred one when one is Empty (zones of one parity
+        /// preferred, or none).
         #[test]
         fn never_double_grants_or_exceeds_the_limit(
             zones in 1u32..12, limit in proptest::option::of(1u32..5),
+            parity in proptest::option::of(0u32..2),
             ops in proptest::collection::vec(op(), 1..80)
         ) {
+            let preferred = |z: u32| parity.is_some_and(|p| z % 2 == p);
             let mut a = ZoneAllocator::new(limit);
             for z in 0..zones { a.add_free(z); }
             // Model: owned zones and whether each is active.
@@ -263,9 +276,15 @@ mod tests {
                         let below = limit.is_none_or(|l| active_now < l as usize);
                         let can = (below && (free_exists || !stale_active.is_empty()))
                             || stale_active.values().any(|&x| x);
-                        match a.take() {
+                        let free = |z: &u32| !owned.contains_key(z) && !stale_active.contains_key(z);
+                        let lowest_free = (0..zones).filter(free).find(|&z| preferred(z))
+                            .or((0..zones).find(free));
+                        match a.take(preferred) {
                             Ok(g) => {
                                 prop_assert!(can);
+                                if !g.needs_reset {
+                                    prop_assert_eq!(Some(g.zone), lowest_free);
+                                }
                                 prop_assert!(!owned.contains_key(&g.zone));
                                 prop_assert_eq!(g.needs_reset, stale_active.remove(&g.zone).is_some());
                                 owned.insert(g.zone, true);

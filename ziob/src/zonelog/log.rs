@@ -2,6 +2,7 @@
 //! truncation and the accessors. Reading is in `reader.rs`, streams in `stream.rs`, moving
 //! to a fresh zone in `rollover.rs`.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use event_listener::Event;
@@ -26,7 +27,12 @@ pub(crate) struct LogInner {
     pub changed: Event,
     /// What recovery found when the space opened (`None` for a log created since).
     pub recovery: Option<LogRecovery>,
+    /// The core whose zones the log takes while one is free ([`NO_CORE`]: none preferred).
+    pub core: AtomicUsize,
 }
+
+/// [`LogInner::core`] when no core is preferred.
+pub(crate) const NO_CORE: usize = usize::MAX;
 
 impl LogInner {
     pub(crate) fn new(name: &str, chain: Chain, recovery: Option<LogRecovery>) -> LogInner {
@@ -36,7 +42,13 @@ impl LogInner {
             roll: futures::lock::Mutex::new(()),
             changed: Event::new(),
             recovery,
+            core: AtomicUsize::new(NO_CORE),
         }
+    }
+
+    /// The core whose zones the log prefers, if any.
+    pub(crate) fn preferred_core(&self) -> Option<usize> {
+        Some(self.core.load(Ordering::Relaxed)).filter(|&c| c != NO_CORE)
     }
 
     /// The chain (a poisoned lock is taken over: the chain is updated in single steps).

@@ -64,7 +64,9 @@ impl ZoneLog {
                 _ => None,
             })
         };
-        let zone = space.take_zone(&self.log.name, seq, prev).await?;
+        let zone = space
+            .take_zone(&self.log.name, seq, prev, self.log.preferred_core())
+            .await?;
         self.log.chain().push_open(seq, zone);
         self.log.changed.notify(usize::MAX);
         tracing::debug!(log = %self.log.name, seq, zone, "zone log moved to a fresh zone");

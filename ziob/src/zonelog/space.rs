@@ -64,7 +64,7 @@ pub(crate) struct SpaceInner {
 /// Each zone a log uses starts with a zone header naming the log and the zone's sequence
 /// number within it, so [`open`](LogSpace::open) finds every log by reading the first bytes
 /// of each non-empty zone of the range: no metadata zone. Zones are handed out lowest
-/// index first, within the device's active-zone limit as the instance presents it (none
+/// index first (of a log's preferred core first, [`LogSpace::open_log_on_core`]), within the device's active-zone limit as the instance presents it (none
 /// with the buffer on: the buffer lifts it; the device's Max Active / Max Open Resources
 /// pass-through). Each log keeps one zone active (the one it appends to); zones it left
 /// are finished (Full).
@@ -195,12 +195,35 @@ impl LogSpace {
     /// If dropped while creating, the log does not exist (a zone it took is reset before
     /// reuse).
     pub async fn open_log(&self, name: &str) -> Result<ZoneLog> {
+        self.open_log_placed(name, None).await
+    }
+
+    /// [`open_log`](Self::open_log), and the log takes its zones from those `core` owns
+    /// ([`placement::owner_core`](crate::placement::owner_core)) from now on, while one is
+    /// free (else any): its appends and syncs then run on `core` with no hop to another
+    /// core when the caller is there. A new log's first zone is one of them as well.
+    /// `core` at or past the instance's core count prefers nothing.
+    ///
+    /// # Errors
+    /// As [`open_log`](Self::open_log).
+    pub async fn open_log_on_core(&self, name: &str, core: usize) -> Result<ZoneLog> {
+        self.open_log_placed(name, Some(core)).await
+    }
+
+    async fn open_log_placed(&self, name: &str, core: Option<usize>) -> Result<ZoneLog> {
         validate_log_name(name)?;
+        let prefer = |log: &LogInner| {
+            if let Some(c) = core {
+                log.core.store(c, std::sync::atomic::Ordering::Relaxed);
+            }
+        };
         if let Some(log) = self.inner.logs().get(name) {
+            prefer(log);
             return Ok(self.handle(log.clone()));
         }
         let _admin = self.inner.admin.lock().await;
         if let Some(log) = self.inner.logs().get(name) {
+            prefer(log);
             return Ok(self.handle(log.clone()));
         }
         let header = zone_header_len(name);
@@ -210,10 +233,11 @@ impl LogSpace {
                 self.inner.layout.capacity_bytes
             )));
         }
-        let zone = self.inner.take_zone(name, 0, None).await?;
+        let zone = self.inner.take_zone(name, 0, None, core).await?;
         let mut chain = Chain::new(header);
         chain.push_open(0, zone);
         let log = Arc::new(LogInner::new(name, chain, None));
+        prefer(&log);
         self.inner.logs().insert(name.to_string(), log.clone());
         tracing::debug!(log = name, zone, "zone log created");
         Ok(self.handle(log))
@@ -287,18 +311,20 @@ impl SpaceInner {
         self.logs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Takes a zone for zone `seq` of log `name`: resets it if it holds stale data and
-    /// writes the zone header at its start.
+    /// Takes a zone for zone `seq` of log `name` (one `core` owns, if one is free): resets
+    /// it if it holds stale data and writes the zone header at its start.
     /// `prev`: the log's zone before it and where its records end (recorded in the header).
     pub(crate) async fn take_zone(
         &self,
         name: &str,
         seq: u32,
         prev: Option<(u32, u32)>,
+        core: Option<usize>,
     ) -> Result<u32> {
         // Zones dropped from logs are reset first (in order), and are then free to take.
         self.drain_resets().await?;
-        let grant = self.allocator().take().map_err(|e| ZiobError::NoSpace {
+        let owned_by_core = |z: u32| core == Some(self.client.owner_core(z));
+        let grant = self.allocator().take(owned_by_core).map_err(|e| ZiobError::NoSpace {
             log: name.to_string(),
             detail: match e {
                 NoZone::Exhausted { used } => format!(
