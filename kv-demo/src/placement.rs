@@ -23,7 +23,7 @@ const TABLE_CLASSES: [WriteLifetime; 4] = [
 /// system keeps its active zones within the smallest core's share less the logs' (so no
 /// core goes over its share wherever its zones lie) — but below it the file system has
 /// fewer class slots than table classes, and classes share zones anyway.
-const TABLE_CORE_ACTIVE_ZONES: u32 = TABLE_CLASSES.len() as u32 + 2;
+pub const TABLE_CORE_ACTIVE_ZONES: u32 = TABLE_CLASSES.len() as u32 + 2;
 
 /// The core shard `id` of `shards` runs its flushes and compactions on, on a runtime of
 /// `cores` cores: a core that runs no shard if there is one (shards `i`, `i + k`, … of
