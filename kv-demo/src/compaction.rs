@@ -15,13 +15,12 @@
 
 use std::sync::Arc;
 
-use ziob_zonefs::WriteLifetime;
-
 use crate::context::StoreCtx;
 use crate::db_error::DbError;
 use crate::ikey::{self, Kind};
 use crate::iter::{first_ikey, LevelSource, MergeIter, Source, TableSource};
 use crate::options::{Options, L0_COMPACTION_TRIGGER, LEVELS};
+use crate::placement::lifetime_of;
 use crate::sst::table::CursorUse;
 use crate::table_writer::TableWriter;
 use crate::version::{table_path, TableHandle, Version};
@@ -107,16 +106,6 @@ pub fn pick(version: &Version, opts: &Options, pointers: &[Vec<u8>]) -> Option<C
         bottom,
         trivial_move,
     })
-}
-
-/// The zone lifetime class of a level's tables: data of one level dies together.
-pub fn lifetime_of(level: usize) -> WriteLifetime {
-    match level {
-        0 => WriteLifetime::Short,
-        1 => WriteLifetime::Medium,
-        2 => WriteLifetime::Long,
-        _ => WriteLifetime::Extreme,
-    }
 }
 
 /// What a compaction made: the edit to install (its `next_file_number` left to the caller)
@@ -301,7 +290,7 @@ mod tests {
         let mut w = TableWriter::create(
             fs,
             table_path(0, number),
-            WriteLifetime::Short,
+            lifetime_of(0),
             TableOptions::default(),
         )
         .await

@@ -9,9 +9,19 @@ use ziob::placement::resource_share;
 use ziob::{Client, LogSpace};
 use ziob_zonefs::{WriteLifetime, ZoneFs};
 
-/// The table classes kv-demo writes ([`compaction`](crate::compaction) picks one per
-/// level; a flush writes L0's).
-const TABLE_CLASSES: [WriteLifetime; 4] = [
+/// The zone lifetime class of a level's tables (a flush writes L0's): data of one level
+/// dies together.
+pub fn lifetime_of(level: usize) -> WriteLifetime {
+    match level {
+        0 => WriteLifetime::Short,
+        1 => WriteLifetime::Medium,
+        2 => WriteLifetime::Long,
+        _ => WriteLifetime::Extreme,
+    }
+}
+
+/// Every class [`lifetime_of`] gives, once.
+pub const TABLE_CLASSES: [WriteLifetime; 4] = [
     WriteLifetime::Short,
     WriteLifetime::Medium,
     WriteLifetime::Long,

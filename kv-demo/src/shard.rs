@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use tokio::sync::Notify;
-use ziob_zonefs::WriteLifetime;
 
 use crate::batch::Op;
 use crate::compaction;
@@ -570,7 +569,7 @@ impl Shard {
         let mut w = TableWriter::create(
             &self.ctx.fs,
             path,
-            WriteLifetime::Short,
+            crate::placement::lifetime_of(0),
             self.ctx.table_options(),
         )
         .await?;

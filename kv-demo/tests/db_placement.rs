@@ -6,16 +6,10 @@
 mod db_common;
 
 use db_common::{key, tiny_emu, with_watchdog, EmuFile};
+use kv_demo::placement::TABLE_CLASSES;
 use kv_demo::{Db, WriteOptions};
 use ziob::Runtime;
-use ziob_zonefs::{WriteLifetime, ZoneUse};
-
-const TABLE_CLASSES: [WriteLifetime; 4] = [
-    WriteLifetime::Short,
-    WriteLifetime::Medium,
-    WriteLifetime::Long,
-    WriteLifetime::Extreme,
-];
+use ziob_zonefs::ZoneUse;
 
 #[test]
 fn tables_go_to_the_background_cores_zones() {

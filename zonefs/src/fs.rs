@@ -329,21 +329,19 @@ impl ZoneFs {
         // One append at a time per class slot (so per open zone, and per file: a file's
         // appends stay in order); appends of other classes and reads go on meanwhile.
         let _slot = self.slot_locks[slot].lock().await;
-        let start = {
-            let st = self.state.lock().await;
-            match st.tree.node(id) {
-                Some(node) => node.size(),
-                None => return Err(FsError::NotFound(path)),
-            }
-        };
+        // The file's size when its turn came (taken with the first piece's lock: a file's
+        // appends take this slot's lock, so nothing else grows it meanwhile).
+        let mut start = None;
         let mut rest = data;
         while !rest.is_empty() {
             let (zone, written, piece, bytes, in_flight) = {
                 let mut st = self.state.lock().await;
                 self.group.check()?;
-                if st.tree.node(id).is_none() {
+                let Some(node) = st.tree.node(id) else {
                     return Err(FsError::NotFound(path));
-                }
+                };
+                let size = node.size();
+                start.get_or_insert(size);
                 let zone = match st.zones.open_zone(slot) {
                     Some(z) => z,
                     None => self.take_zone(&mut st, slot).await?,
@@ -410,7 +408,17 @@ impl ZoneFs {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(start)
+        match start {
+            Some(at) => Ok(at),
+            // Nothing to append: where it would have gone.
+            None => {
+                let st = self.state.lock().await;
+                match st.tree.node(id) {
+                    Some(node) => Ok(node.size()),
+                    None => Err(FsError::NotFound(path)),
+                }
+            }
+        }
     }
 
     /// A free zone opened for class slot `slot`. Runs garbage collection first when free

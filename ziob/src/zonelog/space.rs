@@ -64,7 +64,8 @@ pub(crate) struct SpaceInner {
 /// Each zone a log uses starts with a zone header naming the log and the zone's sequence
 /// number within it, so [`open`](LogSpace::open) finds every log by reading the first bytes
 /// of each non-empty zone of the range: no metadata zone. Zones are handed out lowest
-/// index first (of a log's preferred core first, [`LogSpace::open_log_on_core`]), within the device's active-zone limit as the instance presents it (none
+/// index first (of a log's preferred core first, [`LogSpace::open_log_on_core`]), within
+/// the device's active-zone limit as the instance presents it (none
 /// with the buffer on: the buffer lifts it; the device's Max Active / Max Open Resources
 /// pass-through). Each log keeps one zone active (the one it appends to); zones it left
 /// are finished (Full).
