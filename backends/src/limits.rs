@@ -39,7 +39,7 @@ const _: () = assert!(BLOCK_SIZE_BYTES_MIN.is_power_of_two());
 const _: () = assert!(BLOCK_SIZE_BYTES_MAX.is_power_of_two());
 const _: () = assert!(BLOCK_SIZE_BYTES_MIN <= EMU_DIRECT_BLOCK_SIZE_BYTES_MIN);
 const _: () = assert!(EMU_DIRECT_BLOCK_SIZE_BYTES_MIN <= BLOCK_SIZE_BYTES_MAX);
-const _: () = assert!(MAX_APPEND_BYTES_DEFAULT % BLOCK_SIZE_BYTES_MAX == 0);
+const _: () = assert!(MAX_APPEND_BYTES_DEFAULT.is_multiple_of(BLOCK_SIZE_BYTES_MAX));
 const _: () = assert!(EMU_REGION_ALIGN_BYTES as usize == ziob_runtime::DMA_ALIGN_BYTES);
 
 /// Size of one data segment the nvme backend counts against the queue's `max_segments`, in
@@ -49,5 +49,5 @@ pub const NVME_SEGMENT_BYTES: u64 = 4096;
 /// bytes (the notes: 512 KiB failed with EINVAL under QEMU with 127 segments, 256 KiB worked).
 pub const NVME_PASSTHRU_TRANSFER_BYTES_FALLBACK: u64 = 256 * 1024;
 
-const _: () = assert!(NVME_PASSTHRU_TRANSFER_BYTES_FALLBACK % BLOCK_SIZE_BYTES_MAX == 0);
+const _: () = assert!(NVME_PASSTHRU_TRANSFER_BYTES_FALLBACK.is_multiple_of(BLOCK_SIZE_BYTES_MAX));
 const _: () = assert!(NVME_SEGMENT_BYTES as usize == ziob_runtime::DMA_ALIGN_BYTES);

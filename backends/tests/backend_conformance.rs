@@ -156,7 +156,7 @@ fn assert_guest_geometry(prefix: &str, got: &Geometry) {
     if prefix == "ZIOB_ZNS" {
         assert_eq!(u64::from(got.zone_count), var("ZONES"));
     }
-    assert!(got.max_append_bytes % got.block_size_bytes == 0);
+    assert!(got.max_append_bytes.is_multiple_of(got.block_size_bytes));
 }
 
 impl<const NULLBLK: bool> Backend for ZbdBackend<NULLBLK> {

@@ -58,7 +58,7 @@ fn child(path: String, seed: u64) {
             r.unwrap();
             wps[zone as usize] += len;
             writes += 1;
-            if writes % 3 == 0 {
+            if writes.is_multiple_of(3) {
                 dev.flush().await.unwrap();
                 let line: Vec<String> = wps.iter().map(|w| w.to_string()).collect();
                 println!("flushed {}", line.join(" "));

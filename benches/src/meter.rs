@@ -91,7 +91,7 @@ impl Meter {
     pub fn tick(&self) -> bool {
         let t = self.ticks.get() + 1;
         self.ticks.set(t);
-        if t % TICKS_PER_CLOCK_READ == 0 {
+        if t.is_multiple_of(TICKS_PER_CLOCK_READ) {
             self.check_clock();
         }
         self.phase.get() != Phase::Done

@@ -24,7 +24,7 @@ pub fn default_path(size_bytes: u64) -> PathBuf {
 /// Returns true when the file was (re)written.
 pub fn ensure(path: &Path, size_bytes: u64) -> std::io::Result<bool> {
     assert!(
-        size_bytes > 0 && size_bytes % BLOCK_SIZE_BYTES == 0,
+        size_bytes > 0 && size_bytes.is_multiple_of(BLOCK_SIZE_BYTES),
         "file size must be a positive multiple of {BLOCK_SIZE_BYTES} bytes"
     );
     if let Ok(m) = std::fs::metadata(path) {

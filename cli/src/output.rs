@@ -10,7 +10,7 @@ fn human(bytes: u64) -> String {
         (1 << 10, "KiB"),
     ];
     for (unit, name) in UNITS {
-        if bytes >= unit && bytes % unit == 0 {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{} {name}", bytes / unit);
         }
     }

@@ -195,7 +195,7 @@ pub async fn run(
     let mut n = 0u64;
     while let Some((k, v)) = merge.next().await? {
         n += 1;
-        if n % crate::options::BACKGROUND_YIELD_EVERY == 0 {
+        if n.is_multiple_of(crate::options::BACKGROUND_YIELD_EVERY) {
             // Cooperative: the core also serves foreground I/O and reads.
             ziob::runtime::yield_now().await;
         }

@@ -578,7 +578,7 @@ mod tests {
             let mut later = later.into_iter().enumerate();
             while let Some(e) = src.next_entry() {
                 got.push(e);
-                if got.len() % add_every == 0 {
+                if got.len().is_multiple_of(add_every) {
                     if let Some((i, k)) = later.next() {
                         let mut m = mem.write().unwrap();
                         m.add(&k.to_be_bytes(), 10 + i as u64, Kind::Put, Bytes::from(vec![1]));

@@ -591,7 +591,7 @@ impl Shard {
             newer_seq = seq;
             // Entries visited, written or not: a memtable of overwrites skips most of them.
             n += 1;
-            if n % crate::options::BACKGROUND_YIELD_EVERY == 0 {
+            if n.is_multiple_of(crate::options::BACKGROUND_YIELD_EVERY) {
                 // Cooperative: the core also serves foreground I/O and reads.
                 ziob::runtime::yield_now().await;
             }

@@ -178,7 +178,7 @@ impl Config {
                 fb.count
             )));
         }
-        if fb.count > 0 && (fb.size_bytes == 0 || fb.size_bytes % 4096 != 0) {
+        if fb.count > 0 && (fb.size_bytes == 0 || !fb.size_bytes.is_multiple_of(4096)) {
             return Err(Error::InvalidConfig(format!(
                 "fixed buffer size must be a non-zero multiple of 4096, got {}",
                 fb.size_bytes

@@ -1025,7 +1025,7 @@ impl Core {
                 return true;
             }
             spins += 1;
-            if spins % SPIN_CLOCK_EVERY == 0 {
+            if spins.is_multiple_of(SPIN_CLOCK_EVERY) {
                 let now = Instant::now();
                 if now.duration_since(last_look) >= CONTENDED_GAP {
                     // Preempted while spinning.

@@ -77,7 +77,7 @@ impl NewcWriter {
     }
 
     fn pad4(&mut self) {
-        while self.buf.len() % 4 != 0 {
+        while !self.buf.len().is_multiple_of(4) {
             self.buf.push(0);
         }
     }
@@ -86,7 +86,7 @@ impl NewcWriter {
     pub fn finish(mut self) -> Vec<u8> {
         self.entry("TRAILER!!!", 0, 1, (0, 0), &[]);
         // The kernel reads the initramfs in 512-byte blocks happily, but pad anyway.
-        while self.buf.len() % 512 != 0 {
+        while !self.buf.len().is_multiple_of(512) {
             self.buf.push(0);
         }
         self.buf

@@ -147,7 +147,7 @@ impl VmOpts {
         }
         if self.zone_capacity == 0
             || self.zone_capacity > self.zone_size
-            || self.zone_capacity % bs != 0
+            || !self.zone_capacity.is_multiple_of(bs)
         {
             bail!(
                 "--zone-capacity must be a non-zero multiple of the block size and <= --zone-size"
@@ -161,12 +161,12 @@ impl VmOpts {
         }
         if !self.no_nullblk {
             let mib = 1 << 20;
-            if self.nullblk_zone_size % mib != 0
+            if !self.nullblk_zone_size.is_multiple_of(mib)
                 || !(self.nullblk_zone_size / mib).is_power_of_two()
             {
                 bail!("--nullblk-zone-size must be a power-of-two number of MiB");
             }
-            if self.nullblk_zone_capacity % mib != 0
+            if !self.nullblk_zone_capacity.is_multiple_of(mib)
                 || self.nullblk_zone_capacity == 0
                 || self.nullblk_zone_capacity > self.nullblk_zone_size
             {

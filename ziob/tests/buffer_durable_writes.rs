@@ -135,7 +135,7 @@ async fn power_cut_run<D: ZonedDevice>(dev: D, crash: impl FnOnce(), seed: u64) 
             _ => {
                 // Some appends are whole blocks, so that a zone's end in memory is often
                 // block-aligned (a flush then pads nothing).
-                let len = if (r >> 40) % 2 == 0 {
+                let len = if (r >> 40).is_multiple_of(2) {
                     4096 * (1 + ((r >> 16) % 2) as usize)
                 } else {
                     1 + ((r >> 16) % 6_000) as usize

@@ -126,7 +126,7 @@ fn what_a_shared_flush_covered_survives_a_power_cut() {
                                 return;
                             };
                             // About a third of the appends are followed by a flush.
-                            if (r >> 32) % 3 != 0 {
+                            if !(r >> 32).is_multiple_of(3) {
                                 continue;
                             }
                             if z.flush(zone).await.is_err() || crashed.get() {

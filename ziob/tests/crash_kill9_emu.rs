@@ -79,7 +79,7 @@ fn child(path: String, seed: u64) {
             let off = z.append(zone, DmaBuf::from_slice(&data)).await.unwrap();
             assert_eq!(off as usize, c.len());
             c.extend_from_slice(&data);
-            if rng.next() % 4 == 0 {
+            if rng.next().is_multiple_of(4) {
                 z.flush(zone).await.unwrap();
                 let padded = c.len().div_ceil(4096) * 4096;
                 c.resize(padded, 0);

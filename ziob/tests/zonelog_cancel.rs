@@ -81,7 +81,7 @@ fn one_round(round: u64) {
                                 0 => {
                                     let _ = limit(polls, log.sync()).await;
                                 }
-                                1 if !done.is_empty() && r % 3 == 0 => {
+                                1 if !done.is_empty() && r.is_multiple_of(3) => {
                                     let cut = done[done.len() / 2].0;
                                     if let Some(res) = limit(polls, log.truncate_before(cut)).await
                                     {

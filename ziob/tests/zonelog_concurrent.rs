@@ -76,7 +76,7 @@ fn concurrent_appenders_get_distinct_ordered_positions() {
                         let mut i = 0;
                         while i < PER_TASK {
                             let r = mix(t ^ i << 20);
-                            if r % 5 == 0 && i + 3 <= PER_TASK {
+                            if r.is_multiple_of(5) && i + 3 <= PER_TASK {
                                 let recs: Vec<Vec<u8>> = (i..i + 3).map(|k| tagged(t, k)).collect();
                                 let refs: Vec<&[u8]> = recs.iter().map(|x| &x[..]).collect();
                                 let ps = log.append_batch(&refs).await.unwrap();
@@ -86,10 +86,10 @@ fn concurrent_appenders_get_distinct_ordered_positions() {
                                 mine.push((log.append(&tagged(t, i)).await.unwrap(), i));
                                 i += 1;
                             }
-                            if r % 7 == 0 {
+                            if r.is_multiple_of(7) {
                                 log.sync().await.unwrap();
                             }
-                            if r % 11 == 0 {
+                            if r.is_multiple_of(11) {
                                 // Read back an earlier own record.
                                 let (p, k) = mine[(r as usize / 11) % mine.len()];
                                 assert_eq!(untag(&log.read(p).await.unwrap()), (t, k));

@@ -191,7 +191,7 @@ fn crash_keeps_synced_records_in_order() {
             tokio::time::sleep(std::time::Duration::from_millis(sleep_ms)).await;
             // Another log's sync flushes the device's cache: whatever idle write-back put
             // on the device of `wal`'s zone (whole blocks, maybe part of a record) stays.
-            if seed % 3 != 0 {
+            if !seed.is_multiple_of(3) {
                 let side = space.open_log("side").await.unwrap();
                 side.append(b"side").await.unwrap();
                 side.sync().await.unwrap();

@@ -77,7 +77,7 @@ fn concurrent_appends_deletes_and_reads_keep_every_file_exact() {
                                     Err(FsError::NotFound(_)) => break,
                                     Err(e) => panic!("append {name}: {e}"),
                                 }
-                                if rng.next() % 3 == 0 {
+                                if rng.next().is_multiple_of(3) {
                                     match fs.sync(&name) {
                                         Ok(()) | Err(FsError::NotFound(_)) => {}
                                         Err(e) => panic!("sync {name}: {e}"),
@@ -122,7 +122,7 @@ fn concurrent_appends_deletes_and_reads_keep_every_file_exact() {
                             continue;
                         }
                         let n = &names[(rng.next() % names.len() as u64) as usize];
-                        if rng.next() % 3 == 0 {
+                        if rng.next().is_multiple_of(3) {
                             files.lock().unwrap().insert(n.clone(), None);
                             match fs.delete(n) {
                                 Ok(()) | Err(FsError::NotFound(_)) => {}

@@ -38,7 +38,7 @@ fn overwrite_run(fs: &ZoneFs, seed: u64, live_files: usize, target: u64) -> u64 
                 panic!("append of {name} after {written} user bytes: {e}");
             }
             at += len as u64;
-            if rng.next() % 4 == 0 {
+            if rng.next().is_multiple_of(4) {
                 b(fs.sync(&name)).unwrap();
             }
         }
@@ -52,7 +52,7 @@ fn overwrite_run(fs: &ZoneFs, seed: u64, live_files: usize, target: u64) -> u64 
             let (victim, _) = live.remove(i).unwrap();
             b(fs.delete(&format!("db/{victim:06}.sst"))).unwrap();
         }
-        if n % 50 == 0 {
+        if n.is_multiple_of(50) {
             for (f, size) in &live {
                 let got = b(fs.read_at(&format!("db/{f:06}.sst"), 0, *size as usize)).unwrap();
                 assert!(got[..] == content(*f, 0, *size as usize)[..], "file {f}");

@@ -283,7 +283,7 @@ fn mounts_read_only_the_records_of_finished_journal_zones() {
                 let p = format!("d{}/f{}", i % 7, rng.next() % 40);
                 match model.entry(p) {
                     Entry::Occupied(e) => {
-                        if rng.next() % 3 == 0 {
+                        if rng.next().is_multiple_of(3) {
                             b(fs.delete(e.key())).unwrap();
                             e.remove();
                         }
@@ -298,7 +298,7 @@ fn mounts_read_only_the_records_of_finished_journal_zones() {
                 }
             }
             drop(fs);
-            end(client, rng.next() % 2 == 0);
+            end(client, rng.next().is_multiple_of(2));
             client = open(&rt, &spec, true);
             let before = read_bytes(&client);
             fs = b(ZoneFs::mount(client.clone())).unwrap();

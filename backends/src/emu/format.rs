@@ -397,7 +397,7 @@ pub fn entries_well_formed(b: &[u8], g: &Geometry) -> Result<(), String> {
         let check = decode_check(version, &b[at..at + ENTRY_BYTES])
             .map_err(|d| format!("zone {i} has {d}"))?;
         let written = get_u64(b, at + 8);
-        if written > g.zone_capacity_bytes || written % g.block_size_bytes != 0 {
+        if written > g.zone_capacity_bytes || !written.is_multiple_of(g.block_size_bytes) {
             return Err(format!(
                 "zone {i} claims {written} bytes written, not whole blocks within the capacity"
             ));

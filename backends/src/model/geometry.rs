@@ -49,7 +49,7 @@ impl Geometry {
         len_bytes: u64,
     ) -> Result<()> {
         let bs = self.block_size_bytes;
-        if len_bytes == 0 || len_bytes % bs != 0 || offset_bytes % bs != 0 {
+        if len_bytes == 0 || !len_bytes.is_multiple_of(bs) || !offset_bytes.is_multiple_of(bs) {
             return Err(DeviceError::Misaligned {
                 op,
                 zone,
@@ -155,14 +155,14 @@ impl Geometry {
                 limits::BLOCK_SIZE_BYTES_MAX
             ));
         }
-        if self.zone_size_bytes == 0 || self.zone_size_bytes % bs != 0 {
+        if self.zone_size_bytes == 0 || !self.zone_size_bytes.is_multiple_of(bs) {
             return bad(format!(
                 "zone size {} bytes is not a positive multiple of the block size {bs}",
                 self.zone_size_bytes
             ));
         }
         if self.zone_capacity_bytes == 0
-            || self.zone_capacity_bytes % bs != 0
+            || !self.zone_capacity_bytes.is_multiple_of(bs)
             || self.zone_capacity_bytes > self.zone_size_bytes
         {
             return bad(format!(
@@ -188,7 +188,7 @@ impl Geometry {
                 ))
             }
         }
-        if self.max_append_bytes == 0 || self.max_append_bytes % bs != 0 {
+        if self.max_append_bytes == 0 || !self.max_append_bytes.is_multiple_of(bs) {
             return bad(format!(
                 "max append size {} bytes is not a positive multiple of the block size {bs}",
                 self.max_append_bytes

@@ -59,7 +59,7 @@ pub fn report_zones(
     len_bytes: u32,
 ) -> NvmeCmd {
     assert!(
-        len_bytes >= 4 && len_bytes % 4 == 0,
+        len_bytes >= 4 && len_bytes.is_multiple_of(4),
         "report buffer of {len_bytes} bytes is not whole dwords"
     );
     let mut c = NvmeCmd::new(Opcode::ZoneMgmtRecv, nsid)
@@ -237,7 +237,7 @@ impl ZoneDescriptor {
     pub fn zone_info(&self, layout: &ReportLayout) -> Result<ZoneInfo, ReportError> {
         let zsb = layout.zone_size_blocks;
         let index = self.start_lba / zsb;
-        if self.start_lba % zsb != 0 || index >= u64::from(layout.zone_count) {
+        if !self.start_lba.is_multiple_of(zsb) || index >= u64::from(layout.zone_count) {
             return Err(ReportError::NotZoneStart {
                 start_lba: self.start_lba,
             });

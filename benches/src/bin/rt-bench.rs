@@ -112,7 +112,7 @@ fn main() {
 }
 
 fn real_main(args: Args) -> Result<(), String> {
-    if args.file_size == 0 || args.file_size % BLOCK_SIZE_BYTES != 0 {
+    if args.file_size == 0 || !args.file_size.is_multiple_of(BLOCK_SIZE_BYTES) {
         return Err(format!(
             "--file-size must be a positive multiple of {BLOCK_SIZE_BYTES}"
         ));

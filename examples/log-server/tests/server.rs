@@ -427,7 +427,10 @@ async fn sigterm_loses_nothing_acknowledged<F: StoreFactory>(factory: F) {
     let append = |http: reqwest::Client, base: String, c: u32, i: u32| async move {
         let body = format!("client {c} record {i}").into_bytes();
         let sent = http
-            .post(format!("{base}/logs/crash?sync={}", c == 0 && i % 8 == 0))
+            .post(format!(
+                "{base}/logs/crash?sync={}",
+                c == 0 && i.is_multiple_of(8)
+            ))
             .body(body.clone())
             .send()
             .await;
@@ -462,7 +465,7 @@ async fn sigterm_loses_nothing_acknowledged<F: StoreFactory>(factory: F) {
 /// and the log reads back cleanly past whatever the crash tore.
 async fn sigkill_keeps_synced_appends<F: StoreFactory>(factory: F) {
     let append = |http: reqwest::Client, base: String, c: u32, i: u32| async move {
-        let sync = i % 4 != 0;
+        let sync = !i.is_multiple_of(4);
         let body = format!("client {c} record {i} sync {sync}").into_bytes();
         let sent = http
             .post(format!("{base}/logs/crash?sync={sync}"))

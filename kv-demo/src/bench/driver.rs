@@ -345,10 +345,10 @@ fn log_shape<E: Engine>(e: &E, when: &str, bench: BenchName) {
 
 /// Counts one finished operation: progress and cooperative yields.
 async fn tick(w: &Work, done: u64) {
-    if done % PROGRESS_EVERY == 0 {
+    if done.is_multiple_of(PROGRESS_EVERY) {
         w.progress.add(PROGRESS_EVERY);
     }
-    if w.yields && done % YIELD_EVERY == 0 {
+    if w.yields && done.is_multiple_of(YIELD_EVERY) {
         yield_now().await;
     }
 }
@@ -460,10 +460,10 @@ async fn background_writer<E: Engine>(
         stats.finished_ops(1, OpKind::Write);
         i += 1;
         // The writer's operations are not in the progress total; it yields all the same.
-        if w.yields && i % YIELD_EVERY == 0 {
+        if w.yields && i.is_multiple_of(YIELD_EVERY) {
             yield_now().await;
         }
-        if !w.yields && i % YIELD_EVERY == 0 {
+        if !w.yields && i.is_multiple_of(YIELD_EVERY) {
             std::thread::yield_now();
         }
     }

@@ -171,7 +171,7 @@ impl DmaBuf {
     /// `set_window(0, n)` returns to the start.
     pub fn set_window(&mut self, start: usize, end: usize) {
         assert!(
-            start % WINDOW_ALIGN_BYTES == 0,
+            start.is_multiple_of(WINDOW_ALIGN_BYTES),
             "window start {start} is not 512-byte aligned"
         );
         assert!(
@@ -199,7 +199,7 @@ impl DmaBuf {
     /// when the owner and all views are dropped. Sharing a view is not possible (panics).
     pub fn share(&mut self, start: usize, end: usize) -> DmaBuf {
         assert!(
-            start % WINDOW_ALIGN_BYTES == 0,
+            start.is_multiple_of(WINDOW_ALIGN_BYTES),
             "view start {start} is not 512-byte aligned"
         );
         assert!(

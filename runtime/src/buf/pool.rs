@@ -509,7 +509,7 @@ mod tests {
                 rng ^= rng >> 7;
                 rng ^= rng << 17;
                 // Hold up to 1.5 × the cap (plus 32 MiB), then release a random share of it.
-                if held_bytes < limit + limit / 2 + (32 << 20) && rng % 3 != 0 {
+                if held_bytes < limit + limit / 2 + (32 << 20) && !rng.is_multiple_of(3) {
                     let shift = 12 + (rng >> 8) % 13; // 4 KiB ..= 16 MiB
                     let b = DmaBuf::with_capacity(1 << shift);
                     held_bytes += b.capacity();

@@ -291,7 +291,7 @@ mod tests {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            if live.is_empty() || rng % 3 == 0 {
+            if live.is_empty() || rng.is_multiple_of(3) {
                 live.push(t.insert());
                 continue;
             }

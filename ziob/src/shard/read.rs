@@ -47,7 +47,7 @@ impl ReadOut for DmaBuf {
     }
     fn from_device_part(mut buf: DmaBuf, start: usize, len: usize) -> Self {
         let at = buf.window_start() + start;
-        if at % WINDOW_ALIGN_BYTES != 0 {
+        if !at.is_multiple_of(WINDOW_ALIGN_BYTES) {
             return DmaBuf::from_slice(&buf[start..start + len]);
         }
         // The device's buffer itself: no second buffer, no copy.

@@ -317,7 +317,7 @@ impl<D: ZonedDevice> Shard<D> {
     /// awaited [`Shard::wait_paddable`] just before), so no write can land in between.
     pub(super) fn pad_now(&self, z: &mut ZoneBuf) {
         let bs = self.bs();
-        if z.wp % bs == 0 || z.state == ZoneState::Full {
+        if z.wp.is_multiple_of(bs) || z.state == ZoneState::Full {
             return;
         }
         let pad = bs - z.wp % bs;

@@ -113,7 +113,7 @@ pub fn decode_at(
     }
     let idx = |off: u64| (off - window_start) as usize;
     if window[idx(at)] == 0 {
-        if at % block_bytes == 0 {
+        if at.is_multiple_of(block_bytes) {
             return Decoded::End;
         }
         let pad_end = ((at / block_bytes + 1) * block_bytes).min(data_end);

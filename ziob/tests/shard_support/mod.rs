@@ -48,7 +48,7 @@ impl SlowMem {
         for _ in 0..(r % 5) {
             ziob::runtime::yield_now().await;
         }
-        if r % 8 == 0 {
+        if r.is_multiple_of(8) {
             let _ = ziob::runtime::sleep(Duration::from_micros(30 + (r >> 8) % 200)).await;
         }
     }

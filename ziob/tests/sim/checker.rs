@@ -268,7 +268,7 @@ fn walk_gap(
                 .iter()
                 .position(|&b| b != 0)
                 .map_or(to, |i| p + i);
-            if (q as u64) < data_end && q as u64 % block_bytes != 0 {
+            if (q as u64) < data_end && !(q as u64).is_multiple_of(block_bytes) {
                 return Err(format!(
                     "zone {zone}: zeros at [{p}, {q}) are followed by data at {q}, which is not on a block boundary (flush padding must end on one)"
                 ));

@@ -72,9 +72,9 @@ struct Doc<'a> {
 
 fn size(b: f64) -> String {
     let b = b as u64;
-    if b >= 1 << 20 && b % (1 << 20) == 0 {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
         format!("{}M", b >> 20)
-    } else if b >= 1024 && b % 1024 == 0 {
+    } else if b >= 1024 && b.is_multiple_of(1024) {
         format!("{}K", b >> 10)
     } else {
         format!("{b}")
