@@ -150,6 +150,15 @@ impl ZonedDevice for AnyDevice {
         dispatch!(self, d => d.read_now(zone, offset_bytes, len))
     }
 
+    fn read_now_into<'a>(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        out: &'a mut [std::mem::MaybeUninit<u8>],
+    ) -> Option<Result<&'a mut [u8]>> {
+        dispatch!(self, d => d.read_now_into(zone, offset_bytes, out))
+    }
+
     async fn report_zones(&self, first: u32, count: u32) -> Result<Vec<ZoneInfo>> {
         dispatch!(self, d => d.report_zones(first, count).await)
     }

@@ -1,5 +1,7 @@
 //! The [`ZonedDevice`] trait every backend implements.
 
+use std::mem::MaybeUninit;
+
 use ziob_runtime::DmaBuf;
 
 use crate::model::error::{DeviceError, Result};
@@ -58,6 +60,22 @@ pub trait ZonedDevice: Clone + Send + Sync + 'static {
     fn read_now(&self, zone: u32, offset_bytes: u64, len: usize) -> Option<Result<Vec<u8>>> {
         let _ = (zone, offset_bytes, len);
         None
+    }
+
+    /// [`read_now`](Self::read_now) into the caller's memory: `out.len()` bytes at
+    /// `offset_bytes`, given back as `out` initialised. `None` as for `read_now` (nothing
+    /// promised of `out` then). A device that reads at once overrides it to skip the buffer
+    /// `read_now` returns; the default copies from that buffer.
+    fn read_now_into<'a>(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        out: &'a mut [MaybeUninit<u8>],
+    ) -> Option<Result<&'a mut [u8]>> {
+        match self.read_now(zone, offset_bytes, out.len())? {
+            Ok(data) => Some(Ok(out.write_copy_of_slice(&data))),
+            Err(e) => Some(Err(e)),
+        }
     }
 
     /// Writes all of `buf` at `offset_bytes` of `zone`, which must be the write pointer.

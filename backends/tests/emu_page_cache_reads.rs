@@ -130,7 +130,7 @@ fn read_now_gives_the_bytes_of_read_or_nothing() {
             (4095, 2),
             (0, WRITTEN),
         ]);
-        let mut served = 0;
+        let (mut served, mut served_into) = (0, 0);
         for (o, l) in cases {
             let (r, want) = d.read(0, o as u64, l, DmaBuf::with_capacity(l)).await;
             r.unwrap();
@@ -140,10 +140,29 @@ fn read_now_gives_the_bytes_of_read_or_nothing() {
                 assert!(got[..] == want[..], "read_now {o}+{l} differs from read");
                 served += 1;
             }
+            // Into memory of the caller's, dirty first (bytes past the data must be zeroed).
+            let mut out = vec![std::mem::MaybeUninit::new(0xa5u8); l];
+            if let Some(got) = d.read_now_into(0, o as u64, &mut out) {
+                let got = got.unwrap();
+                assert!(
+                    got[..] == want[..],
+                    "read_now_into {o}+{l} differs from read"
+                );
+                served_into += 1;
+            }
         }
+        assert!(
+            served_into > 0,
+            "read_now_into served nothing from a cached file"
+        );
         assert!(served > 0, "read_now served nothing from a cached file");
         // Past the zone: the same error as `read`.
         assert!(matches!(d.read_now(0, ZONE - 10, 20), Some(Err(_))));
+        let mut out = [std::mem::MaybeUninit::uninit(); 20];
+        assert!(matches!(
+            d.read_now_into(0, ZONE - 10, &mut out),
+            Some(Err(_))
+        ));
     });
     // O_DIRECT (where the file system allows it) and a latency model: never at once.
     on_core(move || async move {

@@ -2,8 +2,10 @@
 //! zone file layer places it by lifetime class and reclaims its zones), made durable, then
 //! read through [`ZoneFile`].
 
+use std::sync::Arc;
+
 use bytes::Bytes;
-use ziob_zonefs::{FsError, WriteLifetime, ZoneFs};
+use ziob_zonefs::{FileReader, FsError, WriteLifetime, ZoneFs};
 
 use crate::sst::table::{TableBuilder, TableSource, TableSummary};
 
@@ -40,28 +42,28 @@ pub async fn write_table<'a>(
     Ok(summary)
 }
 
-/// A table file on zones, as a [`TableSource`].
+/// A table file on zones, as a [`TableSource`]: read through its zonefs [`FileReader`], so
+/// a block read costs no path lookup and no wait for the file system's state lock (which
+/// appends, syncs and garbage collection take too).
 #[derive(Clone, Debug)]
 pub struct ZoneFile {
-    fs: ZoneFs,
-    path: String,
+    reader: Arc<FileReader>,
 }
 
 impl ZoneFile {
-    /// The file `path` of `fs`.
-    pub fn new(fs: ZoneFs, path: impl Into<String>) -> ZoneFile {
-        ZoneFile {
-            fs,
-            path: path.into(),
-        }
+    /// Opens the file `path` of `fs`.
+    pub async fn open(fs: &ZoneFs, path: &str) -> Result<ZoneFile, FsError> {
+        Ok(ZoneFile {
+            reader: Arc::new(fs.open_reader(path).await?),
+        })
     }
 }
 
 impl TableSource for ZoneFile {
     async fn read_at(&self, offset: u64, len: usize) -> std::io::Result<Bytes> {
         let got = self
-            .fs
-            .read_at(&self.path, offset, len)
+            .reader
+            .read_at(offset, len)
             .await
             .map_err(std::io::Error::other)?;
         if got.len() != len {
@@ -69,7 +71,7 @@ impl TableSource for ZoneFile {
                 std::io::ErrorKind::UnexpectedEof,
                 format!(
                     "{}: {} bytes at {offset}, {len} asked",
-                    self.path,
+                    self.reader.path(),
                     got.len()
                 ),
             ));
@@ -128,7 +130,7 @@ mod tests {
             drop(fs);
             let fs = ZoneFs::mount(client.clone()).await.unwrap();
             let cache = BlockCache::new(1 << 20);
-            let file = ZoneFile::new(fs.clone(), "db/000001.sst");
+            let file = ZoneFile::open(&fs, "db/000001.sst").await.unwrap();
             let t = Table::open(
                 file,
                 summary.file_bytes,

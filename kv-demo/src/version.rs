@@ -88,7 +88,7 @@ impl TableHandle {
     ) -> Result<TableHandle, DbError> {
         let path = table_path(shard, meta.number);
         let table = Table::open(
-            ZoneFile::new(fs.clone(), path.clone()),
+            ZoneFile::open(fs, &path).await?,
             meta.size,
             ikey::order,
             ikey::user_key,

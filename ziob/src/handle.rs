@@ -349,6 +349,35 @@ impl<D: ZonedDevice> Ziob<D> {
         })
     }
 
+    /// [`read_direct_now`](Self::read_direct_now) into the caller's memory: `out.len()` bytes
+    /// at `offset` of `zone`, given back as `out` initialised; `None` (and nothing promised
+    /// of `out`) where `read_direct_now` answers `None`. Where the device reads exactly the
+    /// bytes asked for (granularity 1: a page cache, RAM), the device writes into `out`
+    /// itself; else the widened read is copied out.
+    pub(crate) fn read_direct_now_into<'a>(
+        &self,
+        zone: u32,
+        offset: u64,
+        out: &'a mut [std::mem::MaybeUninit<u8>],
+    ) -> Option<&'a mut [u8]> {
+        let len = out.len();
+        if len > READ_NOW_MAX_BYTES {
+            return None;
+        }
+        let here = self.inner.handle.local_core();
+        let owner_here = here == Some(owner_core(zone, self.inner.cores));
+        let r = self.direct_range(zone, offset, len, owner_here)?;
+        if r.start != offset || r.end != offset + len as u64 {
+            let data = self.read_direct_now(zone, offset, len)?;
+            return Some(out.write_copy_of_slice(&data));
+        }
+        let got = self.inner.device.read_now_into(zone, offset, out)?;
+        let on_device = &self.inner.on_device;
+        let ok = got.is_ok() && on_device.unchanged(r.seen);
+        on_device.count(here, ok.then_some(len as u64));
+        got.ok().filter(|_| ok)
+    }
+
     /// Reads `[offset, offset + len)` of `zone` straight from the device by the calling core
     /// when [`direct_read_core`](Self::direct_read_core) allows it: no hop to the owner,
     /// however busy the owner is. `None` when it does not, when the device read fails (the

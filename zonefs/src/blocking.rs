@@ -11,6 +11,7 @@ use crate::fs::ZoneFs;
 use crate::fsck::FsckReport;
 use crate::gc::{FsStats, GcReport};
 use crate::lifetime::WriteLifetime;
+use crate::reader::FileReader;
 use crate::space::SpaceUsage;
 
 /// [`ZoneFs`]'s operations as blocking calls. Each blocks the calling thread until the
@@ -85,6 +86,16 @@ impl BlockingZoneFs {
     /// See [`ZoneFs::read_at`].
     pub fn read_at(&self, path: &str, offset: u64, len: usize) -> Result<Bytes> {
         wait("zonefs read_at", self.fs.read_at(path, offset, len))
+    }
+
+    /// See [`ZoneFs::open_reader`].
+    pub fn open_reader(&self, path: &str) -> Result<FileReader> {
+        wait("zonefs open_reader", self.fs.open_reader(path))
+    }
+
+    /// See [`FileReader::read_at`].
+    pub fn read_with(&self, reader: &FileReader, offset: u64, len: usize) -> Result<Bytes> {
+        wait("zonefs FileReader::read_at", reader.read_at(offset, len))
     }
 
     /// See [`ZoneFs::size`].

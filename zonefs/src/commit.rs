@@ -13,6 +13,7 @@
 //! queued delta (they are all applied to the state), so the queue is emptied by the roll.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex as StdMutex;
 
 use futures::lock::{Mutex, MutexGuard};
@@ -77,6 +78,9 @@ pub enum Waited {
 pub struct GroupCommit {
     queue: StdMutex<Queue>,
     journal: Mutex<Journal>,
+    /// Set with the queue's `failed` (never cleared): lets [`check_now`](Self::check_now)
+    /// answer the common case without the queue's lock.
+    any_failed: AtomicBool,
 }
 
 impl GroupCommit {
@@ -85,6 +89,7 @@ impl GroupCommit {
         GroupCommit {
             queue: StdMutex::new(Queue::default()),
             journal: Mutex::new(journal),
+            any_failed: AtomicBool::new(false),
         }
     }
 
@@ -119,6 +124,15 @@ impl GroupCommit {
             }),
             None => Ok(()),
         }
+    }
+
+    /// [`check`](Self::check) without the queue's lock while no journal write has failed:
+    /// for reads through a [`FileReader`](crate::FileReader), on RocksDB's hot path.
+    pub fn check_now(&self) -> Result<()> {
+        if self.any_failed.load(Ordering::Acquire) {
+            return self.check();
+        }
+        Ok(())
     }
 
     /// The newest queued delta that is not durable yet, if any.
@@ -185,6 +199,7 @@ impl GroupCommit {
                     }
                     Err(e) => {
                         self.queue().failed.get_or_insert_with(|| Failed::of(&e));
+                        self.any_failed.store(true, Ordering::Release);
                         return Err(e);
                     }
                 }
@@ -233,6 +248,7 @@ impl GroupCommit {
             }
             Err(e) => {
                 self.queue().failed.get_or_insert_with(|| Failed::of(&e));
+                self.any_failed.store(true, Ordering::Release);
                 Err(e)
             }
         }

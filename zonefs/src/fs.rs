@@ -30,7 +30,9 @@ use crate::zones::{ZoneTable, ZoneUse};
 /// appends in parallel (one at a time per class); `sync` flushes without it; metadata
 /// commits share journal writes (group commit). A read racing a delete, rename-over or GC relocation of its file
 /// never returns bytes of a reset zone: if a zone it read was reset meanwhile it looks the
-/// extents up again (the file's new extents, or [`FsError::NotFound`] once it is gone).
+/// extents up again (the file's new extents, or [`FsError::NotFound`] once it is gone). A
+/// [`FileReader`](crate::FileReader) ([`open_reader`](ZoneFs::open_reader)) keeps its file's
+/// extents and skips the lookup until one of their zones is reset.
 #[derive(Clone)]
 pub struct ZoneFs {
     client: Client,
@@ -76,6 +78,33 @@ impl ResetCounts {
     /// `zone` is about to be reset.
     fn note(&self, zone: u32) {
         self.0[zone as usize].fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A file's extents in file order, the reset count of each one's zone and the file's size,
+/// taken together under the state lock: a [`FileReader`](crate::FileReader) reads through it
+/// without the lock while [`ZoneFs::view_unchanged`] holds.
+#[derive(Debug, Clone)]
+pub(crate) struct ExtentView {
+    pub(crate) extents: Vec<Extent>,
+    /// The reset count of each extent's zone when the view was taken.
+    pub(crate) resets: Vec<u64>,
+    /// The file offset where each extent ends (so the last is the file's size).
+    pub(crate) ends: Vec<u64>,
+}
+
+impl ExtentView {
+    /// The file's size when the view was taken.
+    pub(crate) fn size(&self) -> u64 {
+        self.ends.last().copied().unwrap_or(0)
+    }
+
+    /// The extents holding bytes of `offset..end` (a binary search: a WAL synced after
+    /// every write has an extent per sync).
+    pub(crate) fn covering(&self, offset: u64, end: u64) -> std::ops::Range<usize> {
+        let first = self.ends.partition_point(|&e| e <= offset);
+        let last = self.ends.partition_point(|&e| e < end);
+        first..(last + 1).min(self.ends.len()).max(first)
     }
 }
 
@@ -780,8 +809,71 @@ impl ZoneFs {
         }
     }
 
+    /// The id of the file at `path` and its [`ExtentView`], taken together.
+    pub(crate) async fn open_view(&self, path: &str) -> Result<(u64, ExtentView)> {
+        let path = crate::path::checked(path)?;
+        let st = self.state.lock().await;
+        self.group.check()?;
+        let id = st.tree.existing(path)?;
+        Ok((id, self.view_locked(&st, id).expect("indexed")))
+    }
+
+    /// The [`ExtentView`] of file `id`; [`FsError::NotFound`] (naming `path`) once it is
+    /// gone.
+    pub(crate) async fn view_of(&self, id: u64, path: &str) -> Result<ExtentView> {
+        let st = self.state.lock().await;
+        self.group.check()?;
+        self.view_locked(&st, id)
+            .ok_or_else(|| FsError::NotFound(path.to_string()))
+    }
+
+    fn view_locked(&self, st: &State, id: u64) -> Option<ExtentView> {
+        let node = st.tree.node(id)?;
+        let extents = node.extents.clone();
+        let resets = extents.iter().map(|e| self.resets.count(e.zone)).collect();
+        let ends = extents
+            .iter()
+            .scan(0u64, |end, e| {
+                *end += e.len;
+                Some(*end)
+            })
+            .collect();
+        Some(ExtentView {
+            extents,
+            resets,
+            ends,
+        })
+    }
+
+    /// Whether no zone of the extents `range` of `view` was reset since the view was taken:
+    /// then every byte read from them, before this answers, is the file's.
+    pub(crate) fn extents_unchanged(
+        &self,
+        view: &ExtentView,
+        range: std::ops::Range<usize>,
+    ) -> bool {
+        range.into_iter().all(|i| self.extent_unchanged(view, i))
+    }
+
+    /// [`GroupCommit::check`] without a lock while no journal write failed: reads through
+    /// a reader fail as every read does after one.
+    pub(crate) fn check_journal_now(&self) -> Result<()> {
+        self.group.check_now()
+    }
+
+    /// Whether the zone of extent `i` of `view` was not reset since the view was taken: then
+    /// every byte read from that extent, before this answers, is the file's.
+    pub(crate) fn extent_unchanged(&self, view: &ExtentView, i: usize) -> bool {
+        self.resets.count(view.extents[i].zone) == view.resets[i]
+    }
+
+    /// Whether reads must be of whole blocks (a pass-through instance, see `read_piece`).
+    pub(crate) fn reads_whole_blocks(&self) -> bool {
+        self.layout.whole_blocks
+    }
+
     /// Reads `pieces` in order into one buffer.
-    async fn read_pieces(&self, pieces: &[(u32, u64, u64)]) -> Result<Bytes> {
+    pub(crate) async fn read_pieces(&self, pieces: &[(u32, u64, u64)]) -> Result<Bytes> {
         if pieces.len() == 1 {
             let (z, off, n) = pieces[0];
             return self.read_piece(z, off, n).await;
@@ -998,7 +1090,7 @@ fn durable_unsynced(st: &mut State, id: u64) -> Vec<Extent> {
 
 /// The `(zone, offset, len)` pieces of the file range `offset..offset + len` (clipped at the
 /// file's end).
-fn pieces_of(extents: &[Extent], offset: u64, len: u64) -> Vec<(u32, u64, u64)> {
+pub(crate) fn pieces_of(extents: &[Extent], offset: u64, len: u64) -> Vec<(u32, u64, u64)> {
     let mut out = Vec::new();
     let end = offset.saturating_add(len);
     let mut pos = 0u64;

@@ -7,7 +7,8 @@
 //!   are append-only: [`create`](ZoneFs::create), [`append`](ZoneFs::append),
 //!   [`sync`](ZoneFs::sync), [`read_at`](ZoneFs::read_at), [`size`](ZoneFs::size),
 //!   [`delete`](ZoneFs::delete), atomic [`rename`](ZoneFs::rename) (replaces the target),
-//!   [`exists`](ZoneFs::exists).
+//!   [`exists`](ZoneFs::exists); [`open_reader`](ZoneFs::open_reader) gives a
+//!   [`FileReader`], whose reads skip the path lookup and the state lock.
 //! - **Placement**: each file has a [`WriteLifetime`] class (RocksDB's write-lifetime hints
 //!   plus WAL); each class appends to its own open data zone (classes share zones when the
 //!   active-zone limit is below 9: one active zone is the journal's, one garbage
@@ -37,7 +38,9 @@
 //! - **Concurrency**: reads, appends of different lifetime classes and syncs do their device
 //!   I/O without holding the file system's state lock; a read racing a delete or a GC
 //!   relocation of its file returns the file's bytes or [`FsError::NotFound`], never bytes of
-//!   a reset zone.
+//!   a reset zone. A [`FileReader`] does not take the lock at all while none of its file's
+//!   zones was reset; it reads its file (after a rename too, and after a delete until a zone
+//!   of the file is reset, as an open POSIX descriptor does).
 //! - **Dropped futures**: any call may be dropped at any await (a cancelled caller). Its
 //!   operation then may or may not have happened (a create, delete or rename dropped before
 //!   it returned may still become durable), but nothing is left stuck: a journal write cut
@@ -87,6 +90,7 @@ mod layout;
 mod lifetime;
 mod mount;
 mod path;
+mod reader;
 pub mod records;
 mod space;
 mod stat;
@@ -104,6 +108,7 @@ pub use journal::JOURNAL_ZONES_RANGE;
 pub use lifetime::WriteLifetime;
 pub use mount::{MkfsOptions, MountReport};
 pub use path::PATH_BYTES_MAX;
+pub use reader::FileReader;
 pub use space::SpaceUsage;
 pub use stat::FileStat;
 pub use zones::ZoneUse;

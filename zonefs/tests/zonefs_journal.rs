@@ -230,6 +230,9 @@ fn a_journal_write_the_device_fails_is_corrupt_not_closed() {
         b(fs.create("a", WriteLifetime::Short)).unwrap();
         b(fs.append("a", b"bytes")).unwrap();
         b(fs.sync("a")).unwrap();
+        // A reader opened before the failure fails after it as every read does.
+        let reader = b(fs.open_reader("a")).unwrap();
+        assert_eq!(&b(reader.read_at(0, 5)).unwrap()[..], b"bytes");
         // The next device op is the delete's journal append.
         dev.inject(Fault::FailOp {
             op_index: dev.op_count(),
@@ -244,6 +247,18 @@ fn a_journal_write_the_device_fails_is_corrupt_not_closed() {
             matches!(r, Err(FsError::Corrupt { .. })),
             "a read after it: {r:?}"
         );
+        let r = b(reader.read_at(0, 5));
+        assert!(
+            matches!(r, Err(FsError::Corrupt { .. })),
+            "a reader's read after it: {r:?}"
+        );
+        let mut out = [std::mem::MaybeUninit::uninit(); 5];
+        let r = reader.read_now_into(0, &mut out);
+        assert!(
+            matches!(r, None | Some(Err(FsError::Corrupt { .. }))),
+            "a reader's read at once after it: {r:?}"
+        );
+        drop(reader);
         drop(fs);
         b(client.close()).unwrap();
     });

@@ -932,12 +932,32 @@ impl ZonedDevice for EmuDevice {
     /// Through the page cache (`direct=0`, no latency model) only, and only when every byte
     /// is cached there: one `preadv2` with `RWF_NOWAIT`, which never waits for the disk.
     fn read_now(&self, zone: u32, offset_bytes: u64, len: usize) -> Option<Result<Vec<u8>>> {
+        let mut out: Vec<u8> = Vec::with_capacity(len);
+        match self.read_now_into(zone, offset_bytes, &mut out.spare_capacity_mut()[..len])? {
+            Ok(_) => {
+                // SAFETY: `read_now_into` answered `Ok`, so it initialised all `len` bytes of
+                // the spare capacity it was given, the first `len` of the allocation.
+                unsafe { out.set_len(len) };
+                Some(Ok(out))
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// As [`read_now`](Self::read_now), straight into `out`: the one `preadv2` writes there.
+    fn read_now_into<'a>(
+        &self,
+        zone: u32,
+        offset_bytes: u64,
+        out: &'a mut [std::mem::MaybeUninit<u8>],
+    ) -> Option<Result<&'a mut [u8]>> {
         if self.inner.direct
             || !self.inner.latency.is_off()
             || self.inner.nowait_unsupported.load(Ordering::Relaxed)
         {
             return None;
         }
+        let len = out.len();
         let checked = self
             .controller()
             .table
@@ -947,17 +967,16 @@ impl ZonedDevice for EmuDevice {
             Err(e) => return Some(Err(e)),
         };
         let with_data = data_end.saturating_sub(offset_bytes).min(len as u64) as usize;
-        let mut out: Vec<u8> = Vec::with_capacity(len);
         if with_data > 0 {
             let pos = i64::try_from(self.data_pos(zone, offset_bytes)).ok()?;
             let iov = libc::iovec {
                 iov_base: out.as_mut_ptr().cast(),
                 iov_len: with_data,
             };
-            // SAFETY: the kernel writes at most `iov_len` = `with_data` <= `len` <= the
-            // capacity of `out` bytes into `out`'s spare capacity (the one iovec covers only
-            // that allocation), and nothing after the call returns; the descriptor stays open
-            // while `self` lives.
+            // SAFETY: the kernel writes at most `iov_len` = `with_data` <= `out.len()` bytes
+            // into `out` (the one iovec covers only that memory, which is ours for the call;
+            // writing bytes into `MaybeUninit<u8>`s is always valid), and nothing after the
+            // call returns; the descriptor stays open while `self` lives.
             let got = unsafe {
                 libc::preadv2(self.inner.file.as_raw_fd(), &iov, 1, pos, libc::RWF_NOWAIT)
             };
@@ -968,12 +987,14 @@ impl ZonedDevice for EmuDevice {
             if usize::try_from(got).ok()? != with_data {
                 return None;
             }
-            // SAFETY: the kernel initialised exactly the first `with_data` bytes (checked
-            // above), all within the capacity.
-            unsafe { out.set_len(with_data) };
         }
-        out.resize(len, 0);
-        Some(Ok(out))
+        // Past the data: zeros.
+        out[with_data..].fill(std::mem::MaybeUninit::new(0));
+        // SAFETY: every byte of `out` is initialised: `[0, with_data)` by the kernel (the
+        // read returned exactly `with_data`, checked above), the rest by the fill.
+        Some(Ok(unsafe {
+            std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), out.len())
+        }))
     }
 
     async fn read(

@@ -81,16 +81,17 @@ static int LifetimeFor(const std::string& fname, Env::WriteLifeTimeHint hint) {
   return static_cast<int>(hint);
 }
 
+// Reads go through a read handle (ziob_rfile): no path lookup per call.
 class ZiobSequentialFile : public FSSequentialFile {
  public:
-  ZiobSequentialFile(const ziob_fs* fs, std::string path) : fs_(fs), path_(std::move(path)) {}
+  ZiobSequentialFile(ziob_rfile* f, std::string path) : f_(f), path_(std::move(path)) {}
+  ~ZiobSequentialFile() override { ziob_rfile_free(f_); }
 
   IOStatus Read(size_t n, const IOOptions&, Slice* result, char* scratch,
                 IODebugContext*) override {
     size_t got = 0;
     char* err = nullptr;
-    int rc = ziob_fs_read_at(fs_, path_.c_str(), pos_, reinterpret_cast<uint8_t*>(scratch), n,
-                             &got, &err);
+    int rc = ziob_rfile_read(f_, pos_, reinterpret_cast<uint8_t*>(scratch), n, &got, &err);
     if (rc != ZIOB_OK) return ToStatus(rc, &err, path_);
     pos_ += got;
     *result = Slice(scratch, got);
@@ -101,45 +102,41 @@ class ZiobSequentialFile : public FSSequentialFile {
                           char* scratch, IODebugContext*) override {
     size_t got = 0;
     char* err = nullptr;
-    int rc = ziob_fs_read_at(fs_, path_.c_str(), offset, reinterpret_cast<uint8_t*>(scratch), n,
-                             &got, &err);
+    int rc = ziob_rfile_read(f_, offset, reinterpret_cast<uint8_t*>(scratch), n, &got, &err);
     if (rc != ZIOB_OK) return ToStatus(rc, &err, path_);
     *result = Slice(scratch, got);
     return IOStatus::OK();
   }
 
+  // Past the end of the file reads give 0 bytes (as after lseek on a local file).
   IOStatus Skip(uint64_t n) override {
-    uint64_t size = 0;
-    char* err = nullptr;
-    int rc = ziob_fs_size(fs_, path_.c_str(), &size, &err);
-    if (rc != ZIOB_OK) return ToStatus(rc, &err, path_);
-    pos_ = std::min(size, pos_ + n);
+    pos_ = n > UINT64_MAX - pos_ ? UINT64_MAX : pos_ + n;
     return IOStatus::OK();
   }
 
  private:
-  const ziob_fs* fs_;
+  ziob_rfile* f_;
   std::string path_;
   uint64_t pos_ = 0;
 };
 
 class ZiobRandomAccessFile : public FSRandomAccessFile {
  public:
-  ZiobRandomAccessFile(const ziob_fs* fs, std::string path) : fs_(fs), path_(std::move(path)) {}
+  ZiobRandomAccessFile(ziob_rfile* f, std::string path) : f_(f), path_(std::move(path)) {}
+  ~ZiobRandomAccessFile() override { ziob_rfile_free(f_); }
 
   IOStatus Read(uint64_t offset, size_t n, const IOOptions&, Slice* result, char* scratch,
                 IODebugContext*) const override {
     size_t got = 0;
     char* err = nullptr;
-    int rc = ziob_fs_read_at(fs_, path_.c_str(), offset, reinterpret_cast<uint8_t*>(scratch), n,
-                             &got, &err);
+    int rc = ziob_rfile_read(f_, offset, reinterpret_cast<uint8_t*>(scratch), n, &got, &err);
     if (rc != ZIOB_OK) return ToStatus(rc, &err, path_);
     *result = Slice(scratch, got);
     return IOStatus::OK();
   }
 
  private:
-  const ziob_fs* fs_;
+  ziob_rfile* f_;
   std::string path_;
 };
 
@@ -310,7 +307,11 @@ class ZiobFileSystem : public FileSystem {
                              IODebugContext*) override {
     IOStatus s = MustBeFile(fname);
     if (!s.ok()) return s;
-    result->reset(new ZiobSequentialFile(fs_, fname));
+    ziob_rfile* f = nullptr;
+    char* err = nullptr;
+    s = ToStatus(ziob_rfile_open(fs_, fname.c_str(), &f, &err), &err, fname);
+    if (!s.ok()) return s;
+    result->reset(new ZiobSequentialFile(f, fname));
     return IOStatus::OK();
   }
 
@@ -319,7 +320,11 @@ class ZiobFileSystem : public FileSystem {
                                IODebugContext*) override {
     IOStatus s = MustBeFile(fname);
     if (!s.ok()) return s;
-    result->reset(new ZiobRandomAccessFile(fs_, fname));
+    ziob_rfile* f = nullptr;
+    char* err = nullptr;
+    s = ToStatus(ziob_rfile_open(fs_, fname.c_str(), &f, &err), &err, fname);
+    if (!s.ok()) return s;
+    result->reset(new ZiobRandomAccessFile(f, fname));
     return IOStatus::OK();
   }
 

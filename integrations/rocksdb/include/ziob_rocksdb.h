@@ -29,6 +29,7 @@ extern "C" {
 
 typedef struct SharedFs ziob_fs;     /* one per device per process, never freed */
 typedef struct ZiobWFile ziob_wfile; /* a file open for writing */
+typedef struct ZiobRFile ziob_rfile; /* a file open for reading */
 
 void ziob_rocksdb_free_error(char* msg);
 
@@ -57,6 +58,14 @@ int ziob_fs_free_space(const ziob_fs* fs, const char* path, uint64_t* out, char*
 int ziob_fs_rename(const ziob_fs* fs, const char* from, const char* to, char** err);
 int ziob_fs_read_at(const ziob_fs* fs, const char* path, uint64_t offset, uint8_t* buf,
                     size_t len, size_t* got, char** err);
+
+/* A file opened for reading (it must exist): reads skip the path lookup and, where the
+   device reads at once (emu through the page cache), go straight into buf. */
+int ziob_rfile_open(const ziob_fs* fs, const char* path, ziob_rfile** out, char** err);
+/* Up to len bytes at offset into buf (need not be initialised); *got fewer only at the end. */
+int ziob_rfile_read(const ziob_rfile* f, uint64_t offset, uint8_t* buf, size_t len,
+                    size_t* got, char** err);
+void ziob_rfile_free(ziob_rfile* f);
 
 /* reopen = 0: a new empty file (replacing one); 1: append to the existing file. */
 int ziob_wfile_open(const ziob_fs* fs, const char* path, int lifetime, int reopen,

@@ -7,6 +7,7 @@
 //! name the same file.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use ziob_zonefs::WriteLifetime;
 
 use crate::error::{PluginError, ZIOB_OK};
+use crate::reader::ReadHandle;
 use crate::shared::{clean, SharedFs, WriteBuf};
 
 /// An open device (opaque to C): a `&'static SharedFs`, valid for the whole process.
@@ -86,6 +88,35 @@ unsafe fn arg(p: *const c_char, what: &str) -> Result<String, PluginError> {
 unsafe fn path_arg(p: *const c_char) -> Result<String, PluginError> {
     // SAFETY: forwarded contract.
     Ok(clean(&unsafe { arg(p, "path") }?))
+}
+
+/// RocksDB's buffer `buf` of `len` bytes as memory to read into (`len == 0`: an empty
+/// slice, whatever `buf` is); a null `buf` is an error.
+///
+/// # Safety
+/// `buf` is null or writable for `len` bytes and not read or written by anyone else while
+/// the slice lives; it need not be initialised.
+unsafe fn out_buf<'a>(buf: *mut u8, len: usize) -> Result<&'a mut [MaybeUninit<u8>], PluginError> {
+    if len == 0 {
+        return Ok(&mut []);
+    }
+    if buf.is_null() {
+        return Err(PluginError::InvalidArgument("buf is null".into()));
+    }
+    // SAFETY: non-null (checked above), writable for `len` bytes and ours alone by the
+    // caller's contract; as `MaybeUninit<u8>` the slice claims nothing of its contents.
+    Ok(unsafe { std::slice::from_raw_parts_mut(buf.cast::<MaybeUninit<u8>>(), len) })
+}
+
+/// Stores `n` in `*got`; a null `got` is an error.
+///
+/// # Safety
+/// `got` is null or writable.
+unsafe fn set_got(got: *mut usize, n: usize) -> Result<(), PluginError> {
+    // SAFETY: caller's contract.
+    unsafe { got.as_mut() }
+        .map(|g| *g = n)
+        .ok_or_else(|| PluginError::InvalidArgument("got is null".into()))
 }
 
 /// The shared fs behind a handle.
@@ -333,21 +364,90 @@ pub unsafe extern "C" fn ziob_fs_read_at(
     call(err, || {
         // SAFETY: caller's contract.
         let (fs, path) = unsafe { (fs_ref(fs)?, path_arg(path)?) };
-        if buf.is_null() && len > 0 {
-            return Err(PluginError::InvalidArgument("buf is null".into()));
-        }
+        // SAFETY: caller's contract.
+        let out = unsafe { out_buf(buf, len) }?;
         let data = fs.read_at(&path, offset, len)?;
         let n = data.len().min(len);
-        if n > 0 {
-            // SAFETY: `buf` is non-null (checked above) and writable for `len >= n` bytes by
-            // the caller's contract, and does not overlap `data` (ours).
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
-        }
+        out[..n].write_copy_of_slice(&data[..n]);
         // SAFETY: caller's contract.
-        unsafe { got.as_mut() }
-            .map(|g| *g = n)
-            .ok_or_else(|| PluginError::InvalidArgument("got is null".into()))
+        unsafe { set_got(got, n) }
     })
+}
+
+/// A file open for reading (opaque to C); freed with [`ziob_rfile_free`].
+pub struct ZiobRFile {
+    fs: &'static SharedFs,
+    file: ReadHandle,
+}
+
+/// Opens `path` for reading (it must exist); the handle goes to `*out`.
+///
+/// # Safety
+/// `fs` from [`ziob_fs_open`]; `path` NUL-terminated; `out` writable; `err` as in the header.
+#[no_mangle]
+pub unsafe extern "C" fn ziob_rfile_open(
+    fs: *const ZiobFs,
+    path: *const c_char,
+    out: *mut *mut ZiobRFile,
+    err: *mut *mut c_char,
+) -> c_int {
+    call(err, || {
+        // SAFETY: caller's contract.
+        let (fs, path) = unsafe { (fs_ref(fs)?, path_arg(path)?) };
+        let file = Box::new(ZiobRFile {
+            fs,
+            file: fs.open_read(&path)?,
+        });
+        // SAFETY: caller's contract.
+        match unsafe { out.as_mut() } {
+            Some(o) => {
+                *o = Box::into_raw(file);
+                Ok(())
+            }
+            None => Err(PluginError::InvalidArgument("out is null".into())),
+        }
+    })
+}
+
+/// Reads up to `len` bytes at `offset` of a file open for reading into `buf`; `*got` says
+/// how many (fewer only at the end of the file).
+///
+/// # Safety
+/// `f` a live handle from [`ziob_rfile_open`]; `buf` writable for `len` bytes (it need not be
+/// initialised) and not read or written by anyone else during the call; `got` writable; `err`
+/// as in the header.
+#[no_mangle]
+pub unsafe extern "C" fn ziob_rfile_read(
+    f: *const ZiobRFile,
+    offset: u64,
+    buf: *mut u8,
+    len: usize,
+    got: *mut usize,
+    err: *mut *mut c_char,
+) -> c_int {
+    call(err, || {
+        // SAFETY: caller's contract.
+        let f = unsafe { f.as_ref() }
+            .ok_or_else(|| PluginError::InvalidArgument("file handle is null".into()))?;
+        // SAFETY: caller's contract.
+        let out = unsafe { out_buf(buf, len) }?;
+        let n = f.fs.read_into(&f.file, offset, out)?;
+        // SAFETY: caller's contract.
+        unsafe { set_got(got, n) }
+    })
+}
+
+/// Frees a handle from [`ziob_rfile_open`] (null: nothing).
+///
+/// # Safety
+/// `f` null or a live handle, not used after this call.
+#[no_mangle]
+pub unsafe extern "C" fn ziob_rfile_free(f: *mut ZiobRFile) {
+    if f.is_null() {
+        return;
+    }
+    // SAFETY: made by `Box::into_raw` in `ziob_rfile_open`, freed once by the contract.
+    drop(unsafe { Box::from_raw(f) });
 }
 
 /// Opens `path` for writing: `reopen` = 0 starts an empty file (replacing one there), 1

@@ -448,7 +448,7 @@ impl SharedFs {
     }
 
     /// Hands over the gathered appends of `path`'s writer, if it has one.
-    fn push(&self, path: &str) -> Result<(), PluginError> {
+    pub(crate) fn push(&self, path: &str) -> Result<(), PluginError> {
         let wb = lock(&self.writers).get(path).cloned();
         match wb {
             Some(wb) => self.push_buf(path, &wb),
@@ -542,6 +542,11 @@ impl SharedFs {
             return Ok(0);
         }
         Ok(self.fs.size(path)?)
+    }
+
+    /// Whether reads go through the plugin's read cache.
+    pub(crate) fn caches_reads(&self) -> bool {
+        self.cache.is_on()
     }
 
     /// Reads up to `len` bytes at `offset` (a pending file is empty), through the read cache:

@@ -253,6 +253,29 @@ fn read_range(fs: *const ZiobFs, path: &CStr, offset: u64, len: usize) -> Vec<u8
     buf
 }
 
+/// Opens `path` for reading.
+fn open_read(fs: *const ZiobFs, path: &CStr) -> *mut ZiobRFile {
+    let mut f: *mut ZiobRFile = ptr::null_mut();
+    // SAFETY: valid handle, string and out pointer.
+    let (rc, msg) = check(|e| unsafe { ziob_rfile_open(fs, path.as_ptr(), &mut f, e) });
+    assert_eq!(rc, ZIOB_OK, "{msg}");
+    f
+}
+
+/// Reads `len` bytes at `offset` through a read handle (into a dirty buffer).
+fn read_handle(f: *const ZiobRFile, offset: u64, len: usize) -> Result<Vec<u8>, (i32, String)> {
+    let mut buf = vec![0xa5u8; len];
+    let mut got = 0usize;
+    // SAFETY: a live read handle; `buf` writable for its length.
+    let (rc, msg) =
+        check(|e| unsafe { ziob_rfile_read(f, offset, buf.as_mut_ptr(), len, &mut got, e) });
+    if rc != ZIOB_OK {
+        return Err((rc, msg));
+    }
+    buf.truncate(got);
+    Ok(buf)
+}
+
 #[test]
 fn appends_of_any_size_read_back_in_order_while_writing() {
     appends_of_any_size_read_back(&Dev::new("sizes"), "");
@@ -266,11 +289,19 @@ fn appends_of_any_size_read_back_through_the_page_cache_without_the_read_cache()
 
 fn appends_of_any_size_read_back(dev: &Dev, emu_opts: &str) {
     let fs = open(&dev.uri_with(emu_opts)).unwrap();
+    let by_handle = emu_opts.contains("direct=0");
     let path = c("/db/000009.log");
     let mut w: *mut ZiobWFile = ptr::null_mut();
     // SAFETY (all calls in this test): valid handle, strings, buffers and out pointers.
     let (rc, msg) = check(|e| unsafe { ziob_wfile_open(fs, path.as_ptr(), 6, 0, &mut w, e) });
     assert_eq!(rc, ZIOB_OK, "{msg}");
+    // A read handle opened while the file is only pending, kept while it grows.
+    let r = open_read(fs, &path);
+    assert_eq!(
+        read_handle(r, 0, 100).unwrap(),
+        b"",
+        "a pending file is empty"
+    );
     let mut model: Vec<u8> = Vec::new();
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     for step in 0..300 {
@@ -293,6 +324,11 @@ fn appends_of_any_size_read_back(dev: &Dev, emu_opts: &str) {
             let got = read_range(fs, &path, at, 5000);
             let end = (at as usize + 5000).min(model.len());
             assert_eq!(got, &model[at as usize..end], "step {step}");
+            assert_eq!(
+                read_handle(r, at, 5000).unwrap(),
+                got,
+                "step {step}, by handle"
+            );
         }
     }
     assert_eq!(check(|e| unsafe { ziob_wfile_close(w, e) }).0, ZIOB_OK);
@@ -318,8 +354,79 @@ fn appends_of_any_size_read_back(dev: &Dev, emu_opts: &str) {
             let from = (at as usize).min(model.len());
             let to = (at as usize + len).min(model.len());
             assert_eq!(got, &model[from..to], "pass {pass}: {len} bytes at {at}");
+            // Block-sized reads too, which a handle reads at once where it can.
+            let small = 1 + (y >> 20) as usize % 4096;
+            let to = (at as usize + small).min(model.len());
+            assert_eq!(
+                read_handle(r, at, small).unwrap(),
+                &model[from..to],
+                "pass {pass}: {small} bytes at {at} by handle"
+            );
+            assert_eq!(
+                read_handle(r, at, len).unwrap(),
+                got,
+                "pass {pass}, by handle"
+            );
         }
     }
+    // Deleted and made again: where the handle reads its file (read cache off), it gives
+    // the old file's bytes or NotFound, never the new file's; with the read cache on it
+    // reads by path, as a read by path does.
+    let old = model[..4096.min(model.len())].to_vec();
+    assert_eq!(
+        check(|e| unsafe { ziob_fs_delete(fs, path.as_ptr(), e) }).0,
+        ZIOB_OK
+    );
+    write_file(fs, &path, &vec![0x11; 8192]);
+    for at in [0u64, 100, 4000] {
+        let want = &old[at as usize..at as usize + 96];
+        match read_handle(r, at, 96) {
+            Ok(got) if by_handle => assert_eq!(got, want, "after the delete"),
+            Ok(got) => assert_eq!(got, vec![0x11; 96], "by path after the delete"),
+            Err((rc, msg)) => assert!(by_handle && rc == ZIOB_NOT_FOUND, "{msg}"),
+        }
+    }
+    unsafe { ziob_rfile_free(r) };
+    let r = open_read(fs, &path);
+    assert_eq!(
+        read_handle(r, 0, 8192).unwrap(),
+        vec![0x11; 8192],
+        "the new file"
+    );
+    unsafe { ziob_rfile_free(r) };
+    // Null arguments are errors, not crashes.
+    let r = open_read(fs, &path);
+    let mut buf = [0u8; 8];
+    let mut got = 0usize;
+    for (what, rc) in [
+        (
+            "handle",
+            check(|e| unsafe { ziob_rfile_read(ptr::null(), 0, buf.as_mut_ptr(), 8, &mut got, e) })
+                .0,
+        ),
+        (
+            "buf",
+            check(|e| unsafe { ziob_rfile_read(r, 0, ptr::null_mut(), 8, &mut got, e) }).0,
+        ),
+        (
+            "got",
+            check(|e| unsafe { ziob_rfile_read(r, 0, buf.as_mut_ptr(), 8, ptr::null_mut(), e) }).0,
+        ),
+        (
+            "out",
+            check(|e| unsafe { ziob_rfile_open(fs, path.as_ptr(), ptr::null_mut(), e) }).0,
+        ),
+    ] {
+        assert_eq!(rc, ZIOB_INVALID_ARGUMENT, "a null {what}");
+    }
+    unsafe { ziob_rfile_free(r) };
+    unsafe { ziob_rfile_free(ptr::null_mut()) };
+    // Nothing there: NotFound at the open.
+    let none = c("/db/no-such-file");
+    let mut f: *mut ZiobRFile = ptr::null_mut();
+    let (rc, _) = check(|e| unsafe { ziob_rfile_open(fs, none.as_ptr(), &mut f, e) });
+    assert_eq!(rc, ZIOB_NOT_FOUND);
+    assert!(f.is_null());
 }
 
 /// Writes `data` at the start of `zone` of the emu device at `path` (created with 8 zones of

@@ -162,6 +162,28 @@ impl<D: ZonedDevice> Client<D> {
         }
     }
 
+    /// [`Client::read`] done at once on the calling thread, into `out` (`out.len()` bytes at
+    /// `offset`, given back initialised), when it needs no wait: the owner's memory holds the
+    /// range and this is the owner's core, or the device reads without waiting (a page
+    /// cache, RAM; see [`Client::read`]). `None` when it would wait — then read with
+    /// [`Client::read`] — and nothing is promised of `out`. For a plain thread's hot path
+    /// (RocksDB's reads through the plugin): no future, no buffer of its own.
+    pub fn read_now_into<'a>(
+        &self,
+        zone: u32,
+        offset: u64,
+        out: &'a mut [std::mem::MaybeUninit<u8>],
+    ) -> Option<Result<&'a mut [u8]>> {
+        let ziob = &self.ziob;
+        let len = out.len();
+        if len <= READ_COPY_MAX_BYTES {
+            if let Some(res) = ziob.read_now(zone, offset, len) {
+                return Some(res.map(|data| out.write_copy_of_slice(&data)));
+            }
+        }
+        ziob.read_direct_now_into(zone, offset, out).map(Ok)
+    }
+
     /// [`Client::read`] by the owner of `zone`, on its core.
     fn read_on_owner(
         &self,
