@@ -1,0 +1,24 @@
+#!/bin/bash
+# Host A/B of the plugin's read path: base .so (HEAD) vs new .so, and local, alternated.
+# usage: host-ab.sh ROUNDS VALUE_SIZE OUT
+R=$1; V=$2; OUT=$3
+A="--num=100000 --key_size=16 --value_size=$V --compression_type=none --bloom_bits=10 --cache_size=33554432 --write_buffer_size=4194304 --target_file_size_base=4194304 --max_bytes_for_level_base=16777216 --threads=1"
+run() { # label so opts
+  label=$1; so=$2; opts=$3
+  if [ "$label" = local ]; then rm -rf /var/tmp/s36db; T="--db=/var/tmp/s36db"; PRE=""; else rm -f /var/tmp/s36ab.zns; T="--db=/rdb --fs_uri=ziob://emu:/var/tmp/s36ab.zns$opts"; PRE="LD_PRELOAD=$so"; fi
+  line="$label"
+  for b in "fillrandom,flush,waitforcompaction 0" "overwrite,flush,waitforcompaction 1" "readrandom 1" "readseq 1" "readwhilewriting 1"; do
+    bm=${b% *}; ex=${b#* }; name=${bm%%,*}
+    v=$(eval "$PRE db_bench $A $T --seed=1000 --use_existing_db=$ex --benchmarks=$bm" 2>&1 | grep -E "^$name " | awk '{print $5}')
+    line="$line $name=$v"
+  done
+  echo "$line" >> $OUT
+}
+for r in $(seq $R); do
+  run local "" ""
+  run base-pc /tmp/s36/plugin-base.so ",direct=0"
+  run new-pc /work/main/target/release/libziob_rocksdb.so ",direct=0"
+  
+  
+done
+rm -rf /var/tmp/s36db /var/tmp/s36ab.zns
