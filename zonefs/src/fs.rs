@@ -83,7 +83,7 @@ impl ResetCounts {
 
 /// A file's extents in file order, the reset count of each one's zone and the file's size,
 /// taken together under the state lock: a [`FileReader`](crate::FileReader) reads through it
-/// without the lock while [`ZoneFs::view_unchanged`] holds.
+/// without the lock while [`ZoneFs::extents_unchanged`] holds for the extents it reads.
 #[derive(Debug, Clone)]
 pub(crate) struct ExtentView {
     pub(crate) extents: Vec<Extent>,
@@ -796,17 +796,27 @@ impl ZoneFs {
                 let seen: Vec<u64> = pieces.iter().map(|p| self.resets.count(p.0)).collect();
                 (pieces, seen)
             };
-            let res = self.read_pieces(&pieces).await;
-            // A zone reset since the lookup (a delete, rename over or GC relocation ran
-            // meanwhile) may have given zeros, another file's bytes or an error: look again.
-            if pieces
-                .iter()
-                .zip(&seen)
-                .all(|(p, n)| self.resets.count(p.0) == *n)
-            {
+            if let Some(res) = self.read_checked(&pieces, &seen).await {
                 return res;
             }
         }
+    }
+
+    /// Reads `pieces` in order into one buffer, `None` if the zone of a piece was reset
+    /// since its count was `seen` (one count per piece, taken with the pieces under the
+    /// state lock): a delete, rename over or GC relocation ran meanwhile, so what was read
+    /// may be zeros, another file's bytes or an error, and the caller looks again.
+    pub(crate) async fn read_checked(
+        &self,
+        pieces: &[(u32, u64, u64)],
+        seen: &[u64],
+    ) -> Option<Result<Bytes>> {
+        let res = self.read_pieces(pieces).await;
+        pieces
+            .iter()
+            .zip(seen)
+            .all(|(p, n)| self.resets.count(p.0) == *n)
+            .then_some(res)
     }
 
     /// The id of the file at `path` and its [`ExtentView`], taken together.
@@ -873,7 +883,7 @@ impl ZoneFs {
     }
 
     /// Reads `pieces` in order into one buffer.
-    pub(crate) async fn read_pieces(&self, pieces: &[(u32, u64, u64)]) -> Result<Bytes> {
+    async fn read_pieces(&self, pieces: &[(u32, u64, u64)]) -> Result<Bytes> {
         if pieces.len() == 1 {
             let (z, off, n) = pieces[0];
             return self.read_piece(z, off, n).await;

@@ -65,8 +65,8 @@ impl FileReader {
         self.view.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    fn set_view(&self, view: ExtentView) {
-        *self.view.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(view);
+    fn set_view(&self, view: Arc<ExtentView>) {
+        *self.view.write().unwrap_or_else(|p| p.into_inner()) = view;
     }
 
     /// Reads up to `len` bytes at `offset` (fewer at the end of the file), as
@@ -76,17 +76,15 @@ impl FileReader {
         let end = offset.saturating_add(len as u64);
         let mut view = self.view();
         loop {
-            let range = view.covering(offset, end);
-            if end > view.size() || !self.fs.extents_unchanged(&view, range) {
+            if end > view.size() || !self.fs.extents_unchanged(&view, view.covering(offset, end)) {
                 // The file may have grown, or a zone of it moved: look it up by id.
-                let fresh = self.fs.view_of(self.id, &self.path).await?;
-                self.set_view(fresh.clone());
-                view = Arc::new(fresh);
+                view = Arc::new(self.fs.view_of(self.id, &self.path).await?);
+                self.set_view(view.clone());
             }
-            let range = view.covering(offset, end);
+            // One piece per extent of the range, in order: their counts are the view's.
             let pieces = pieces_of(&view.extents, offset, len as u64);
-            let res = self.fs.read_pieces(&pieces).await;
-            if self.fs.extents_unchanged(&view, range) {
+            let seen = &view.resets[view.covering(offset, end)];
+            if let Some(res) = self.fs.read_checked(&pieces, seen).await {
                 return res;
             }
         }

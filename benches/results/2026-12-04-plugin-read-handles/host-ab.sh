@@ -1,6 +1,7 @@
 #!/bin/bash
 # Host A/B of the plugin's read path: base .so (HEAD) vs new .so, and local, alternated.
-# usage: host-ab.sh ROUNDS VALUE_SIZE OUT
+# usage: [MODES="local base-pc new-pc base-direct new-direct"] host-ab.sh ROUNDS VALUE_SIZE OUT
+# (the final rounds, host-ab-final-pc.txt, ran with MODES="local base-pc new-pc")
 R=$1; V=$2; OUT=$3
 A="--num=100000 --key_size=16 --value_size=$V --compression_type=none --bloom_bits=10 --cache_size=33554432 --write_buffer_size=4194304 --target_file_size_base=4194304 --max_bytes_for_level_base=16777216 --threads=1"
 run() { # label so opts
@@ -14,11 +15,16 @@ run() { # label so opts
   done
   echo "$line" >> $OUT
 }
+NEW=/work/main/target/release/libziob_rocksdb.so BASE=/tmp/s36/plugin-base.so
 for r in $(seq $R); do
-  run local "" ""
-  run base-pc /tmp/s36/plugin-base.so ",direct=0"
-  run new-pc /work/main/target/release/libziob_rocksdb.so ",direct=0"
-  run base-direct /tmp/s36/plugin-base.so ""
-  run new-direct /work/main/target/release/libziob_rocksdb.so ""
+  for m in ${MODES:-local base-pc new-pc base-direct new-direct}; do
+    case $m in
+      local) run local "" "" ;;
+      base-pc) run base-pc $BASE ",direct=0" ;;
+      new-pc) run new-pc $NEW ",direct=0" ;;
+      base-direct) run base-direct $BASE "" ;;
+      new-direct) run new-direct $NEW "" ;;
+    esac
+  done
 done
 rm -rf /var/tmp/s36db /var/tmp/s36ab.zns
