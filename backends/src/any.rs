@@ -44,6 +44,7 @@ pub async fn open_device(spec: &str) -> Result<AnyDevice> {
             discard,
             direct,
             zero_ahead,
+            write_behind,
         } => Ok(AnyDevice::Emu(
             EmuDevice::open_named(
                 &path,
@@ -54,7 +55,8 @@ pub async fn open_device(spec: &str) -> Result<AnyDevice> {
             )
             .await?
             .discard_on_reset(discard)
-            .zero_ahead(zero_ahead),
+            .zero_ahead(zero_ahead)
+            .write_behind(write_behind),
         )),
         DeviceSpec::Zbd(path) => Ok(AnyDevice::Zbd(ZbdDevice::open(&path, spec).await?)),
         DeviceSpec::Nvme(path) => Ok(AnyDevice::Nvme(NvmeDevice::open(&path, spec).await?)),

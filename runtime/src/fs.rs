@@ -265,6 +265,16 @@ impl File {
         op::fs::fsync(self.op_ref(), true).await
     }
 
+    /// Starts writing the page cache's dirty pages of `len` bytes at `offset` back to the
+    /// disk (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`) and returns once that is under
+    /// way. It makes nothing durable (no wait for the writes, no metadata, no cache flush):
+    /// it spreads over time the write-back a later `fdatasync` would otherwise do all at
+    /// once, and leaves any write-back error for that `fdatasync` to report (it does not
+    /// wait, so it consumes none). `len` 0 means to the end of the file.
+    pub async fn start_write_back(&self, offset: u64, len: u32) -> Result<()> {
+        op::fs::sync_file_range(self.op_ref(), offset, len, libc::SYNC_FILE_RANGE_WRITE).await
+    }
+
     /// `fallocate(mode, offset, len)` (mode 0 allocates and extends the file).
     pub async fn fallocate(&self, offset: u64, len: u64, mode: i32) -> Result<()> {
         op::fs::fallocate(self.op_ref(), offset, len, mode).await

@@ -55,6 +55,10 @@ fn roundtrip(direct: bool, register: bool, fixed: bool) {
             let (res, _) = f.write_at(buf, i * 64 * 1024).await;
             assert_eq!(res.unwrap(), 64 * 1024);
         }
+        // Starts write-back only (a no-op for O_DIRECT's clean pages); the whole file, then
+        // one range.
+        f.start_write_back(0, 0).await.unwrap();
+        f.start_write_back(64 * 1024, 128 * 1024).await.unwrap();
         f.sync_data().await.unwrap();
         f.sync_all().await.unwrap();
         for i in (0..16u64).rev() {
@@ -134,6 +138,15 @@ fn errors_name_the_op_and_errno() {
         let err = res.unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EBADF));
         assert!(err.to_string().starts_with("write failed"), "{err}");
+        // Write-back of a pipe.
+        let (reader, _writer) = std::io::pipe().unwrap();
+        let f = ziob_runtime::File::from_fd(reader.into());
+        let err = f.start_write_back(0, 4096).await.unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ESPIPE));
+        assert!(
+            err.to_string().starts_with("sync_file_range failed"),
+            "{err}"
+        );
     })
     .unwrap();
 }

@@ -8,7 +8,9 @@
 //! (data and zone-table slots) are copied by one `pwrite` on the core instead
 //! (`inline_write`). Short writes make the device write zeros over the next 1 MiB of their
 //! zone's host blocks ahead of them, so that a flush commits no block allocation
-//! ([`EmuDevice::zero_ahead`]).
+//! ([`EmuDevice::zero_ahead`]). Through the page cache, a data write that fills a MiB of the
+//! file starts that MiB's write-back, so that a flush finds little left to write
+//! ([`EmuDevice::write_behind`]).
 //!
 //! ## Crash semantics (a device with a volatile write cache)
 //! Writes go to the data region without sync and advance the in-memory write pointer.
@@ -60,6 +62,7 @@ mod inline_write;
 mod lock;
 mod open;
 mod persist;
+mod write_behind;
 mod zero_ahead;
 
 use std::os::fd::AsRawFd;
@@ -83,6 +86,7 @@ use inline_write::InlineWrites;
 use open::{corrupt, io_err};
 pub use open::{OpenMode, TableRecovery};
 use persist::Persisted;
+use write_behind::WriteBehind;
 use zero_ahead::{host_written_to, ZeroAhead};
 
 /// The modelled controller: the zone table and, per zone, the tasks waiting for something of
@@ -177,6 +181,9 @@ struct EmuInner {
     fdatasyncs: AtomicU64,
     /// Bytes of zeros written ahead of short writes ([`EmuDevice::zeroed_ahead_bytes`]).
     zeroed_ahead: AtomicU64,
+    /// Write-back started as data writes fill chunks of the file ([`EmuDevice::write_behind`];
+    /// page cache only).
+    write_behind: Arc<WriteBehind>,
     faults: HostFaults,
     /// The file system refused `RWF_NOWAIT` reads: [`ZonedDevice::read_now`] gives up at once.
     nowait_unsupported: AtomicBool,
@@ -509,6 +516,7 @@ impl EmuDevice {
                 }),
                 fdatasyncs: AtomicU64::new(0),
                 zeroed_ahead: AtomicU64::new(0),
+                write_behind: WriteBehind::new(path.to_path_buf(), true),
                 faults: HostFaults::default(),
                 nowait_unsupported: AtomicBool::new(false),
                 discard: AtomicBool::new(false),
@@ -585,6 +593,23 @@ impl EmuDevice {
     pub fn zero_ahead(self, on: bool) -> EmuDevice {
         self.controller().zero_ahead.set_enabled(on);
         self
+    }
+
+    /// Sets whether a data write through the page cache that fills a 1 MiB chunk of the
+    /// device file starts that chunk's write-back to the disk (the spec option
+    /// `write_behind=0` turns it off; on by default; no effect with `O_DIRECT`). A flush's
+    /// `fdatasync` writes back everything dirty in the file, every zone's data since the last
+    /// flush; with the chunks written back as they fill, little is left for it. Durability
+    /// does not change. Applies to every handle of this device.
+    pub fn write_behind(self, on: bool) -> EmuDevice {
+        self.inner.write_behind.set(on);
+        self
+    }
+
+    /// Bytes whose write-back this device started since it was opened (handed to
+    /// `sync_file_range`, see [`EmuDevice::write_behind`]).
+    pub fn written_behind_bytes(&self) -> u64 {
+        self.inner.write_behind.started_bytes()
     }
 
     /// Bytes of zeros this device wrote ahead of short writes since it was opened (see
@@ -836,7 +861,15 @@ impl EmuDevice {
         }
         let bs = self.inner.geometry.block_size_bytes;
         let res = match (fate, res) {
-            (WriteFate::Done, Ok(())) => Ok(r.offset_bytes),
+            (WriteFate::Done, Ok(())) => {
+                if !self.inner.direct {
+                    let pos = self.data_pos(r.zone, r.offset_bytes);
+                    self.inner
+                        .write_behind
+                        .wrote(&self.inner.file, pos, r.len_bytes);
+                }
+                Ok(r.offset_bytes)
+            }
             (WriteFate::Failed, Err(e)) => Err(e),
             (WriteFate::Aborted, _) => Err(DeviceError::Aborted {
                 op: r.op,

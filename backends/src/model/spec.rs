@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `mem:zones=64,zone_size=64M[,…]` | zones in RAM (tests, fault injection) |
 //! | `nil:zones=64,zone_size=64M[,…]` | completes every op at once, stores nothing |
-//! | `emu:/path/dev.zns[,lat_us=N][,bw_mbps=N][,discard=1][,direct=0][,zero_ahead=0]` | file-backed emulated ZNS device |
+//! | `emu:/path/dev.zns[,lat_us=N][,bw_mbps=N][,discard=1][,direct=0][,zero_ahead=0][,write_behind=0]` | file-backed emulated ZNS device |
 //! | `zbd:/dev/nvme0n1` | a Linux zoned block device (ZNS namespace, zoned null_blk, SMR) |
 //! | `nvme:/dev/ng0n1` | a ZNS namespace through NVMe passthrough (runtime with 128-byte SQEs) |
 //! | `spdk:<addr>` | SPDK's userspace NVMe driver (cargo feature `spdk`) |
@@ -22,7 +22,10 @@
 //! drive and a store on it has only the memory it allocates itself. `zero_ahead=0` stops the
 //! device from writing zeros over a zone's next host blocks ahead of its short writes (on by
 //! default: a flush after writes into blocks the sparse file has not allocated yet also
-//! commits their allocation; see [`crate::EmuDevice::zero_ahead`]).
+//! commits their allocation; see [`crate::EmuDevice::zero_ahead`]). `write_behind=0` stops a
+//! page-cache device from starting the write-back of each 1 MiB of data its writes fill, so
+//! that a flush finds little left to write back (on by default; no effect with `O_DIRECT`;
+//! see [`crate::EmuDevice::write_behind`]).
 //!
 //! **Commas in an emu path.** Everything after `emu:` up to the first trailing `,KEY=VALUE`
 //! segment is the path, where a segment is an option if it has the form `KEY=VALUE` with `KEY`
@@ -113,6 +116,10 @@ pub enum DeviceSpec {
         /// `zero_ahead=0`: short writes do not make the device zero the next host blocks of
         /// their zone; on by default (see [`crate::EmuDevice::zero_ahead`]).
         zero_ahead: bool,
+        /// `write_behind=0`: the device does not start the write-back of the data its writes
+        /// put in the page cache (the next flush, or the kernel, does it); on by default
+        /// (see [`crate::EmuDevice::write_behind`]).
+        write_behind: bool,
     },
     /// `zbd:PATH`: a kernel zoned block device (see [`crate::zbd`]).
     Zbd(PathBuf),
@@ -195,6 +202,7 @@ impl DeviceSpec {
                 let mut discard = false;
                 let mut direct = true;
                 let mut zero_ahead = true;
+                let mut write_behind = true;
                 for (key, value) in options {
                     let n: u64 = value
                         .parse()
@@ -243,10 +251,19 @@ impl DeviceSpec {
                             )
                             .map_err(invalid)?;
                         }
+                        "write_behind" => {
+                            write_behind = switch(
+                                key,
+                                n,
+                                "write_behind=0 (leave the write-back to the flushes) or \
+                                 write_behind=1 (start it as writes fill each MiB, the default)",
+                            )
+                            .map_err(invalid)?;
+                        }
                         _ => {
                             return Err(invalid(format!(
                                 "unknown emu option `{key}` (known: lat_us, bw_mbps, discard, \
-                                 direct, zero_ahead)"
+                                 direct, zero_ahead, write_behind)"
                             )))
                         }
                     }
@@ -257,6 +274,7 @@ impl DeviceSpec {
                     discard,
                     direct,
                     zero_ahead,
+                    write_behind,
                 })
             }
             "zbd" | "nvme" if rest.is_empty() => {
@@ -432,6 +450,21 @@ mod tests {
         assert!(e.to_string().contains("zero_ahead=yes"), "{e}");
         let e = DeviceSpec::parse("emu:/x.zns,zero_ahead=2").unwrap_err();
         assert!(e.to_string().contains("zero_ahead=2"), "{e}");
+    }
+
+    #[test]
+    fn emu_write_behind_is_on_unless_turned_off_and_only_0_or_1() {
+        let write_behind = |spec: &str| match DeviceSpec::parse(spec).unwrap() {
+            DeviceSpec::Emu { write_behind, .. } => write_behind,
+            other => panic!("{other:?}"),
+        };
+        assert!(write_behind("emu:/x.zns,direct=0"));
+        assert!(write_behind("emu:/x.zns,write_behind=1"));
+        assert!(!write_behind("emu:/x.zns,direct=0,write_behind=0"));
+        let e = DeviceSpec::parse("emu:/x.zns,write_behind=on").unwrap_err();
+        assert!(e.to_string().contains("write_behind=on"), "{e}");
+        let e = DeviceSpec::parse("emu:/x.zns,write_behind=2").unwrap_err();
+        assert!(e.to_string().contains("write_behind=2"), "{e}");
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! File ops: open, close, fsync/fdatasync, fallocate.
+//! File ops: open, close, fsync/fdatasync, sync_file_range, fallocate.
 
 use std::ffi::CString;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -57,6 +57,27 @@ pub(crate) async fn fsync(file: FileRef, datasync: bool) -> Result<()> {
     let op = unsafe { Op::submit(name, Sqe::Normal(b.build()), file) }.map_err(|(e, _)| e)?;
     let (c, _file) = op.await;
     result_len(name, &c).map(|_| ())
+}
+
+/// `sync_file_range(fd, offset, len, flags)` (`len` 0: to the end of the file).
+pub(crate) async fn sync_file_range(
+    file: FileRef,
+    offset: u64,
+    len: u32,
+    flags: u32,
+) -> Result<()> {
+    let sqe = match file.fixed_slot() {
+        Some(slot) => opcode::SyncFileRange::new(types::Fixed(slot), len),
+        None => opcode::SyncFileRange::new(types::Fd(file.raw()), len),
+    }
+    .offset(offset)
+    .flags(flags)
+    .build();
+    // SAFETY: sync_file_range refers to no memory; the file is kept open by the op.
+    let op =
+        unsafe { Op::submit("sync_file_range", Sqe::Normal(sqe), file) }.map_err(|(e, _)| e)?;
+    let (c, _file) = op.await;
+    result_len("sync_file_range", &c).map(|_| ())
 }
 
 /// `fallocate(fd, mode, offset, len)`.

@@ -58,7 +58,7 @@ pub const TIMEOUT_MARGIN: Duration = Duration::from_secs(300);
 #[derive(Debug, Parser)]
 #[command(name = "ziob-bench", version)]
 pub struct Options {
-    /// Device spec: `emu:PATH[,lat_us=N][,bw_mbps=N][,discard=1][,direct=0][,zero_ahead=0]`,
+    /// Device spec: `emu:PATH[,lat_us=N][,bw_mbps=N][,discard=1][,direct=0][,zero_ahead=0][,write_behind=0]`,
     /// `mem:...`, `nil:...`, `zbd:...`, `nvme:...`,
     /// `spdk:...` (built with `--features spdk`, see docs/SPDK.md).
     /// A missing emu file is created with `--create-zones` zones of `--create-zone-size`.
