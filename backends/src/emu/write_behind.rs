@@ -57,12 +57,48 @@ pub(super) struct WriteBehind {
     started_bytes: AtomicU64,
 }
 
+/// What is waiting to start, and whether a task is at it. Rule: while `pending` is not empty
+/// a task is running (or one is being started), except after a task was dropped before its
+/// end (its runtime shutting down): the next filled chunk then starts one.
 struct Queue {
+    /// Whether filled chunks are queued at all.
     on: bool,
     /// Chunk ranges of the file waiting for their write-back to start, in the order filled.
     pending: VecDeque<Range<u64>>,
     /// Whether a task is starting them.
     running: bool,
+}
+
+impl Queue {
+    /// Queues `range` (merged into the last range where adjacent, up to
+    /// [`RANGE_BYTES_MAX`]); `true` if the caller must start a task.
+    fn push(&mut self, range: Range<u64>) -> bool {
+        if !self.on {
+            return false;
+        }
+        let mut at = range.start;
+        while at < range.end {
+            let end = range.end.min(at + RANGE_BYTES_MAX);
+            match self.pending.back_mut() {
+                Some(last) if last.end == at && end - last.start <= RANGE_BYTES_MAX => {
+                    last.end = end;
+                }
+                _ => self.pending.push_back(at..end),
+            }
+            at = end;
+        }
+        !std::mem::replace(&mut self.running, true)
+    }
+
+    /// The task's next range; `None` ends the task, and in the same step (under the same
+    /// lock) records that no task is running, so that the next push starts one.
+    fn next(&mut self) -> Option<Range<u64>> {
+        let next = self.pending.pop_front();
+        if next.is_none() {
+            self.running = false;
+        }
+        next
+    }
 }
 
 impl WriteBehind {
@@ -104,45 +140,32 @@ impl WriteBehind {
         let Some(range) = chunks_filled(pos, len) else {
             return;
         };
-        let mut q = self.queue();
-        if !q.on {
+        if !self.queue().push(range) {
             return;
         }
-        let mut at = range.start;
-        while at < range.end {
-            let end = range.end.min(at + RANGE_BYTES_MAX);
-            match q.pending.back_mut() {
-                Some(last) if last.end == at && end - last.start <= RANGE_BYTES_MAX => {
-                    last.end = end;
-                }
-                _ => q.pending.push_back(at..end),
-            }
-            at = end;
-        }
-        if q.running {
-            return;
-        }
-        q.running = true;
-        drop(q);
         let worker = Worker {
             wb: self.clone(),
             file: file.clone(),
+            ended: false,
         };
         ziob_runtime::spawn(worker.run()).detach();
     }
 }
 
-/// The task starting the queued write-backs; dropped (its runtime shutting down), it lets
-/// the next write start another.
+/// The task starting the queued write-backs; dropped before its end (its runtime shutting
+/// down), it lets the next filled chunk start another.
 struct Worker {
     wb: Arc<WriteBehind>,
     file: File,
+    /// Ended by finding the queue empty (which recorded that no task runs).
+    ended: bool,
 }
 
 impl Worker {
-    async fn run(self) {
+    async fn run(mut self) {
         loop {
-            let Some(range) = self.wb.queue().pending.pop_front() else {
+            let Some(range) = self.wb.queue().next() else {
+                self.ended = true;
                 return;
             };
             // At most RANGE_BYTES_MAX (64 MiB): fits the op's 32-bit length.
@@ -161,6 +184,10 @@ impl Worker {
                         "starting write-back (sync_file_range) failed; write-behind turned off for this device"
                     );
                     self.wb.set(false);
+                    // The queue is empty now: this records that no task runs.
+                    let none = self.wb.queue().next();
+                    debug_assert!(none.is_none());
+                    self.ended = true;
                     return;
                 }
             }
@@ -170,12 +197,10 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        let mut q = self.wb.queue();
-        q.running = false;
-        if !q.pending.is_empty() {
-            // Only when dropped before its end (the runtime shutting down): a write-back not
-            // started waits for a flush.
-            q.pending.clear();
+        if !self.ended {
+            // Dropped before its end: what is queued waits for the next filled chunk's task
+            // (or for a flush).
+            self.wb.queue().running = false;
         }
     }
 }
@@ -195,7 +220,69 @@ mod tests {
         assert_eq!(chunks_filled(c / 2, 2 * c), Some(0..2 * c));
     }
 
+    fn queue() -> Queue {
+        Queue {
+            on: true,
+            pending: VecDeque::new(),
+            running: false,
+        }
+    }
+
+    /// What one step of the proptest below does.
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// A write fills `n` chunks from chunk `at` (starting a task if the push says so).
+        Fill { at: u64, n: u64 },
+        /// The running task takes its next range (or ends).
+        Take,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (0u64..200, 1u64..80).prop_map(|(at, n)| Step::Fill { at, n }),
+            Just(Step::Take),
+        ]
+    }
+
     proptest! {
+        /// Any interleaving of filled chunks and a task taking them: a queued chunk always
+        /// has a task to start it, at most one runs, every range fits one op, and every
+        /// chunk queued is taken exactly once.
+        #[test]
+        fn queued_chunks_always_have_one_task(steps in proptest::collection::vec(step(), 1..200)) {
+            let mut q = queue();
+            let mut tasks = 0u32;
+            let (mut queued, mut taken) = (0u64, 0u64);
+            for s in steps {
+                match s {
+                    Step::Fill { at, n } => {
+                        let r = at * CHUNK_BYTES..(at + n) * CHUNK_BYTES;
+                        queued += r.end - r.start;
+                        if q.push(r) {
+                            tasks += 1;
+                        }
+                    }
+                    Step::Take if tasks == 1 => match q.next() {
+                        Some(r) => {
+                            prop_assert!(r.end - r.start <= RANGE_BYTES_MAX && r.end > r.start);
+                            taken += r.end - r.start;
+                        }
+                        None => tasks = 0,
+                    },
+                    Step::Take => {}
+                }
+                prop_assert!(tasks <= 1, "two tasks at once");
+                prop_assert!(q.pending.is_empty() || tasks == 1, "queued chunks without a task");
+            }
+            while tasks == 1 {
+                match q.next() {
+                    Some(r) => taken += r.end - r.start,
+                    None => tasks = 0,
+                }
+            }
+            prop_assert_eq!(taken, queued);
+        }
+
         /// A zone written from any position by writes of any lengths: the chunks its writes
         /// fill are disjoint, in order, never reach past the data written so far, and together
         /// are every chunk the data reaches past.

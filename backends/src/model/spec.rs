@@ -23,9 +23,9 @@
 //! device from writing zeros over a zone's next host blocks ahead of its short writes (on by
 //! default: a flush after writes into blocks the sparse file has not allocated yet also
 //! commits their allocation; see [`crate::EmuDevice::zero_ahead`]). `write_behind=0` stops a
-//! page-cache device from starting the write-back of each 1 MiB of data its writes fill, so
-//! that a flush finds little left to write back (on by default; no effect with `O_DIRECT`;
-//! see [`crate::EmuDevice::write_behind`]).
+//! page-cache device from starting the write-back of each 1 MiB of data its writes fill
+//! (which otherwise leaves a flush little to write back; on by default, no effect with
+//! `O_DIRECT`; see [`crate::EmuDevice::write_behind`]).
 //!
 //! **Commas in an emu path.** Everything after `emu:` up to the first trailing `,KEY=VALUE`
 //! segment is the path, where a segment is an option if it has the form `KEY=VALUE` with `KEY`

@@ -11,7 +11,8 @@ for f in sys.argv[1:]:
 benches = ['fillseq','fillrandom','overwrite','readrandom','readseq','readwhilewriting','seekrandom','deleterandom']
 cell = lambda xs: f"{statistics.median(xs):,.0f} ({min(xs):,.0f}–{max(xs):,.0f})"
 a, z = list(d)[:2]  # the pair, in the file's order
-print(f"| benchmark | {a} ({len(d[a]['fillseq'])}) | {z} ({len(d[z]['fillseq'])}) | {z} / {a} |")
+rounds = lambda t: max(len(v) for v in d[t].values())
+print(f"| benchmark | {a} ({rounds(a)}) | {z} ({rounds(z)}) | {z} / {a} |")
 print('|---|---:|---:|---:|')
 for b in benches:
     if not d[a][b] or not d[z][b]: continue
