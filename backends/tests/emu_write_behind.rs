@@ -15,11 +15,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ziob_backends::emu::format;
-use ziob_backends::{EmuDevice, ErrorKind, Geometry, LatencyModel, ZonedDevice};
+use ziob_backends::{EmuDevice, Geometry, LatencyModel, ZonedDevice};
 use ziob_runtime::DmaBuf;
 
 mod support;
-use support::{on_core, seeds, Rng};
+use support::{on_core, open_emu as open, payload, seeds, Rng};
 
 const BS: u64 = 4096;
 const MIB: u64 = 1 << 20;
@@ -30,34 +30,6 @@ fn geometry() -> Geometry {
     let mut g = Geometry::new(ZONES, ZONE_BYTES);
     g.max_append_bytes = 1 << 20;
     g
-}
-
-/// Opens the device (retrying `Busy` while the last device's tasks end, see `emu::lock`).
-async fn open(path: &Path, direct: bool) -> EmuDevice {
-    let start = Instant::now();
-    loop {
-        let latency = LatencyModel::default();
-        let res = if direct {
-            EmuDevice::open(path, latency).await
-        } else {
-            EmuDevice::open_through_page_cache(path, latency).await
-        };
-        match res {
-            Ok(dev) => {
-                assert_eq!(dev.is_direct(), direct, "this file system refuses O_DIRECT");
-                return dev;
-            }
-            Err(e) if e.kind() == ErrorKind::Busy && start.elapsed().as_secs() < 30 => {}
-            Err(e) => panic!("open: {e}"),
-        }
-    }
-}
-
-/// Bytes no two writes share.
-fn payload(id: u64, len: u64) -> Vec<u8> {
-    (0..len / 8)
-        .flat_map(|i| (id.rotate_left(17) ^ i).to_le_bytes())
-        .collect()
 }
 
 /// The page-cache pages of `range` of the file that are dirty or under write-back, from

@@ -11,13 +11,11 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use ziob_backends::emu::format;
-use ziob_backends::{
-    EmuDevice, ErrorKind, Geometry, LatencyModel, ZoneAction, ZoneTarget, ZonedDevice,
-};
+use ziob_backends::{EmuDevice, Geometry, ZoneAction, ZoneTarget, ZonedDevice};
 use ziob_runtime::DmaBuf;
 
 mod support;
-use support::{on_core, seeds, Rng};
+use support::{on_core, open_emu as open, payload, seeds, Rng};
 
 const BS: u64 = 4096;
 const MIB: u64 = 1 << 20;
@@ -26,36 +24,6 @@ fn geometry() -> Geometry {
     let mut g = Geometry::new(4, 4 * MIB);
     g.max_append_bytes = 512 << 10;
     g
-}
-
-/// Opens the device, through the page cache unless `direct`. A reopen right after the
-/// device was dropped may find it still held by zeros being written ahead (the lock goes
-/// with the last of its tasks): `Busy` is retried for up to 30 s.
-async fn open(path: &Path, direct: bool) -> EmuDevice {
-    let start = std::time::Instant::now();
-    loop {
-        let latency = LatencyModel::default();
-        let res = if direct {
-            EmuDevice::open(path, latency).await
-        } else {
-            EmuDevice::open_through_page_cache(path, latency).await
-        };
-        match res {
-            Ok(dev) => {
-                assert_eq!(dev.is_direct(), direct, "this file system refuses O_DIRECT");
-                return dev;
-            }
-            Err(e) if e.kind() == ErrorKind::Busy && start.elapsed().as_secs() < 30 => {}
-            Err(e) => panic!("open: {e}"),
-        }
-    }
-}
-
-/// Bytes no two writes share (the write's number in every 8-byte word, and its offset).
-fn payload(id: u64, len: u64) -> Vec<u8> {
-    (0..len / 8)
-        .flat_map(|i| (id.rotate_left(17) ^ i).to_le_bytes())
-        .collect()
 }
 
 /// Where each zone's first byte past its host data is (`SEEK_HOLE` from the zone start).

@@ -47,3 +47,35 @@ pub fn on_core<T: Send + 'static, F: std::future::Future<Output = T> + 'static>(
     let rt = ziob_runtime::Runtime::builder().cores(1).build().unwrap();
     rt.block_on(f).unwrap()
 }
+
+/// Opens an emu device, through the page cache unless `direct`. A reopen right after the
+/// device was dropped may find it still held by its tasks (zeros being written ahead, see
+/// `emu::lock`): `Busy` is retried for up to 30 s.
+pub async fn open_emu(path: &std::path::Path, direct: bool) -> ziob_backends::EmuDevice {
+    use ziob_backends::{EmuDevice, ErrorKind, LatencyModel};
+    let start = std::time::Instant::now();
+    loop {
+        let latency = LatencyModel::default();
+        let res = if direct {
+            EmuDevice::open(path, latency).await
+        } else {
+            EmuDevice::open_through_page_cache(path, latency).await
+        };
+        match res {
+            Ok(dev) => {
+                assert_eq!(dev.is_direct(), direct, "this file system refuses O_DIRECT");
+                return dev;
+            }
+            Err(e) if e.kind() == ErrorKind::Busy && start.elapsed().as_secs() < 30 => {}
+            Err(e) => panic!("open: {e}"),
+        }
+    }
+}
+
+/// `len` bytes no two writes share (the write's number `id` in every 8-byte word, and the
+/// word's index).
+pub fn payload(id: u64, len: u64) -> Vec<u8> {
+    (0..len / 8)
+        .flat_map(|i| (id.rotate_left(17) ^ i).to_le_bytes())
+        .collect()
+}
