@@ -100,11 +100,34 @@ impl ExtentView {
     }
 
     /// The extents holding bytes of `offset..end` (a binary search: a WAL synced after
-    /// every write has an extent per sync).
+    /// every write has an extent per sync); none for an empty range.
     pub(crate) fn covering(&self, offset: u64, end: u64) -> std::ops::Range<usize> {
         let first = self.ends.partition_point(|&e| e <= offset);
+        if end <= offset {
+            return first..first;
+        }
         let last = self.ends.partition_point(|&e| e < end);
         first..(last + 1).min(self.ends.len()).max(first)
+    }
+
+    /// The `(zone, offset, len)` pieces of the file range `offset..end` (clipped at the
+    /// view's size), one per extent of `range` = [`covering`](Self::covering)`(offset, end)`,
+    /// in order (so `resets[range]` are their counts): [`pieces_of`] without its walk over
+    /// every extent before the range.
+    pub(crate) fn pieces(
+        &self,
+        range: std::ops::Range<usize>,
+        offset: u64,
+        end: u64,
+    ) -> Vec<(u32, u64, u64)> {
+        range
+            .map(|i| {
+                let (e, t) = (&self.extents[i], self.ends[i]);
+                let s = t - e.len;
+                let from = offset.max(s);
+                (e.zone, e.offset + (from - s), end.min(t) - from)
+            })
+            .collect()
     }
 }
 
@@ -1143,5 +1166,35 @@ mod tests {
         assert_eq!(pieces_of(&ex, 12, 100), vec![(4, 2, 3)]);
         assert!(pieces_of(&ex, 15, 10).is_empty());
         assert!(pieces_of(&ex, 0, 0).is_empty());
+    }
+
+    proptest::proptest! {
+        /// A view's pieces of any range are `pieces_of`'s, one per extent `covering` gives.
+        #[test]
+        fn view_pieces_are_pieces_of(
+            lens in proptest::collection::vec(1u64..50, 0..20),
+            offset in 0u64..600,
+            len in 0u64..300,
+        ) {
+            let extents: Vec<Extent> = lens
+                .iter()
+                .enumerate()
+                .map(|(i, &len)| Extent { zone: i as u32, offset: 7 * i as u64, len })
+                .collect();
+            let ends = extents
+                .iter()
+                .scan(0u64, |end, e| {
+                    *end += e.len;
+                    Some(*end)
+                })
+                .collect();
+            let resets = vec![0; extents.len()];
+            let view = ExtentView { extents, resets, ends };
+            let end = offset + len;
+            let range = view.covering(offset, end);
+            let pieces = view.pieces(range.clone(), offset, end);
+            proptest::prop_assert_eq!(pieces.len(), range.len());
+            proptest::prop_assert_eq!(pieces, pieces_of(&view.extents, offset, len));
+        }
     }
 }

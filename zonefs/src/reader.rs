@@ -20,7 +20,7 @@ use std::sync::{Arc, RwLock};
 use bytes::Bytes;
 
 use crate::error::{FsError, Result};
-use crate::fs::{pieces_of, ExtentView};
+use crate::fs::ExtentView;
 use crate::ZoneFs;
 
 /// A file opened for reading ([`ZoneFs::open_reader`]); `Send + Sync`, so one reader may be
@@ -76,14 +76,16 @@ impl FileReader {
         let end = offset.saturating_add(len as u64);
         let mut view = self.view();
         loop {
-            if end > view.size() || !self.fs.extents_unchanged(&view, view.covering(offset, end)) {
+            let mut range = view.covering(offset, end);
+            if end > view.size() || !self.fs.extents_unchanged(&view, range.clone()) {
                 // The file may have grown, or a zone of it moved: look it up by id.
                 view = Arc::new(self.fs.view_of(self.id, &self.path).await?);
                 self.set_view(view.clone());
+                range = view.covering(offset, end);
             }
             // One piece per extent of the range, in order: their counts are the view's.
-            let pieces = pieces_of(&view.extents, offset, len as u64);
-            let seen = &view.resets[view.covering(offset, end)];
+            let pieces = view.pieces(range.clone(), offset, end);
+            let seen = &view.resets[range];
             if let Some(res) = self.fs.read_checked(&pieces, seen).await {
                 return res;
             }
