@@ -1169,7 +1169,8 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// A view's pieces of any range are `pieces_of`'s, one per extent `covering` gives.
+        /// A view's pieces of any range are `pieces_of`'s non-empty ones, one per extent
+        /// `covering` gives.
         #[test]
         fn view_pieces_are_pieces_of(
             lens in proptest::collection::vec(1u64..50, 0..20),
@@ -1194,7 +1195,13 @@ mod tests {
             let range = view.covering(offset, end);
             let pieces = view.pieces(range.clone(), offset, end);
             proptest::prop_assert_eq!(pieces.len(), range.len());
-            proptest::prop_assert_eq!(pieces, pieces_of(&view.extents, offset, len));
+            // `pieces_of` also gives an empty piece for an empty range inside an extent,
+            // which reads nothing; the view gives none.
+            let walked: Vec<_> = pieces_of(&view.extents, offset, len)
+                .into_iter()
+                .filter(|p| p.2 > 0)
+                .collect();
+            proptest::prop_assert_eq!(pieces, walked);
         }
     }
 }

@@ -73,6 +73,8 @@ fn a_reader_follows_its_file_through_growth_renames_and_deletes() {
                         let want = content(round, from, len);
                         assert!(read(&r, from, len).unwrap() == want, "{len} at {from}");
                         assert!(b(fs.read_at(&a, from, len)).unwrap()[..] == want[..]);
+                        // Nothing asked, nothing read, wherever.
+                        assert!(b(r.read_at(from, 0)).unwrap().is_empty(), "0 at {from}");
                     }
                 }
                 // Renamed: the reader still reads it.
