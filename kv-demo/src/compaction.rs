@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use crate::context::StoreCtx;
 use crate::db_error::DbError;
+use crate::flush_first::{FlushFirst, Pauses};
 use crate::ikey::{self, Kind};
 use crate::iter::{first_ikey, LevelSource, MergeIter, Source, TableSource};
 use crate::options::{Options, L0_COMPACTION_TRIGGER, LEVELS};
@@ -124,6 +125,8 @@ pub struct Outcome {
     pub read_bytes: u64,
     /// Bytes of tables written.
     pub written_bytes: u64,
+    /// Times it paused for a waiting flush ([`FlushFirst`]).
+    pub pauses: u64,
 }
 
 /// Runs `c` for shard `shard` (whose tables' obsolete files are deleted on `core`), taking file numbers from
@@ -133,6 +136,7 @@ pub async fn run(
     shard: usize,
     core: usize,
     new_file: &dyn Fn() -> u64,
+    flush_first: &FlushFirst,
     c: Compaction,
 ) -> Result<Outcome, DbError> {
     let out_level = c.level + 1;
@@ -162,6 +166,7 @@ pub async fn run(
             pointer,
             read_bytes: 0,
             written_bytes: 0,
+            pauses: 0,
         });
     }
     let read: u64 = c
@@ -193,10 +198,13 @@ pub async fn run(
     let mut current_key: Option<Vec<u8>> = None;
     let mut newer_seq = u64::MAX;
     let mut n = 0u64;
+    let mut pauses = Pauses::default();
     while let Some((k, v)) = merge.next().await? {
         n += 1;
         if n.is_multiple_of(crate::options::BACKGROUND_YIELD_EVERY) {
-            // Cooperative: the core also serves foreground I/O and reads.
+            // Cooperative: the core also serves foreground I/O and reads, and a waiting
+            // flush goes first.
+            flush_first.pause(&mut pauses).await;
             ziob::runtime::yield_now().await;
         }
         let (uk, seq, kind) = ikey::decode(&k).ok_or_else(|| {
@@ -254,6 +262,7 @@ pub async fn run(
         pointer,
         read_bytes: read,
         written_bytes: written,
+        pauses: pauses.waits,
     })
 }
 

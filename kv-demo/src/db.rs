@@ -37,6 +37,9 @@ pub struct DbStats {
     pub compaction_write_bytes: u64,
     /// Times a writer waited for background work.
     pub write_stalls: u64,
+    /// Times a compaction paused for a waiting flush (flushes go first on the core they
+    /// share: [`flush_first`](crate::flush_first)).
+    pub compaction_pauses: u64,
     /// Tables and bytes per level, summed over the shards.
     pub levels: Vec<(usize, u64)>,
     /// Memtable bytes (active and immutable), all shards.
@@ -440,7 +443,7 @@ impl Db {
     /// What the store has done so far.
     pub async fn stats(&self) -> DbStats {
         let mut levels = vec![(0usize, 0u64); crate::options::LEVELS];
-        let (mut flush, mut cr, mut cw, mut stalls, mut mem) = (0, 0, 0, 0, 0);
+        let (mut flush, mut cr, mut cw, mut stalls, mut pauses, mut mem) = (0, 0, 0, 0, 0, 0);
         for s in &self.inner.shards {
             let st = s.stats();
             for (l, (n, b)) in st.levels.iter().enumerate() {
@@ -451,6 +454,7 @@ impl Db {
             cr += st.compaction_read_bytes;
             cw += st.compaction_write_bytes;
             stalls += st.write_stalls;
+            pauses += st.compaction_pauses;
             mem += st.memtable_bytes;
         }
         let device_bytes = match self.inner.store.client().metrics().await {
@@ -467,6 +471,7 @@ impl Db {
             compaction_read_bytes: cr,
             compaction_write_bytes: cw,
             write_stalls: stalls,
+            compaction_pauses: pauses,
             levels,
             memtable_bytes: mem,
             device_bytes,

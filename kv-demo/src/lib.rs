@@ -43,7 +43,8 @@
 //! - **Engine**: memtables ([`memtable`]) flushed in the background to L0 tables
 //!   ([`sst`], [`table_file`]); leveled compaction ([`compaction`]); writers wait when
 //!   flushes or compactions fall behind (at most 2 immutable memtables, 20 L0 tables per
-//!   shard). Tables are `ziob-zonefs` files whose lifetime class is their level, so zones
+//!   shard); a compaction pauses while a memtable waits for its flush and L0 is short
+//!   ([`flush_first`]). Tables are `ziob-zonefs` files whose lifetime class is their level, so zones
 //!   empty together; zonefs resets empty zones and collects mostly-dead ones.
 //!
 //! Byte layouts: `docs/format.md` ("kv-demo ..."); design: `docs/ARCHITECTURE.md`
@@ -57,6 +58,7 @@ pub mod db;
 pub mod db_error;
 pub mod durable;
 pub mod error;
+pub mod flush_first;
 pub mod ikey;
 pub mod iter;
 pub mod manifest;

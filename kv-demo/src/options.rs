@@ -5,6 +5,9 @@ use crate::db_error::DbError;
 
 /// L0 tables that trigger an L0 → L1 compaction.
 pub const L0_COMPACTION_TRIGGER: usize = 4;
+/// L0 tables from which a compaction no longer pauses for waiting flushes
+/// ([`flush_first`](crate::flush_first)): twice the compaction trigger.
+pub const L0_FLUSH_FIRST_MAX: usize = 2 * L0_COMPACTION_TRIGGER;
 /// L0 tables at which writers of the shard wait for compaction.
 pub const L0_STOP_WRITES: usize = 20;
 /// Immutable memtables (waiting for their flush) at which writers of the shard wait.

@@ -16,10 +16,11 @@ use crate::compaction;
 use crate::context::StoreCtx;
 use crate::db_error::DbError;
 use crate::durable::ShardLog;
+use crate::flush_first::FlushFirst;
 use crate::ikey;
 use crate::iter::{first_ikey, LevelSource, MemSource, MergeIter, Source, TableSource};
 use crate::memtable::{Lookup, Memtable, Seek};
-use crate::options::{L0_STOP_WRITES, MAX_IMMUTABLE_MEMTABLES};
+use crate::options::{L0_FLUSH_FIRST_MAX, L0_STOP_WRITES, MAX_IMMUTABLE_MEMTABLES};
 use crate::table_writer::TableWriter;
 use crate::version::{table_path, TableHandle, Version};
 use crate::version_edit::{FileMeta, VersionEdit};
@@ -71,6 +72,8 @@ pub struct ShardStats {
     pub compaction_write_bytes: u64,
     /// Times a writer waited for background work.
     pub write_stalls: u64,
+    /// Times a compaction paused for a waiting flush.
+    pub compaction_pauses: u64,
     /// Memtable bytes (active and immutable).
     pub memtable_bytes: u64,
 }
@@ -98,6 +101,8 @@ pub struct Shard {
     changed: Notify,
     flush_work: Notify,
     compact_work: Notify,
+    /// Memtables waiting for their flush; compactions pause for them.
+    flush_first: FlushFirst,
     error: Mutex<Option<String>>,
     closing: AtomicBool,
     running: AtomicUsize,
@@ -106,6 +111,7 @@ pub struct Shard {
     compaction_read_bytes: AtomicU64,
     compaction_write_bytes: AtomicU64,
     write_stalls: AtomicU64,
+    compaction_pauses: AtomicU64,
     /// WAL bytes queued since the last memtable switch.
     wal_bytes: AtomicU64,
 }
@@ -122,6 +128,7 @@ impl Shard {
         version: Version,
         next_file: u64,
     ) -> Shard {
+        let version_l0 = version.l0_count();
         Shard {
             id,
             core,
@@ -140,6 +147,7 @@ impl Shard {
             changed: Notify::new(),
             flush_work: Notify::new(),
             compact_work: Notify::new(),
+            flush_first: FlushFirst::new(version_l0, L0_FLUSH_FIRST_MAX),
             error: Mutex::new(None),
             closing: AtomicBool::new(false),
             running: AtomicUsize::new(0),
@@ -148,6 +156,7 @@ impl Shard {
             compaction_read_bytes: AtomicU64::new(0),
             compaction_write_bytes: AtomicU64::new(0),
             write_stalls: AtomicU64::new(0),
+            compaction_pauses: AtomicU64::new(0),
             wal_bytes: AtomicU64::new(0),
         }
     }
@@ -212,6 +221,7 @@ impl Shard {
             *err = Some(e.to_string());
         }
         drop(err);
+        self.flush_first.release();
         self.changed.notify_waiters();
     }
 
@@ -291,6 +301,7 @@ impl Shard {
             last_seq: self.ctx.seq.last_allocated(),
             switched: std::time::Instant::now(),
         });
+        self.flush_first.queued();
         drop(st);
         self.flush_work.notify_one();
         Ok(())
@@ -398,6 +409,7 @@ impl Shard {
     /// appending what is queued); [`stop`](Self::stop) waits for them.
     pub fn begin_stop(&self) {
         self.closing.store(true, Ordering::Release);
+        self.flush_first.release();
         self.flush_work.notify_one();
         self.compact_work.notify_one();
         self.log.wake_pump();
@@ -407,6 +419,7 @@ impl Shard {
     /// Stops the background tasks (after their current job) and waits for them.
     pub async fn stop(&self) {
         self.closing.store(true, Ordering::Release);
+        self.flush_first.release();
         loop {
             let stopped = self.stopped.notified();
             tokio::pin!(stopped);
@@ -450,6 +463,7 @@ impl Shard {
             compaction_read_bytes: self.compaction_read_bytes.load(Ordering::Relaxed),
             compaction_write_bytes: self.compaction_write_bytes.load(Ordering::Relaxed),
             write_stalls: self.write_stalls.load(Ordering::Relaxed),
+            compaction_pauses: self.compaction_pauses.load(Ordering::Relaxed),
             memtable_bytes,
         }
     }
@@ -485,6 +499,7 @@ impl Shard {
             let old = st.version.clone();
             st.version = Arc::new(old.apply(&edit, added)?);
             then(&mut ShardStateAccess(&mut st));
+            self.flush_first.set_l0_tables(st.version.l0_count());
             // A moved table is deleted at one level and added at another: its file stays.
             old.all()
                 .filter(|t| edit.deleted.contains(&(t.meta.level, t.meta.number)))
@@ -635,8 +650,10 @@ impl Shard {
             last_seq: Some(imm.last_seq),
         };
         let flushed = &self.flush_bytes;
+        let self_flush_first = &self.flush_first;
         self.install(edit, vec![Arc::new(t)], |st| {
             st.0.imms.pop_front();
+            self_flush_first.flushed();
             // Counted with the switch, before waiters wake: a `flush` that returned sees its
             // bytes (counted after `install`, a caller on another thread could read the
             // stats first — `db_scan::flush_leaves_out_hidden_versions` once did).
@@ -668,8 +685,15 @@ impl Shard {
         let Some(c) = pick else { return Ok(false) };
         let started = std::time::Instant::now();
         let (level, inputs, overlaps) = (c.level, c.inputs.len(), c.overlaps.len());
-        let out =
-            compaction::run(&self.ctx, self.id, self.core, &|| self.new_file_number(), c).await?;
+        let out = compaction::run(
+            &self.ctx,
+            self.id,
+            self.core,
+            &|| self.new_file_number(),
+            &self.flush_first,
+            c,
+        )
+        .await?;
         let mut edit = out.edit;
         edit.next_file_number = Some(self.next_file_number());
         // Counted before the new version wakes anyone (as a flush's bytes): the bytes were
@@ -678,6 +702,8 @@ impl Shard {
             .fetch_add(out.read_bytes, Ordering::Relaxed);
         self.compaction_write_bytes
             .fetch_add(out.written_bytes, Ordering::Relaxed);
+        self.compaction_pauses
+            .fetch_add(out.pauses, Ordering::Relaxed);
         self.install_move(edit, out.added, out.level, out.pointer)
             .await?;
         tracing::debug!(
@@ -687,6 +713,7 @@ impl Shard {
             overlaps,
             read = out.read_bytes,
             written = out.written_bytes,
+            pauses = out.pauses,
             ms = started.elapsed().as_secs_f64() * 1e3,
             "compacted"
         );

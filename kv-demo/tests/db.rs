@@ -230,6 +230,45 @@ fn stalled_writers_resume() {
     });
 }
 
+/// A compaction pauses while a memtable waits for its flush (flushes first on the core
+/// they share), and nothing is lost or wedged by it, also on a device whose active-zone
+/// limit the paused compaction's zones share with the flush's: writers that outrun both
+/// finish and every key reads back (a watchdog catches a pause that never ends).
+#[test]
+fn compactions_pause_for_waiting_flushes() {
+    for spec in [
+        "mem:zones=64,zone_size=1M",
+        "mem:zones=64,zone_size=1M,zone_capacity=768K,max_open=8,max_active=8",
+    ] {
+        with_watchdog(120, move || {
+            // Two cores: the shard on core 0, its flush and compaction on core 1.
+            let rt = Runtime::builder().cores(2).build().unwrap();
+            let db = futures::executor::block_on(Db::open(rt.handle(), spec, tiny(1))).unwrap();
+            futures::executor::block_on(async {
+                let w = WriteOptions::default();
+                for i in 0..6000u64 {
+                    db.put(key(i % 900), vec![i as u8; 200], &w).await.unwrap();
+                }
+                db.flush().await.unwrap();
+                let st = db.stats().await;
+                assert!(
+                    st.compaction_pauses > 0,
+                    "{spec}: no compaction paused for a flush: {st:?}"
+                );
+                assert!(st.compaction_write_bytes > 0, "{spec}: {st:?}");
+                for i in 5100..6000u64 {
+                    assert_eq!(
+                        db.get(&key(i % 900)).await.unwrap().as_deref(),
+                        Some(&vec![i as u8; 200][..]),
+                        "{spec}"
+                    );
+                }
+                db.close().await.unwrap();
+            });
+        });
+    }
+}
+
 /// Flushes and compactions run as background tasks, which give way to the core's ordinary
 /// tasks; they must still keep up when an ordinary task never lets the shard's core go idle:
 /// stalled writers resume, `flush` and `close` finish (a watchdog catches starvation).

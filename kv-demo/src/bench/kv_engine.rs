@@ -108,10 +108,11 @@ impl Engine for KvDemoEngine {
             levels.join(", ")
         };
         Some(format!(
-            "{tables}; memtables {:.1} MiB; write stalls {}; compaction read {:.1} MiB, \
-             written {:.1} MiB",
+            "{tables}; memtables {:.1} MiB; write stalls {}; compaction pauses {}; \
+             compaction read {:.1} MiB, written {:.1} MiB",
             mib(s.memtable_bytes),
             s.write_stalls,
+            s.compaction_pauses,
             mib(s.compaction_read_bytes),
             mib(s.compaction_write_bytes),
         ))
