@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use crate::context::StoreCtx;
 use crate::db_error::DbError;
-use crate::flush_first::{FlushFirst, Pauses};
+use crate::flush_first::FlushFirst;
 use crate::ikey::{self, Kind};
 use crate::iter::{first_ikey, LevelSource, MergeIter, Source, TableSource};
 use crate::options::{Options, L0_COMPACTION_TRIGGER, LEVELS};
@@ -129,8 +129,9 @@ pub struct Outcome {
     pub pauses: u64,
 }
 
-/// Runs `c` for shard `shard` (whose tables' obsolete files are deleted on `core`), taking file numbers from
-/// `new_file`: writes and opens the outputs. The caller installs the outcome.
+/// Runs `c` for shard `shard` (whose tables' obsolete files are deleted on `core`), taking
+/// file numbers from `new_file` and pausing for the shard's waiting flushes
+/// (`flush_first`): writes and opens the outputs. The caller installs the outcome.
 pub async fn run(
     ctx: &StoreCtx,
     shard: usize,
@@ -198,13 +199,13 @@ pub async fn run(
     let mut current_key: Option<Vec<u8>> = None;
     let mut newer_seq = u64::MAX;
     let mut n = 0u64;
-    let mut pauses = Pauses::default();
+    let mut pauses = 0u64;
     while let Some((k, v)) = merge.next().await? {
         n += 1;
         if n.is_multiple_of(crate::options::BACKGROUND_YIELD_EVERY) {
             // Cooperative: the core also serves foreground I/O and reads, and a waiting
             // flush goes first.
-            flush_first.pause(&mut pauses).await;
+            pauses += u64::from(flush_first.pause().await);
             ziob::runtime::yield_now().await;
         }
         let (uk, seq, kind) = ikey::decode(&k).ok_or_else(|| {
@@ -262,7 +263,7 @@ pub async fn run(
         pointer,
         read_bytes: read,
         written_bytes: written,
-        pauses: pauses.waits,
+        pauses,
     })
 }
 

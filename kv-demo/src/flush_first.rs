@@ -9,19 +9,24 @@
 //! tables. Beyond that the compaction shares the core as before, so the tables a point
 //! lookup may check, and the space dead versions take, stay bounded under sustained writes.
 //!
-//! The pause is bounded in time too: for each flush a compaction waits at most
-//! [`PAUSE_MAX`], then goes on beside it until that flush ends. No flush waits for a
-//! compaction in kv-demo, but both hold the device's zone resources (a zone the paused
-//! compaction keeps active may be one the flush's zone waits for), so no pause may depend
-//! on it. The pause also ends when the shard stops or fails ([`FlushFirst::release`]).
+//! The pause is bounded in time too: for each flush, compactions wait at most [`PAUSE_MAX`]
+//! in all, then go on beside it until that flush ends. No flush waits for a compaction in
+//! kv-demo, but both hold the device's zone resources (a zone the paused compaction keeps
+//! active may be one the flush's zone waits for), so no pause may depend on it. The pause
+//! also ends when the shard stops or fails ([`FlushFirst::release`]). A paused compaction
+//! also frees its input tables later: on a nearly full device a flush may meet zonefs's
+//! `NoSpace` sooner (the L0 bound limits how much later).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 
-/// The longest a compaction waits for one flush before it goes on beside it.
+/// The longest compactions wait for one flush before they go on beside it.
 pub const PAUSE_MAX: Duration = Duration::from_millis(200);
+
+/// `gave_up_at` when no flush was given up on.
+const NONE: u64 = u64::MAX;
 
 /// Counts the memtables waiting for their flush and lets compactions wait for them.
 #[derive(Debug)]
@@ -32,21 +37,15 @@ pub struct FlushFirst {
     l0: AtomicUsize,
     /// Memtables switched out and not flushed yet.
     waiting: AtomicUsize,
-    /// Flushes finished so far: a compaction that gave up on one knows it by this count.
+    /// Flushes finished so far: the flush waited for is known by this count.
     flushed: AtomicU64,
+    /// The `flushed` count at which a pause waited [`PAUSE_MAX`] in vain ([`NONE`]): no
+    /// compaction pauses again until a flush finishes.
+    gave_up_at: AtomicU64,
     /// Set when the shard stops or fails: nobody pauses any more.
     released: AtomicBool,
     /// Notified at each finished flush, a full L0 and the release.
     changed: Notify,
-}
-
-/// What one compaction remembers between its pauses.
-#[derive(Debug, Default)]
-pub struct Pauses {
-    /// The flush count at which it last waited [`PAUSE_MAX`] in vain.
-    gave_up_at: Option<u64>,
-    /// Pauses that waited.
-    pub waits: u64,
 }
 
 impl FlushFirst {
@@ -58,6 +57,7 @@ impl FlushFirst {
             l0: AtomicUsize::new(l0),
             waiting: AtomicUsize::new(0),
             flushed: AtomicU64::new(0),
+            gave_up_at: AtomicU64::new(NONE),
             released: AtomicBool::new(false),
             changed: Notify::new(),
         }
@@ -70,7 +70,8 @@ impl FlushFirst {
 
     /// A memtable's flush finished (it left the queue).
     pub fn flushed(&self) {
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        let before = self.waiting.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(before > 0, "a flush finished that was not queued");
         self.flushed.fetch_add(1, Ordering::AcqRel);
         self.changed.notify_waiters();
     }
@@ -94,49 +95,56 @@ impl FlushFirst {
         self.waiting.load(Ordering::Acquire)
     }
 
-    /// Waits while a memtable waits for its flush: until no memtable waits, L0 holds
-    /// `l0_max` tables, the shard is released, or this flush was waited for [`PAUSE_MAX`]
-    /// (then not again until a flush finishes). Returns at once when no flush is due. The
-    /// bound is a runtime timer: off a runtime core it does not wait.
-    pub async fn pause(&self, pauses: &mut Pauses) {
-        self.pause_at_most(pauses, PAUSE_MAX).await
+    /// Whether a compaction should wait now (see [`pause`](Self::pause)); with the
+    /// `flushed` count it read.
+    fn due(&self) -> Option<u64> {
+        let flushed = self.flushed.load(Ordering::Acquire);
+        let due = !self.released.load(Ordering::Acquire)
+            && self.l0.load(Ordering::Acquire) < self.l0_max
+            && self.waiting() > 0
+            && self.gave_up_at.load(Ordering::Acquire) != flushed;
+        due.then_some(flushed)
     }
 
-    async fn pause_at_most(&self, pauses: &mut Pauses, max: Duration) {
+    /// Waits while a memtable waits for its flush: until no memtable waits, L0 holds
+    /// `l0_max` tables, the shard is released, or compactions waited [`PAUSE_MAX`] for this
+    /// flush (then none waits again until a flush finishes). Returns at once when no flush
+    /// is due; `true` if it waited. The bound is a runtime timer: off a runtime core it
+    /// does not wait.
+    pub async fn pause(&self) -> bool {
+        self.pause_at_most(PAUSE_MAX).await
+    }
+
+    async fn pause_at_most(&self, max: Duration) -> bool {
+        // The common case, checked without registering for a notification.
+        if self.due().is_none() {
+            return false;
+        }
         let mut timer: Option<std::pin::Pin<Box<ziob::runtime::Sleep>>> = None;
         let mut waited = false;
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            if self.released.load(Ordering::Acquire)
-                || self.l0.load(Ordering::Acquire) >= self.l0_max
-                || self.waiting() == 0
-            {
-                return;
-            }
-            let flushed = self.flushed.load(Ordering::Acquire);
-            if pauses.gave_up_at == Some(flushed) {
-                return;
-            }
-            if !waited {
-                waited = true;
-                pauses.waits += 1;
-            }
+            let Some(flushed) = self.due() else {
+                return waited;
+            };
             let sleep = timer.get_or_insert_with(|| Box::pin(ziob::runtime::sleep(max)));
             match futures::future::select(changed, sleep.as_mut()).await {
                 futures::future::Either::Left(_) => {
+                    waited = true;
                     // A flush finished: the next one (if any) gets its own bound.
                     if self.flushed.load(Ordering::Acquire) != flushed {
                         timer = None;
                     }
                 }
                 futures::future::Either::Right((slept, _)) => {
-                    if slept.is_err() {
-                        tracing::debug!("a compaction's pause had no timer: {slept:?}");
+                    self.gave_up_at.store(flushed, Ordering::Release);
+                    if let Err(e) = slept {
+                        tracing::debug!("a compaction's pause had no timer: {e}");
+                        return waited;
                     }
-                    pauses.gave_up_at = Some(flushed);
-                    return;
+                    return true;
                 }
             }
         }
@@ -147,7 +155,6 @@ impl FlushFirst {
 mod tests {
     use super::*;
     use std::rc::Rc;
-    use std::sync::atomic::AtomicBool;
     use std::time::Instant;
 
     /// Runs `f` on core 0 of a one-core runtime (the pause's timer is the runtime's).
@@ -158,17 +165,26 @@ mod tests {
         rt.block_on(f).unwrap();
     }
 
+    /// After `ms` milliseconds on the current core, runs `f`.
+    fn after(ms: u64, f: impl FnOnce() + 'static) {
+        ziob::runtime::spawn(async move {
+            ziob::runtime::sleep(Duration::from_millis(ms))
+                .await
+                .unwrap();
+            f();
+        })
+        .detach();
+    }
+
     const LONG: Duration = Duration::from_secs(60);
 
     #[test]
     fn no_waiting_flush_no_pause() {
         on_core(|| async {
             let f = FlushFirst::new(0, 8);
-            let mut p = Pauses::default();
             let t = Instant::now();
-            f.pause_at_most(&mut p, LONG).await;
+            assert!(!f.pause_at_most(LONG).await);
             assert!(t.elapsed() < Duration::from_secs(10));
-            assert_eq!(p.waits, 0);
         });
     }
 
@@ -177,102 +193,63 @@ mod tests {
     fn a_pause_ends_when_the_flush_finishes() {
         on_core(|| async {
             let f = Rc::new(FlushFirst::new(0, 8));
-            let done = Rc::new(AtomicBool::new(false));
             f.queued();
-            let (f2, done2) = (f.clone(), done.clone());
-            ziob::runtime::spawn(async move {
-                ziob::runtime::sleep(Duration::from_millis(50))
-                    .await
-                    .unwrap();
-                done2.store(true, Ordering::SeqCst);
-                f2.flushed();
-            })
-            .detach();
-            let mut p = Pauses::default();
-            f.pause_at_most(&mut p, LONG).await;
-            assert!(
-                done.load(Ordering::SeqCst),
-                "the pause ended before the flush"
-            );
-            assert_eq!((p.waits, f.waiting()), (1, 0));
+            let f2 = f.clone();
+            after(50, move || f2.flushed());
+            assert!(f.pause_at_most(LONG).await);
+            assert_eq!(f.waiting(), 0, "the pause ended before the flush");
         });
     }
 
-    /// Two memtables waiting: the pause lasts until both are flushed.
+    /// Two memtables waiting, each flush within the bound but both together beyond it: the
+    /// bound starts again for the second flush, and the pause lasts until both are flushed.
     #[test]
-    fn a_pause_waits_for_every_waiting_flush() {
+    fn each_flush_gets_its_own_bound() {
         on_core(|| async {
             let f = Rc::new(FlushFirst::new(0, 8));
             f.queued();
             f.queued();
-            let f2 = f.clone();
-            ziob::runtime::spawn(async move {
-                for _ in 0..2 {
-                    ziob::runtime::sleep(Duration::from_millis(20))
-                        .await
-                        .unwrap();
-                    f2.flushed();
-                }
-            })
-            .detach();
-            let mut p = Pauses::default();
-            f.pause_at_most(&mut p, LONG).await;
-            assert_eq!((p.waits, f.waiting()), (1, 0));
+            let (f2, f3) = (f.clone(), f.clone());
+            after(80, move || f2.flushed());
+            after(160, move || f3.flushed());
+            let t = Instant::now();
+            assert!(f.pause_at_most(Duration::from_millis(120)).await);
+            assert!(
+                t.elapsed() >= Duration::from_millis(160),
+                "{:?}",
+                t.elapsed()
+            );
+            assert_eq!(f.waiting(), 0);
         });
     }
 
-    /// A flush that does not finish holds a compaction for the bound once, not again; the
-    /// next flush gets a bound of its own.
+    /// A flush that does not finish holds compactions for the bound once in all — the next
+    /// call (another compaction's too) does not wait for it; the next flush gets a bound of
+    /// its own.
     #[test]
     fn a_pause_is_bounded_per_flush() {
         on_core(|| async {
             let f = FlushFirst::new(0, 8);
             let max = Duration::from_millis(30);
-            let mut p = Pauses::default();
             f.queued();
             let t = Instant::now();
-            f.pause_at_most(&mut p, max).await;
+            assert!(f.pause_at_most(max).await);
             assert!(t.elapsed() >= max, "returned after {:?}", t.elapsed());
             // Each would wait 5 s if it paused again for the same flush.
             let t = Instant::now();
             for _ in 0..3 {
-                f.pause_at_most(&mut p, Duration::from_secs(5)).await;
+                assert!(!f.pause_at_most(Duration::from_secs(5)).await);
             }
             assert!(
                 t.elapsed() < Duration::from_secs(4),
                 "paused again for the same flush"
             );
-            assert_eq!(p.waits, 1);
             // That flush ends while another memtable waits: that one may hold it again.
             f.queued();
             f.flushed();
             let t = Instant::now();
-            f.pause_at_most(&mut p, max).await;
+            assert!(f.pause_at_most(max).await);
             assert!(t.elapsed() >= max);
-            assert_eq!(p.waits, 2);
-        });
-    }
-
-    /// A released shard (stopping or failed) holds no compaction, now or later.
-    #[test]
-    fn release_ends_a_pause_and_prevents_the_next() {
-        on_core(|| async {
-            let f = Rc::new(FlushFirst::new(0, 8));
-            f.queued();
-            let f2 = f.clone();
-            ziob::runtime::spawn(async move {
-                ziob::runtime::sleep(Duration::from_millis(20))
-                    .await
-                    .unwrap();
-                f2.release();
-            })
-            .detach();
-            let mut p = Pauses::default();
-            let t = Instant::now();
-            f.pause_at_most(&mut p, LONG).await;
-            f.pause_at_most(&mut p, LONG).await;
-            assert!(t.elapsed() < Duration::from_secs(10));
-            assert_eq!((p.waits, f.waiting()), (1, 1));
         });
     }
 
@@ -283,31 +260,45 @@ mod tests {
         on_core(|| async {
             let f = Rc::new(FlushFirst::new(8, 8));
             f.queued();
-            let mut p = Pauses::default();
-            f.pause_at_most(&mut p, LONG).await;
-            assert_eq!(p.waits, 0);
+            assert!(!f.pause_at_most(LONG).await);
             f.set_l0_tables(7);
             let f2 = f.clone();
-            ziob::runtime::spawn(async move {
-                ziob::runtime::sleep(Duration::from_millis(20))
-                    .await
-                    .unwrap();
-                f2.set_l0_tables(8);
-            })
-            .detach();
+            after(20, move || f2.set_l0_tables(8));
             let t = Instant::now();
-            f.pause_at_most(&mut p, LONG).await;
+            assert!(f.pause_at_most(LONG).await);
             assert!(t.elapsed() < Duration::from_secs(10));
-            assert_eq!(p.waits, 1);
         });
     }
 
-    /// Off a runtime core there is no timer: no pause at all.
+    /// A released shard (stopping or failed) holds no compaction, now or later.
+    #[test]
+    fn release_ends_a_pause_and_prevents_the_next() {
+        on_core(|| async {
+            let f = Rc::new(FlushFirst::new(0, 8));
+            f.queued();
+            let f2 = f.clone();
+            after(20, move || f2.release());
+            let t = Instant::now();
+            assert!(f.pause_at_most(LONG).await);
+            assert!(!f.pause_at_most(LONG).await);
+            assert!(t.elapsed() < Duration::from_secs(10));
+            assert_eq!(f.waiting(), 1);
+        });
+    }
+
+    /// Off a runtime core there is no timer: no pause at all (a hang fails the test).
     #[test]
     fn off_a_core_it_does_not_wait() {
-        let f = FlushFirst::new(0, 8);
-        f.queued();
-        let mut p = Pauses::default();
-        futures::executor::block_on(f.pause_at_most(&mut p, LONG));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let f = FlushFirst::new(0, 8);
+            f.queued();
+            let waited = futures::executor::block_on(f.pause_at_most(LONG));
+            let _ = tx.send(waited);
+        });
+        let waited = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the pause off a core hung");
+        assert!(!waited);
     }
 }

@@ -44,8 +44,9 @@
 //!   ([`sst`], [`table_file`]); leveled compaction ([`compaction`]); writers wait when
 //!   flushes or compactions fall behind (at most 2 immutable memtables, 20 L0 tables per
 //!   shard); a compaction pauses while a memtable waits for its flush and L0 is short
-//!   ([`flush_first`]). Tables are `ziob-zonefs` files whose lifetime class is their level, so zones
-//!   empty together; zonefs resets empty zones and collects mostly-dead ones.
+//!   ([`flush_first`]). Tables are `ziob-zonefs` files whose lifetime class is their
+//!   level, so zones empty together; zonefs resets empty zones and collects mostly-dead
+//!   ones.
 //!
 //! Byte layouts: `docs/format.md` ("kv-demo ..."); design: `docs/ARCHITECTURE.md`
 //! ("`kv-demo/`").

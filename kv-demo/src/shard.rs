@@ -650,10 +650,10 @@ impl Shard {
             last_seq: Some(imm.last_seq),
         };
         let flushed = &self.flush_bytes;
-        let self_flush_first = &self.flush_first;
+        let flush_first = &self.flush_first;
         self.install(edit, vec![Arc::new(t)], |st| {
             st.0.imms.pop_front();
-            self_flush_first.flushed();
+            flush_first.flushed();
             // Counted with the switch, before waiters wake: a `flush` that returned sees its
             // bytes (counted after `install`, a caller on another thread could read the
             // stats first — `db_scan::flush_leaves_out_hidden_versions` once did).

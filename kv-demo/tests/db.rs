@@ -231,9 +231,9 @@ fn stalled_writers_resume() {
 }
 
 /// A compaction pauses while a memtable waits for its flush (flushes first on the core
-/// they share), and nothing is lost or wedged by it, also on a device whose active-zone
-/// limit the paused compaction's zones share with the flush's: writers that outrun both
-/// finish and every key reads back (a watchdog catches a pause that never ends).
+/// they share), and writers that outrun both finish with every key read back, on an
+/// unlimited device and on one with few active zones (a smoke test of the wiring; a
+/// watchdog catches a hang — the pause's own bounds are `flush_first`'s unit tests).
 #[test]
 fn compactions_pause_for_waiting_flushes() {
     for spec in [
