@@ -1,0 +1,1 @@
+/tmp/s38/kv-demo-ff8 --benchmarks=fillseq,fillrandom,overwrite,readrandom,readseq,readwhilewriting,seekrandom,deleterandom --key_size=16 --threads=1 --compression_type=none --write_buffer_size=4194304 --target_file_size_base=4194304 --cache_size=8388608 --bloom_bits=10 --statistics --num=200000 --value_size=100 --seed=1000 --sync=0 --db=zbd:/dev/nvme0n1 --ziob=on
