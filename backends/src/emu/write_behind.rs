@@ -99,6 +99,22 @@ impl Queue {
         }
         next
     }
+
+    /// Turns queueing on or off (off drops what is queued).
+    fn set(&mut self, on: bool) {
+        self.on = on;
+        if !on {
+            self.pending.clear();
+        }
+    }
+
+    /// The task's write-back failed: off, nothing queued, and in the same step no task
+    /// running (in two steps, a chunk queued in between after turning on again would have
+    /// been taken by the ending task and never started, and no task started again).
+    fn fail(&mut self) {
+        self.set(false);
+        self.running = false;
+    }
 }
 
 impl WriteBehind {
@@ -122,11 +138,7 @@ impl WriteBehind {
 
     /// Turns write-behind on or off (off drops what is queued).
     pub(super) fn set(&self, on: bool) {
-        let mut q = self.queue();
-        q.on = on;
-        if !on {
-            q.pending.clear();
-        }
+        self.queue().set(on);
     }
 
     /// Bytes whose write-back was started.
@@ -183,10 +195,7 @@ impl Worker {
                         error = %e,
                         "starting write-back (sync_file_range) failed; write-behind turned off for this device"
                     );
-                    self.wb.set(false);
-                    // The queue is empty now: this records that no task runs.
-                    let none = self.wb.queue().next();
-                    debug_assert!(none.is_none());
+                    self.wb.queue().fail();
                     self.ended = true;
                     return;
                 }
@@ -235,19 +244,26 @@ mod tests {
         Fill { at: u64, n: u64 },
         /// The running task takes its next range (or ends).
         Take,
+        /// The running task's write-back fails (it turns the queue off and ends).
+        Fail,
+        /// Write-behind turned on or off (`EmuDevice::write_behind`).
+        Set(bool),
     }
 
     fn step() -> impl Strategy<Value = Step> {
         prop_oneof![
-            (0u64..200, 1u64..80).prop_map(|(at, n)| Step::Fill { at, n }),
-            Just(Step::Take),
+            4 => (0u64..200, 1u64..80).prop_map(|(at, n)| Step::Fill { at, n }),
+            4 => Just(Step::Take),
+            1 => Just(Step::Fail),
+            1 => proptest::bool::ANY.prop_map(Step::Set),
         ]
     }
 
     proptest! {
-        /// Any interleaving of filled chunks and a task taking them: a queued chunk always
-        /// has a task to start it, at most one runs, every range fits one op, and every
-        /// chunk queued is taken exactly once.
+        /// Any interleaving of filled chunks, a task taking them, its failure and the
+        /// switch turned off and on: a queued chunk always has a task to start it, at most
+        /// one runs, every range fits one op, and every chunk queued (and not dropped by
+        /// turning off) is taken exactly once.
         #[test]
         fn queued_chunks_always_have_one_task(steps in proptest::collection::vec(step(), 1..200)) {
             let mut q = queue();
@@ -257,10 +273,25 @@ mod tests {
                 match s {
                     Step::Fill { at, n } => {
                         let r = at * CHUNK_BYTES..(at + n) * CHUNK_BYTES;
-                        queued += r.end - r.start;
+                        if q.on {
+                            queued += r.end - r.start;
+                        }
                         if q.push(r) {
                             tasks += 1;
                         }
+                    }
+                    Step::Fail if tasks == 1 => {
+                        // What it dropped was queued and will not be taken.
+                        queued -= q.pending.iter().map(|r| r.end - r.start).sum::<u64>();
+                        q.fail();
+                        tasks = 0;
+                    }
+                    Step::Fail => {}
+                    Step::Set(on) => {
+                        if !on {
+                            queued -= q.pending.iter().map(|r| r.end - r.start).sum::<u64>();
+                        }
+                        q.set(on);
                     }
                     Step::Take if tasks == 1 => match q.next() {
                         Some(r) => {
