@@ -66,7 +66,12 @@ pub async fn open_emu(path: &std::path::Path, direct: bool) -> ziob_backends::Em
                 assert_eq!(dev.is_direct(), direct, "this file system refuses O_DIRECT");
                 return dev;
             }
-            Err(e) if e.kind() == ErrorKind::Busy && start.elapsed().as_secs() < 30 => {}
+            Err(e) if e.kind() == ErrorKind::Busy && start.elapsed().as_secs() < 30 => {
+                // Let the tasks holding it (on this core too) finish, without spinning.
+                ziob_runtime::sleep(std::time::Duration::from_millis(10))
+                    .await
+                    .unwrap();
+            }
             Err(e) => panic!("open: {e}"),
         }
     }
