@@ -205,7 +205,7 @@ pub struct Flags {
     /// Memory the `kv-demo` binary faults in before the store opens (K/M/G; at most half of
     /// the memory available), so that the kernel's first touch of each page falls outside
     /// the timed benchmarks: `auto` = the configured buffers (memtables, block cache, ZIOB
-    /// buffer, working buffers), 0 = none. Only when the binary's allocator keeps freed
+    /// buffer and free I/O buffers per zone core, working buffers), 0 = none. Only when the binary's allocator keeps freed
     /// memory (mimalloc with a negative purge delay: the binary's own, unless
     /// `MIMALLOC_PURGE_DELAY` sets another)
     #[arg(long = "prefault_memory", default_value = "auto", value_parser = prefault_size)]

@@ -15,41 +15,49 @@ use super::flags::{BenchConfig, EngineName};
 use super::kv_engine::cores_and_shards;
 use crate::options::MAX_IMMUTABLE_MEMTABLES;
 
-/// Working memory counted besides the memtables, cache and ZIOB buffer: table builders,
-/// their appends under way, WAL and read buffers.
-pub const WORKING_BYTES: u64 = 32 << 20;
+/// Working memory counted besides the memtables, cache, ZIOB buffer and free I/O buffers:
+/// table builders, their appends under way, compaction read-ahead, WAL and read buffers.
+/// Measured, not derived: the three fills at 100,000 × 1 KiB on one zone core peaked at
+/// 248.5 MiB committed (`MIMALLOC_SHOW_STATS=1`, no prefault), 64.5 MiB over the other
+/// parts of [`budget`] (docs/KV-BENCH.md section 21).
+pub const WORKING_BYTES: u64 = 64 << 20;
 
 /// The memory `cfg` configures on `cpus` CPUs: the memtables a kv-demo store may hold (the
-/// active one and [`MAX_IMMUTABLE_MEMTABLES`]), the block cache, ZIOB's buffer on each core
-/// it runs on (kv-demo with `--ziob=on`), and [`WORKING_BYTES`]. For fjall the same without
-/// ZIOB's (fjall's own memtable limit differs: an estimate). Not the process's peak, which
-/// the allocator's placement makes larger (docs/KV-BENCH.md section 15). With
-/// `--use_existing_db --shards=0` the shard count is the one a new store would get.
+/// active one and [`MAX_IMMUTABLE_MEMTABLES`]), the block cache, on each core that owns
+/// zones ZIOB's buffer (kv-demo with `--ziob=on`) and the runtime's cache of free I/O
+/// buffers (every write-back and read takes its buffer from there), and [`WORKING_BYTES`].
+/// For fjall the memtables, cache and working memory (fjall's own memtable limit differs:
+/// an estimate). With `--use_existing_db --shards=0` the shard count is the one a new store
+/// would get.
 pub fn budget(cfg: &BenchConfig, cpus: usize) -> u64 {
     let memtables = (MAX_IMMUTABLE_MEMTABLES as u64 + 1).saturating_mul(cfg.write_buffer_size);
-    let ziob = match cfg.engine {
-        EngineName::KvDemo if cfg.ziob_buffered => {
+    let zone_cores = match cfg.engine {
+        EngineName::KvDemo => {
             let (cores, shards) = cores_and_shards(cfg, cpus);
-            // ZIOB runs on every core, or on the shards' cores when there are fewer
+            // Zones live on every core, or on the shards' cores when there are fewer
             // shards than cores and the tables stay off the background core
             // (`kv_demo::open::ziob_config`).
-            let ziob_cores = if cfg.tables_on_background_core {
+            let zone_cores = if cfg.tables_on_background_core {
                 cores
             } else {
                 shards.min(cores)
-            } as u64;
-            let per_core = if cfg.ziob_buffer_size > 0 {
+            };
+            let ziob = if !cfg.ziob_buffered {
+                0
+            } else if cfg.ziob_buffer_size > 0 {
                 cfg.ziob_buffer_size
             } else {
                 ziob::SHARD_BUDGET_BYTES_DEFAULT
             };
-            ziob_cores.saturating_mul(per_core)
+            (zone_cores as u64).saturating_mul(
+                ziob.saturating_add(ziob::runtime::BUFFER_CACHE_BYTES_DEFAULT as u64),
+            )
         }
         _ => 0,
     };
     memtables
         .saturating_add(cfg.cache_size)
-        .saturating_add(ziob)
+        .saturating_add(zone_cores)
         .saturating_add(WORKING_BYTES)
 }
 
@@ -136,7 +144,7 @@ mod tests {
     }
 
     #[test]
-    fn the_budget_counts_memtables_cache_and_ziob_on_its_cores() {
+    fn the_budget_counts_memtables_cache_and_ziob_and_free_buffers_on_zone_cores() {
         let mib = 1u64 << 20;
         let base = [
             "--write_buffer_size=16M",
@@ -144,26 +152,26 @@ mod tests {
             "--benchmarks=fillseq",
         ];
         // One thread: one core, one shard.
-        assert_eq!(budget(&cfg(&base), 2), (48 + 8 + 64 + 32) * mib);
+        assert_eq!(budget(&cfg(&base), 2), (48 + 8 + 64 + 64 + 64) * mib);
         // Readwhilewriting adds a core for its writer, not a shard: ZIOB runs on the shard's
         // core alone, or on both with the tables on the second.
         let mut rww = base.to_vec();
         rww[2] = "--benchmarks=fillseq,readwhilewriting";
-        assert_eq!(budget(&cfg(&rww), 2), (48 + 8 + 64 + 32) * mib);
+        assert_eq!(budget(&cfg(&rww), 2), (48 + 8 + 64 + 64 + 64) * mib);
         rww.push("--tables_on_background_core=on");
-        assert_eq!(budget(&cfg(&rww), 2), (48 + 8 + 128 + 32) * mib);
+        assert_eq!(budget(&cfg(&rww), 2), (48 + 8 + 2 * (64 + 64) + 64) * mib);
         // Two shards on two cores: ZIOB on both, with the buffer size given.
         let mut two = base.to_vec();
         two.extend(["--cores=2", "--ziob_buffer_size=16M"]);
-        assert_eq!(budget(&cfg(&two), 2), (48 + 8 + 32 + 32) * mib);
+        assert_eq!(budget(&cfg(&two), 2), (48 + 8 + 2 * (16 + 64) + 64) * mib);
         // More shards than cores: ZIOB on every core.
         let mut more = base.to_vec();
         more.extend(["--cores=1", "--shards=4", "--ziob_buffer_size=16M"]);
-        assert_eq!(budget(&cfg(&more), 2), (48 + 8 + 16 + 32) * mib);
-        // No ZIOB buffer, no ZIOB memory.
+        assert_eq!(budget(&cfg(&more), 2), (48 + 8 + (16 + 64) + 64) * mib);
+        // No ZIOB buffer, no ZIOB memory; the zone core's free I/O buffers still count.
         let mut off = base.to_vec();
         off.push("--ziob=off");
-        assert_eq!(budget(&cfg(&off), 2), (48 + 8 + 32) * mib);
+        assert_eq!(budget(&cfg(&off), 2), (48 + 8 + 64 + 64) * mib);
         // Sizes past u64 saturate instead of wrapping.
         let mut huge = cfg(&base);
         huge.write_buffer_size = u64::MAX;
