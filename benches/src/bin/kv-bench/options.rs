@@ -112,7 +112,7 @@ impl Mode {
                 "WAL record in ZIOB's zone buffer (process memory): lost with the process until written back (at the latest on close)"
             }
             (Mode::KvDemoNobuf, false) => {
-                "WAL record written to the device (here: the emu file with O_DIRECT, i.e. the disk) before the write returns: survives a process crash"
+                "WAL record queued in process memory (at most 8 MiB per shard) and written to the device (the emu file with O_DIRECT) by the shard's WAL task right after, not waited for: a process crash loses what is still queued"
             }
             (
                 Mode::KvDemo
