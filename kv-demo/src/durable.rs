@@ -3,11 +3,15 @@
 //!
 //! Writers do not wait for the WAL append of a non-sync write: they queue the encoded batch
 //! here and the shard's *WAL pump* (a task on the shard's core) appends what has queued as
-//! one record, while the writer goes on to its memtable insert. A non-sync write's durability
-//! is unchanged by this — the ZIOB buffer a finished append lands in is process memory too;
-//! either way it is durable at the next sync — but a lone writer no longer pays a round trip
-//! to the zone's core per write. A `sync` write waits until the pump has appended its batch,
-//! then syncs. Queued bytes are bounded ([`QUEUE_BYTES_MAX`]): writers wait for the pump.
+//! one record, while the writer goes on to its memtable insert, and a lone writer no longer
+//! pays a round trip to the zone's core per write. A non-sync write is thus in process
+//! memory when it returns, with the ZIOB buffer on or off (off, the pump's append writes
+//! to the device; the write did not wait for it); it is durable at the next sync. With the
+//! buffer on this changed nothing (a finished append lands in ZIOB's buffer, process memory
+//! too); with it off, a non-sync write used to be on the device when it returned. A `sync`
+//! write waits until the pump has appended its batch, then syncs. Queued bytes are bounded
+//! ([`QUEUE_BYTES_MAX`], a soft bound: writers check it before they queue): writers wait
+//! for the pump.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};

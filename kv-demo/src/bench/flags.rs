@@ -204,8 +204,9 @@ pub struct Flags {
     pub engine: EngineName,
     /// Memory the `kv-demo` binary faults in before the store opens (K/M/G; at most half of
     /// the memory available), so that the kernel's first touch of each page falls outside
-    /// the timed benchmarks: `auto` = the configured buffers (memtables, block cache, ZIOB
-    /// buffer and free I/O buffers per zone core, working buffers), 0 = none. Only when the binary's allocator keeps freed
+    /// the timed benchmarks: `auto` = the configured buffers (memtables, block cache, on
+    /// each zone core ZIOB's buffer and the runtime's free I/O buffers, working buffers),
+    /// 0 = none. Only when the binary's allocator keeps freed
     /// memory (mimalloc with a negative purge delay: the binary's own, unless
     /// `MIMALLOC_PURGE_DELAY` sets another)
     #[arg(long = "prefault_memory", default_value = "auto", value_parser = prefault_size)]

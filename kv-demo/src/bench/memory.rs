@@ -17,15 +17,19 @@ use crate::options::MAX_IMMUTABLE_MEMTABLES;
 
 /// Working memory counted besides the memtables, cache, ZIOB buffer and free I/O buffers:
 /// table builders, their appends under way, compaction read-ahead, WAL and read buffers.
-/// Measured, not derived: the three fills at 100,000 × 1 KiB on one zone core peaked at
-/// 248.5 MiB committed (`MIMALLOC_SHOW_STATS=1`, no prefault), 64.5 MiB over the other
-/// parts of [`budget`] (docs/KV-BENCH.md section 21).
+/// Fitted, not derived: the three fills at 100,000 × 1 KiB with one shard on one zone core
+/// peaked at 248–264 MiB committed in two runs (`MIMALLOC_SHOW_STATS=1`, no prefault),
+/// 64–80 MiB over the other parts of [`budget`] (docs/KV-BENCH.md section 21). It does not
+/// grow with shards.
 pub const WORKING_BYTES: u64 = 64 << 20;
 
 /// The memory `cfg` configures on `cpus` CPUs: the memtables a kv-demo store may hold (the
 /// active one and [`MAX_IMMUTABLE_MEMTABLES`]), the block cache, on each core that owns
 /// zones ZIOB's buffer (kv-demo with `--ziob=on`) and the runtime's cache of free I/O
-/// buffers (every write-back and read takes its buffer from there), and [`WORKING_BYTES`].
+/// buffers (every write-back and read takes its buffer from there; ZIOB's chunks move
+/// between the two, so some memory is counted twice), and [`WORKING_BYTES`]. A run that
+/// touches less (few keys, small memtables) ends up with more resident memory after a
+/// prefault of this budget.
 /// For fjall the memtables, cache and working memory (fjall's own memtable limit differs:
 /// an estimate). With `--use_existing_db --shards=0` the shard count is the one a new store
 /// would get.

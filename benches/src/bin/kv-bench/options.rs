@@ -109,10 +109,10 @@ impl Mode {
                 "WAL written to its zone (direct I/O) before the write returns, but ZenFS never flushes the device's volatile write cache (nor uses FUA): survives a process crash; a power loss only on a device without a volatile cache (the guest's ZNS namespace has one)"
             }
             (Mode::KvDemo | Mode::KvDemoPagecache | Mode::KvDemoNvme | Mode::KvDemoZbd, false) => {
-                "WAL record in ZIOB's zone buffer (process memory): lost with the process until written back (at the latest on close)"
+                "WAL record queued, then in ZIOB's zone buffer (process memory either way): lost with the process until written back (at the latest on close)"
             }
             (Mode::KvDemoNobuf, false) => {
-                "WAL record queued in process memory (at most 8 MiB per shard) and written to the device (the emu file with O_DIRECT) by the shard's WAL task right after, not waited for: a process crash loses what is still queued"
+                "WAL record queued in process memory, written to the device (the emu file with O_DIRECT) when the shard's core next runs its WAL task, not waited for (writers wait once about 8 MiB is queued): a process crash loses what is queued or being written"
             }
             (
                 Mode::KvDemo
