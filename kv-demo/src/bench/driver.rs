@@ -22,6 +22,7 @@ use super::progress::{Counter, Progress};
 use super::rng::Random64;
 use super::stats::{OpKind, Stats};
 use super::values::ValueGenerator;
+use super::write_rate::WriteRate;
 
 /// A benchmark run failed.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +67,8 @@ struct Work {
     progress: Counter,
     readers_left: Arc<AtomicUsize>,
     yields: bool,
+    /// `--benchmark_write_rate_limit`'s budget, shared by the benchmark's threads.
+    write_rate: Option<Arc<WriteRate>>,
 }
 
 /// Runs `cfg`'s benchmarks on `host`'s store, writing db_bench's report to `out`.
@@ -115,6 +118,7 @@ pub fn run<H: EngineHost>(
             let counter = Counter::default();
             let readers_left = Arc::new(AtomicUsize::new(cfg.threads));
             let yields = matches!(e.placement(), Placement::Ziob(_));
+            let write_rate = WriteRate::starting_now(cfg.write_rate_limit).map(Arc::new);
             let works: Vec<Work> = (0..n)
                 .map(|tid| {
                     threads_so_far += 1;
@@ -127,6 +131,7 @@ pub fn run<H: EngineHost>(
                         progress: counter.clone(),
                         readers_left: readers_left.clone(),
                         yields,
+                        write_rate: write_rate.clone(),
                     }
                 })
                 .collect();
@@ -407,6 +412,9 @@ async fn write_keys<E: Engine>(
         };
         fill_key(k, &mut key);
         let value = w.values.generate(vs);
+        if let Some(r) = &w.write_rate {
+            r.admit((ks + vs) as u64, w.yields).await;
+        }
         e.put(&key, value, sync).await?;
         stats.finished_ops(1, OpKind::Write);
         stats.add_bytes((vs + ks) as u64);
@@ -455,6 +463,9 @@ async fn background_writer<E: Engine>(
         }
         fill_key(w.rand.next_u64() % num, &mut key);
         let value = w.values.generate(vs);
+        if let Some(r) = &w.write_rate {
+            r.admit((ks + vs) as u64, w.yields).await;
+        }
         e.put(&key, value, sync).await?;
         stats.add_bytes((ks + vs) as u64);
         stats.finished_ops(1, OpKind::Write);

@@ -163,6 +163,11 @@ pub struct Flags {
     /// Block cache bytes, shared by all shards (db_bench's default 8 MiB)
     #[arg(long = "cache_size", default_value = "8M", value_parser = byte_size)]
     pub cache_size: u64,
+    /// Bytes (keys + values) per second that all threads of a write benchmark write
+    /// together, readwhilewriting's writer included; 0 = no limit (db_bench's default).
+    /// Deletes are not limited
+    #[arg(long = "benchmark_write_rate_limit", default_value_t = 0)]
+    pub benchmark_write_rate_limit: u64,
     /// Bloom filter bits per key; negative or 0 = no filter (db_bench's default -1)
     #[arg(long = "bloom_bits", default_value_t = -1, allow_negative_numbers = true)]
     pub bloom_bits: i32,
@@ -206,9 +211,8 @@ pub struct Flags {
     /// the memory available), so that the kernel's first touch of each page falls outside
     /// the timed benchmarks: `auto` = the configured buffers (memtables, block cache, on
     /// each zone core ZIOB's buffer and the runtime's free I/O buffers, working buffers),
-    /// 0 = none. Only when the binary's allocator keeps freed
-    /// memory (mimalloc with a negative purge delay: the binary's own, unless
-    /// `MIMALLOC_PURGE_DELAY` sets another)
+    /// 0 = none. Only when the binary's allocator keeps freed memory (mimalloc with a
+    /// negative purge delay: the binary's own, unless `MIMALLOC_PURGE_DELAY` sets another)
     #[arg(long = "prefault_memory", default_value = "auto", value_parser = prefault_size)]
     pub prefault_memory: Prefault,
 }
@@ -296,6 +300,8 @@ pub struct BenchConfig {
     pub cache_size: u64,
     /// Bloom bits per key (0 = none).
     pub bloom_bits: u32,
+    /// Write bytes per second of all threads together (0 = no limit).
+    pub write_rate_limit: u64,
     /// Where the store lives (None = a temporary place).
     pub db: Option<String>,
     /// ZIOB buffer on.
@@ -398,6 +404,7 @@ impl Flags {
             target_file_size: self.target_file_size_base,
             cache_size: self.cache_size,
             bloom_bits: self.bloom_bits.max(0) as u32,
+            write_rate_limit: self.benchmark_write_rate_limit,
             db: self.db.clone(),
             ziob_buffered: self.ziob == OnOff::On,
             ziob_buffer_size: self.ziob_buffer_size,

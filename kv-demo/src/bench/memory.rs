@@ -27,12 +27,12 @@ pub const WORKING_BYTES: u64 = 64 << 20;
 /// active one and [`MAX_IMMUTABLE_MEMTABLES`]), the block cache, on each core that owns
 /// zones ZIOB's buffer (kv-demo with `--ziob=on`) and the runtime's cache of free I/O
 /// buffers (every write-back and read takes its buffer from there; ZIOB's chunks move
-/// between the two, so some memory is counted twice), and [`WORKING_BYTES`]. A run that
-/// touches less (few keys, small memtables) ends up with more resident memory after a
-/// prefault of this budget.
-/// For fjall the memtables, cache and working memory (fjall's own memtable limit differs:
-/// an estimate). With `--use_existing_db --shards=0` the shard count is the one a new store
-/// would get.
+/// between the two, so some memory is counted twice), and [`WORKING_BYTES`]. For fjall the
+/// memtables, cache and working memory (fjall's own memtable limit differs: an estimate).
+/// With `--use_existing_db --shards=0` the shard count is the one a new store would get.
+///
+/// A run that touches less than this (few keys, small memtables) ends up with more
+/// resident memory after a prefault of it.
 pub fn budget(cfg: &BenchConfig, cpus: usize) -> u64 {
     let memtables = (MAX_IMMUTABLE_MEMTABLES as u64 + 1).saturating_mul(cfg.write_buffer_size);
     let zone_cores = match cfg.engine {

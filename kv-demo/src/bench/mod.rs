@@ -9,6 +9,7 @@
 //! - [`stats`]: db_bench's result line and `--histogram` summary;
 //! - [`progress`]: a progress bar on a terminal;
 //! - [`memory`]: the memory the binary faults in before the store opens (`--prefault_memory`);
+//! - [`write_rate`]: db_bench's `--benchmark_write_rate_limit`;
 //! - the engines: [`kv_engine`] (kv-demo's `Db` on a ZIOB device) and `fjall_engine`.
 
 pub mod driver;
@@ -23,6 +24,7 @@ pub mod progress;
 pub mod rng;
 pub mod stats;
 pub mod values;
+pub mod write_rate;
 
 use std::io::Write;
 

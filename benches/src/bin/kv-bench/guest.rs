@@ -35,6 +35,8 @@ pub fn guest_args(o: &Options, modes: &[Mode], out: &Path) -> Vec<String> {
         o.cache_size.to_string(),
         "--bloom-bits".into(),
         o.bloom_bits.to_string(),
+        "--write-rate-limit".into(),
+        o.write_rate_limit.to_string(),
         "--db-bench".into(),
         o.db_bench.clone(),
         "--work-dir".into(),

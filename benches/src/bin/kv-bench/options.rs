@@ -175,6 +175,10 @@ pub struct Options {
     /// Bloom bits per key (`--bloom_bits`)
     #[arg(long, default_value_t = 10)]
     pub bloom_bits: u32,
+    /// Write bytes per second of each write benchmark, readwhilewriting's writer included
+    /// (`--benchmark_write_rate_limit`, given to every mode alike); 0 = no limit
+    #[arg(long, default_value_t = 0)]
+    pub write_rate_limit: u64,
     /// db_bench binary
     #[arg(long, default_value = "db_bench")]
     pub db_bench: String,

@@ -112,9 +112,9 @@ pub struct Results {
     pub writes: Vec<WriteCounters>,
 }
 
-/// The flags every process gets.
+/// The flags every process gets (`--benchmark_write_rate_limit` only when one is set).
 pub fn common_flags(o: &Options) -> Vec<String> {
-    vec![
+    let mut f = vec![
         format!("--benchmarks={}", o.bench_names().join(",")),
         "--key_size=16".into(),
         format!("--threads={}", o.threads),
@@ -124,7 +124,14 @@ pub fn common_flags(o: &Options) -> Vec<String> {
         format!("--cache_size={}", o.cache_size),
         format!("--bloom_bits={}", o.bloom_bits),
         "--statistics".into(),
-    ]
+    ];
+    if o.write_rate_limit > 0 {
+        f.push(format!(
+            "--benchmark_write_rate_limit={}",
+            o.write_rate_limit
+        ));
+    }
+    f
 }
 
 /// The flags of one mode: db_bench gets kv-demo's leveled shape (L1 = 4 memtables, as
@@ -582,6 +589,24 @@ mod tests {
         for m in [Mode::KvDemo, Mode::KvDemoNobuf] {
             assert!(db(m).ends_with(".zns"), "{m:?}");
         }
+    }
+
+    #[test]
+    fn a_write_rate_limit_goes_to_every_mode_and_none_by_default() {
+        let flag = "--benchmark_write_rate_limit=1160000".to_string();
+        let none = Options::try_parse_from(["kv-bench"]).unwrap();
+        assert!(!common_flags(&none)
+            .iter()
+            .any(|a| a.starts_with("--benchmark_write_rate_limit")));
+        let o = Options::try_parse_from(["kv-bench", "--write-rate-limit", "1160000"]).unwrap();
+        let common = common_flags(&o);
+        for m in Mode::ALL.into_iter().filter(|m| !m.guest_only()) {
+            let args = process_args(&o, &common, m, &place(&o, m).unwrap(), false, 100, 0);
+            assert!(args.contains(&flag), "{m:?}");
+        }
+        let g = crate::guest::guest_args(&o, &[Mode::KvDemoNvme], std::path::Path::new("/tmp/x"));
+        let i = g.iter().position(|a| a == "--write-rate-limit").unwrap();
+        assert_eq!(g[i + 1], "1160000");
     }
 
     #[test]
