@@ -414,6 +414,7 @@ async fn write_keys<E: Engine>(
         let value = w.values.generate(vs);
         if let Some(r) = &w.write_rate {
             r.admit((ks + vs) as u64, w.yields).await;
+            stats.reset_last_op_time();
         }
         e.put(&key, value, sync).await?;
         stats.finished_ops(1, OpKind::Write);
@@ -465,6 +466,7 @@ async fn background_writer<E: Engine>(
         let value = w.values.generate(vs);
         if let Some(r) = &w.write_rate {
             r.admit((ks + vs) as u64, w.yields).await;
+            stats.reset_last_op_time();
         }
         e.put(&key, value, sync).await?;
         stats.add_bytes((ks + vs) as u64);

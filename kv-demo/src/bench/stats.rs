@@ -81,6 +81,14 @@ impl Stats {
         self.done += n;
     }
 
+    /// Starts the next operation's latency from now (db_bench's `ResetLastOpTime`): a
+    /// wait for the write rate is not an operation's latency.
+    pub fn reset_last_op_time(&mut self) {
+        if self.histogram {
+            self.last_op_finish = Instant::now();
+        }
+    }
+
     /// Operations done so far.
     pub fn done(&self) -> u64 {
         self.done
