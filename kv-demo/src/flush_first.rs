@@ -28,14 +28,16 @@ pub const PAUSE_MAX: Duration = Duration::from_millis(200);
 /// `gave_up_at` when no flush was given up on.
 const NONE: u64 = u64::MAX;
 
-/// Counts the memtables waiting for their flush and lets compactions wait for them.
+/// Knows how many memtables wait for their flush (the shard tells it its queue's length at
+/// each change) and lets compactions wait for them.
 #[derive(Debug)]
 pub struct FlushFirst {
     /// L0 tables at which compactions stop pausing.
     l0_max: usize,
     /// The shard's L0 tables now.
     l0: AtomicUsize,
-    /// Memtables switched out and not flushed yet.
+    /// Memtables switched out and not flushed yet (the shard's queue length, mirrored so
+    /// that a compaction reads it without the shard's lock).
     waiting: AtomicUsize,
     /// Flushes finished so far: the flush waited for is known by this count.
     flushed: AtomicU64,
@@ -63,15 +65,14 @@ impl FlushFirst {
         }
     }
 
-    /// A memtable was switched out: it waits for its flush.
-    pub fn queued(&self) {
-        self.waiting.fetch_add(1, Ordering::AcqRel);
+    /// A memtable was switched out: `waiting` memtables now wait for their flush.
+    pub fn switched(&self, waiting: usize) {
+        self.waiting.store(waiting, Ordering::Release);
     }
 
-    /// A memtable's flush finished (it left the queue).
-    pub fn flushed(&self) {
-        let before = self.waiting.fetch_sub(1, Ordering::AcqRel);
-        debug_assert!(before > 0, "a flush finished that was not queued");
+    /// A memtable's flush finished (it left the queue): `waiting` still wait.
+    pub fn flushed(&self, waiting: usize) {
+        self.waiting.store(waiting, Ordering::Release);
         self.flushed.fetch_add(1, Ordering::AcqRel);
         self.changed.notify_waiters();
     }
@@ -193,9 +194,9 @@ mod tests {
     fn a_pause_ends_when_the_flush_finishes() {
         on_core(|| async {
             let f = Rc::new(FlushFirst::new(0, 8));
-            f.queued();
+            f.switched(1);
             let f2 = f.clone();
-            after(50, move || f2.flushed());
+            after(50, move || f2.flushed(0));
             assert!(f.pause_at_most(LONG).await);
             assert_eq!(f.waiting(), 0, "the pause ended before the flush");
         });
@@ -207,11 +208,11 @@ mod tests {
     fn each_flush_gets_its_own_bound() {
         on_core(|| async {
             let f = Rc::new(FlushFirst::new(0, 8));
-            f.queued();
-            f.queued();
+            f.switched(1);
+            f.switched(2);
             let (f2, f3) = (f.clone(), f.clone());
-            after(80, move || f2.flushed());
-            after(160, move || f3.flushed());
+            after(80, move || f2.flushed(1));
+            after(160, move || f3.flushed(0));
             let t = Instant::now();
             assert!(f.pause_at_most(Duration::from_millis(120)).await);
             assert!(
@@ -231,7 +232,7 @@ mod tests {
         on_core(|| async {
             let f = FlushFirst::new(0, 8);
             let max = Duration::from_millis(30);
-            f.queued();
+            f.switched(1);
             let t = Instant::now();
             assert!(f.pause_at_most(max).await);
             assert!(t.elapsed() >= max, "returned after {:?}", t.elapsed());
@@ -245,8 +246,8 @@ mod tests {
                 "paused again for the same flush"
             );
             // That flush ends while another memtable waits: that one may hold it again.
-            f.queued();
-            f.flushed();
+            f.switched(2);
+            f.flushed(1);
             let t = Instant::now();
             assert!(f.pause_at_most(max).await);
             assert!(t.elapsed() >= max);
@@ -259,7 +260,7 @@ mod tests {
     fn no_pause_with_l0_at_its_limit() {
         on_core(|| async {
             let f = Rc::new(FlushFirst::new(8, 8));
-            f.queued();
+            f.switched(1);
             assert!(!f.pause_at_most(LONG).await);
             f.set_l0_tables(7);
             let f2 = f.clone();
@@ -275,7 +276,7 @@ mod tests {
     fn release_ends_a_pause_and_prevents_the_next() {
         on_core(|| async {
             let f = Rc::new(FlushFirst::new(0, 8));
-            f.queued();
+            f.switched(1);
             let f2 = f.clone();
             after(20, move || f2.release());
             let t = Instant::now();
@@ -292,7 +293,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let f = FlushFirst::new(0, 8);
-            f.queued();
+            f.switched(1);
             let waited = futures::executor::block_on(f.pause_at_most(LONG));
             let _ = tx.send(waited);
         });

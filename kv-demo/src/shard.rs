@@ -301,7 +301,7 @@ impl Shard {
             last_seq: self.ctx.seq.last_allocated(),
             switched: std::time::Instant::now(),
         });
-        self.flush_first.queued();
+        self.flush_first.switched(st.imms.len());
         drop(st);
         self.flush_work.notify_one();
         Ok(())
@@ -653,7 +653,7 @@ impl Shard {
         let flush_first = &self.flush_first;
         self.install(edit, vec![Arc::new(t)], |st| {
             st.0.imms.pop_front();
-            flush_first.flushed();
+            flush_first.flushed(st.0.imms.len());
             // Counted with the switch, before waiters wake: a `flush` that returned sees its
             // bytes (counted after `install`, a caller on another thread could read the
             // stats first — `db_scan::flush_leaves_out_hidden_versions` once did).

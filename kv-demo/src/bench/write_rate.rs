@@ -46,7 +46,9 @@ impl WriteRate {
     }
 
     /// Waits until `bytes` may be written: on a ZIOB core with the runtime's timer (other
-    /// tasks of the core run meanwhile), elsewhere by sleeping the thread.
+    /// tasks of the core run meanwhile), elsewhere by sleeping the thread. The bytes are
+    /// counted when asked for: a request dropped while it waits (the benchmark ends with an
+    /// error) still holds back later ones, by its own bytes at most.
     pub async fn admit(&self, bytes: u64, on_core: bool) {
         let wait = self.wait_for(bytes, Instant::now());
         if wait < SLEEP_MIN {
