@@ -66,6 +66,7 @@ mod core;
 mod error;
 pub mod fs;
 pub mod op;
+pub mod prefault;
 mod registry;
 mod ring;
 mod runtime;

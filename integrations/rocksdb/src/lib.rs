@@ -17,6 +17,7 @@
 pub mod behind;
 pub mod error;
 pub mod ffi;
+pub mod memory;
 pub mod read_cache;
 pub mod reader;
 pub mod shared;

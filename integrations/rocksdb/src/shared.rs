@@ -14,6 +14,7 @@ use ziob_zonefs::{BlockingZoneFs, FsError, MkfsOptions, WriteLifetime, ZoneFs};
 
 use crate::behind::Behind;
 use crate::error::PluginError;
+use crate::memory::{self, Prefaulting};
 use crate::read_cache::{ReadCache, PAGE_BYTES};
 use crate::uri::FsUri;
 
@@ -129,6 +130,18 @@ impl SharedFs {
     /// Opens the device: an absent `emu:` file is created; a blank device is formatted; a
     /// zone file system is mounted; anything else is refused (never reformatted).
     fn open(uri: FsUri) -> Result<SharedFs, PluginError> {
+        // Before the runtime starts: its threads' first buffers land on the touched pages.
+        match memory::prefault_for(&uri) {
+            Prefaulting::Done(p) => tracing::info!(
+                uri = %uri,
+                bytes = p.bytes,
+                capped_bytes = p.capped_bytes,
+                resident_growth = ?p.resident_growth,
+                took = ?p.took,
+                "ziob-rocksdb: prefaulted"
+            ),
+            other => tracing::info!(uri = %uri, prefault = ?other, "ziob-rocksdb: no prefault"),
+        }
         let runtime = ziob::backends::runtime_builder_for(&uri.spec)
             .cores(uri.cores)
             .busy_poll(uri.busy_poll)

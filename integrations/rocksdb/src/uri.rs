@@ -9,6 +9,8 @@ use std::path::PathBuf;
 
 use ziob::backends::DeviceSpec;
 
+use crate::memory::Prefault;
+
 /// The URI scheme prefix RocksDB hands to the factory.
 pub const SCHEME: &str = "ziob://";
 
@@ -42,6 +44,9 @@ pub struct FsUri {
     pub emu_zones: u32,
     /// `zone_size=S` (K/M/G suffixes): zone size of such a file.
     pub emu_zone_bytes: u64,
+    /// `prefault=auto|S` (0 = none): memory touched at mount ([`crate::memory`]); by
+    /// default `auto`, the mount's configured buffers.
+    pub prefault: Prefault,
 }
 
 /// A URI that cannot be used.
@@ -58,12 +63,16 @@ impl fmt::Display for FsUri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{SCHEME}{}?buffer={}&cores={}&poll={}&cache={}",
+            "{SCHEME}{}?buffer={}&cores={}&poll={}&cache={}&prefault={}",
             self.spec,
             if self.buffered { "on" } else { "off" },
             self.cores,
             if self.busy_poll { "busy" } else { "sleep" },
-            self.cache_bytes
+            self.cache_bytes,
+            match self.prefault {
+                Prefault::Auto => "auto".to_string(),
+                Prefault::Bytes(n) => n.to_string(),
+            }
         )
     }
 }
@@ -114,6 +123,7 @@ impl FsUri {
             cache_bytes: default_cache_bytes(spec),
             emu_zones: EMU_ZONES_DEFAULT,
             emu_zone_bytes: EMU_ZONE_BYTES_DEFAULT,
+            prefault: Prefault::Auto,
         };
         for kv in query.into_iter().flat_map(|q| q.split('&')) {
             if kv.is_empty() {
@@ -165,9 +175,19 @@ impl FsUri {
                             ))
                         })?
                 }
+                "prefault" => {
+                    out.prefault = match v {
+                        "auto" => Prefault::Auto,
+                        _ => Prefault::Bytes(parse_size(v).ok_or_else(|| {
+                            bad(format!(
+                                "prefault={v}: expected auto or a size (K/M/G suffixes), 0 = none"
+                            ))
+                        })?),
+                    }
+                }
                 _ => {
                     return Err(bad(format!(
-                        "unknown option {k:?} (known: buffer, cores, poll, cache, zones, zone_size)"
+                        "unknown option {k:?} (known: buffer, cores, poll, cache, zones, zone_size, prefault)"
                     )))
                 }
             }
@@ -206,6 +226,19 @@ mod tests {
         assert_eq!(g.cache_bytes, 0);
         assert_eq!(d.cache_bytes, CACHE_BYTES_DEFAULT);
         assert_eq!((g.emu_zones, g.emu_zone_bytes), (16, 8 << 20));
+        assert_eq!(g.prefault, Prefault::Auto);
+        let p = |u: &str| FsUri::parse(u).unwrap().prefault;
+        assert_eq!(p("ziob://emu:/x?prefault=auto"), Prefault::Auto);
+        assert_eq!(p("ziob://emu:/x?prefault=0"), Prefault::Bytes(0));
+        assert_eq!(p("ziob://emu:/x?prefault=96M"), Prefault::Bytes(96 << 20));
+        // What Display prints parses back to the same options.
+        for u in [
+            "ziob://emu:/x?prefault=96M&cores=2",
+            "ziob://nvme:/dev/ng0n1",
+        ] {
+            let once = FsUri::parse(u).unwrap();
+            assert_eq!(FsUri::parse(&once.to_string()).unwrap(), once, "{u}");
+        }
     }
 
     #[test]
@@ -239,6 +272,8 @@ mod tests {
             "ziob://emu:/x?zone_size=3",
             "ziob://emu:/x?cores",
             "ziob://emu:/x?poll=fast",
+            "ziob://emu:/x?prefault=lots",
+            "ziob://emu:/x?prefault=-1",
         ] {
             assert!(FsUri::parse(bad).is_err(), "{bad}");
         }

@@ -1,15 +1,11 @@
-//! `--prefault_memory`: the `kv-demo` binary touches its configured buffers' worth of memory
-//! once before the store opens, so that the kernel's first touch of each page (a fault and
-//! a page zeroed, 2 MiB at a time with transparent huge pages) is paid at start, not inside
-//! the timed benchmarks.
-//!
-//! It works through the binary's allocator: the memory is allocated, written and freed, and
-//! mimalloc, told to keep freed memory (the binary's `keep_freed_memory`), hands the same
-//! pages to the store's allocations. The binary does it only when that is so. On this VM
-//! the first touch of memory that another process had just freed cost a 100,000 × 1 KiB
-//! `O_DIRECT` fillseq most of its time (docs/KV-BENCH.md section 15).
-
-use std::time::{Duration, Instant};
+//! `--prefault_memory`: how much memory the `kv-demo` binary touches once before the store
+//! opens ([`budget`]), so that the kernel's first touch of each page (a fault and a page
+//! zeroed, 2 MiB at a time with transparent huge pages) is paid at start, not inside the
+//! timed benchmarks. The touching itself is the runtime's
+//! [`prefault`](ziob::runtime::prefault::prefault): the memory is allocated, written and
+//! freed, and mimalloc, told to keep freed memory, hands the same pages to the store's
+//! allocations. On this VM the first touch of memory that another process had just freed
+//! cost a 100,000 × 1 KiB `O_DIRECT` fillseq most of its time (docs/KV-BENCH.md section 15).
 
 use super::flags::{BenchConfig, EngineName};
 use super::kv_engine::cores_and_shards;
@@ -65,75 +61,6 @@ pub fn budget(cfg: &BenchConfig, cpus: usize) -> u64 {
         .saturating_add(WORKING_BYTES)
 }
 
-/// Bytes of `/proc/meminfo`'s field `name` (e.g. `MemAvailable`), if it is there.
-fn meminfo_bytes(name: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.split(':').next() == Some(name))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib.saturating_mul(1024))
-}
-
-/// This process's resident bytes (`VmRSS` of `/proc/self/status`), if known.
-pub fn resident_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = text.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib.saturating_mul(1024))
-}
-
-/// `bytes`, at most half of `available`.
-fn capped_to(bytes: u64, available: u64) -> u64 {
-    bytes.min(available / 2)
-}
-
-/// Bytes between two pages the prefault writes to (one byte each faults the page in).
-const PAGE_BYTES: usize = 4096;
-
-/// What a prefault did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Prefaulted {
-    /// Bytes written.
-    pub bytes: u64,
-    /// Bytes asked for beyond half of the memory available: not written.
-    pub capped_bytes: u64,
-    /// How much the process's resident memory grew over the call (what stayed faulted in
-    /// after the block was freed); `None` if `/proc/self/status` could not tell.
-    pub resident_growth: Option<u64>,
-    /// How long it took.
-    pub took: Duration,
-}
-
-/// Allocates `bytes` (at most half of `MemAvailable`, so that a large request cannot
-/// bring the out-of-memory killer), writes a byte in every page of them and frees them.
-/// `None` when the memory available is unknown (no `/proc/meminfo`) or the allocation
-/// failed: then nothing was touched.
-pub fn prefault(bytes: u64) -> Option<Prefaulted> {
-    let start = Instant::now();
-    let take = capped_to(bytes, meminfo_bytes("MemAvailable")?);
-    let before = resident_bytes();
-    let len = usize::try_from(take).ok()?;
-    let mut block: Vec<u8> = Vec::new();
-    block.try_reserve_exact(len).ok()?;
-    // One byte written per page faults it in (a whole huge page where the kernel gives
-    // one); not zeroed by the allocator: memory fresh from the kernel is known to be zero
-    // and `calloc` would skip it. The spare capacity is written, the length stays 0.
-    for byte in block.spare_capacity_mut().iter_mut().step_by(PAGE_BYTES) {
-        byte.write(1);
-    }
-    std::hint::black_box(&mut block);
-    drop(block);
-    let resident_growth = match (before, resident_bytes()) {
-        (Some(b), Some(a)) => Some(a.saturating_sub(b)),
-        _ => None,
-    };
-    Some(Prefaulted {
-        bytes: take,
-        capped_bytes: bytes - take,
-        resident_growth,
-        took: start.elapsed(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,14 +107,5 @@ mod tests {
         let mut huge = cfg(&base);
         huge.write_buffer_size = u64::MAX;
         assert_eq!(budget(&huge, 2), u64::MAX);
-    }
-
-    #[test]
-    fn a_prefault_takes_at_most_half_of_the_memory_available() {
-        assert_eq!(capped_to(u64::MAX, 10 << 30), 5 << 30);
-        assert_eq!(capped_to(1 << 20, 10 << 30), 1 << 20);
-        assert!(meminfo_bytes("MemAvailable").is_some_and(|a| a > 0));
-        let p = prefault(1 << 20).unwrap();
-        assert_eq!((p.bytes, p.capped_bytes), (1 << 20, 0));
     }
 }

@@ -6,6 +6,7 @@ use std::io::Write;
 
 use clap::Parser;
 use kv_demo::bench::{memory, run_flags, Flags, Prefault};
+use ziob::runtime::prefault;
 
 /// mimalloc instead of glibc's malloc. A memtable's entries are allocated on the writer's
 /// core and freed on another (the flush's) after the flush; glibc returns each such block to the
@@ -21,35 +22,15 @@ use kv_demo::bench::{memory, run_flags, Flags, Prefault};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// mimalloc's `mi_option_purge_delay`: its index in `mi_option_t` (`mimalloc.h` of v2 and
-/// v3; libmimalloc-sys names no constant for it). A test checks it against the option the
-/// environment variable `MIMALLOC_PURGE_DELAY` sets.
-#[cfg(feature = "mimalloc")]
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// Makes mimalloc keep memory that was freed instead of giving it back to the kernel 10 ms
-/// later (its default), unless `MIMALLOC_PURGE_DELAY` (or `MIMALLOC_RESET_DELAY`) says otherwise. A memtable's entries
-/// (16 MiB of them at the default write buffer) are freed after their flush while the next
-/// memtable fills: mimalloc gave those pages back and took fresh ones, 430–480 MiB of them
-/// over a 100,000 × 1 KiB fillseq, fillrandom, overwrite — and the kernel faulted each in
-/// and zeroed it again, 0.9 s of system time against 0.36–0.39 s when kept, overwrite
-/// 220k → 288k ops/s, peak RSS the same (~380 MiB; docs/KV-BENCH.md section 14). The
-/// process's footprint is its peak, as with glibc's heap. Returns whether freed memory is
-/// now kept (also when the variable sets a negative delay).
+/// Makes mimalloc keep freed memory ([`prefault::keep_freed_memory`]): a memtable's
+/// entries (16 MiB of them at the default write buffer) are freed after their flush while
+/// the next memtable fills, and pages given back to the kernel were faulted in and zeroed
+/// again (0.9 s of system time against 0.36–0.39 s when kept over a 100,000 × 1 KiB
+/// fillseq, fillrandom, overwrite; overwrite 220k → 288k ops/s, peak RSS the same, ~380 MiB;
+/// docs/KV-BENCH.md section 14).
 #[cfg(feature = "mimalloc")]
 fn keep_freed_memory() -> bool {
-    // Its older name, `MIMALLOC_RESET_DELAY`, sets the same option.
-    let given = ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some());
-    if !given {
-        // SAFETY: `mi_option_set` stores an option's value (no memory is touched); mimalloc
-        // allows it from any thread at any time.
-        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
-    }
-    // A negative delay (ours, or `MIMALLOC_PURGE_DELAY=-1`) keeps freed memory.
-    // SAFETY: `mi_option_get` reads an option's value.
-    unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) < 0 }
+    prefault::keep_freed_memory()
 }
 
 /// Without mimalloc the allocator is the system's, which gives large freed blocks back.
@@ -83,7 +64,7 @@ fn prefault_memory(flags: &Flags, kept: bool, out: &mut dyn Write) -> std::io::R
              MIMALLOC_PURGE_DELAY or MIMALLOC_RESET_DELAY set to a delay)"
         );
     }
-    match memory::prefault(bytes) {
+    match prefault::prefault(bytes) {
         Some(p) => writeln!(
             out,
             "Prefault:   {:.1} MiB written in {} ms before the store opened, {} stayed \
@@ -128,10 +109,10 @@ fn main() {
 
 #[cfg(all(test, feature = "mimalloc"))]
 mod tests {
-    use super::{keep_freed_memory, memory, MI_OPTION_PURGE_DELAY};
+    use super::{keep_freed_memory, prefault};
 
     fn resident_bytes() -> u64 {
-        memory::resident_bytes().unwrap()
+        prefault::resident_bytes().unwrap()
     }
 
     /// Runs this test binary's test `name` again in a child with `env` set; returns its
@@ -176,7 +157,7 @@ mod tests {
         if let Some(prefault) = std::env::var_os("KV_DEMO_PREFAULT_CHILD") {
             assert!(keep_freed_memory());
             if prefault == "1" {
-                let p = memory::prefault(96 << 20).unwrap();
+                let p = prefault::prefault(96 << 20).unwrap();
                 assert_eq!(p.bytes, 96 << 20, "capped: {p:?}");
                 // The prefault's pages stay resident after the block is freed.
                 let growth = p.resident_growth.expect("VmRSS");
@@ -222,37 +203,5 @@ mod tests {
             "without a prefault: {cold} bytes"
         );
         assert!(warm <= (FILL as u64) / 4, "after a prefault: {warm} bytes");
-    }
-
-    /// The variable `MIMALLOC_PURGE_DELAY` sets option `MI_OPTION_PURGE_DELAY`: this test
-    /// runs itself again (its own test binary, this test only) with the variable set, and
-    /// the copy reads the option back.
-    #[test]
-    fn the_purge_delay_index_is_the_option_the_environment_sets() {
-        if std::env::var_os("KV_DEMO_PURGE_DELAY_CHILD").is_some() {
-            // SAFETY: `mi_option_get` reads an option's value.
-            let got = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
-            assert_eq!(
-                got, 4321,
-                "option {MI_OPTION_PURGE_DELAY} is not the purge delay"
-            );
-            return;
-        }
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "tests::the_purge_delay_index_is_the_option_the_environment_sets",
-                "--nocapture",
-            ])
-            .env("KV_DEMO_PURGE_DELAY_CHILD", "1")
-            .env("MIMALLOC_PURGE_DELAY", "4321")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "the child failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
     }
 }

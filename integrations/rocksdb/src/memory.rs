@@ -1,0 +1,104 @@
+//! `prefault=`: the memory the plugin touches once when it mounts a device, before RocksDB's
+//! first write, so that the kernel's first touch of those pages (a fault and a page zeroed,
+//! 2 MiB at a time with transparent huge pages) is not paid by the writes. The plugin's
+//! allocator (mimalloc) keeps freed memory from then on, so the touched pages serve its
+//! zone buffers, I/O buffers and read cache ([`ziob::runtime::prefault`]).
+//!
+//! Why: on this project's VM, a db_bench process started right after another one that had
+//! freed its memory ran 100,000 × 1 KiB fillseq through the plugin at 0.58× RocksDB on ext4,
+//! a third of its CPU zeroing fresh pages; after a prefault 0.88× (docs/ROCKSDB-BENCH.md
+//! section 3g).
+
+use ziob::runtime::prefault::{keep_freed_memory, prefault, Prefaulted};
+use ziob::runtime::BUFFER_CACHE_BYTES_DEFAULT;
+use ziob::SHARD_BUDGET_BYTES_DEFAULT;
+
+use crate::uri::FsUri;
+
+/// Working memory counted besides the zone buffers, free I/O buffers and read cache: the
+/// writers' gathering buffers and hand-overs, read buffers. Fitted, not derived: db_bench's
+/// 100,000 × 1 KiB fillrandom with no prefault (one core, `MIMALLOC_SHOW_STATS=1`) peaked
+/// at 152.0–164.6 MiB committed on a page-cache `emu:` file (no read cache) and at
+/// 215.9 MiB on an `O_DIRECT` one (64 MiB read cache), 24–37 MiB over the rest of
+/// [`budget`]. A mount that touches less than its budget (a small database, reads only)
+/// ends up with more resident memory after a prefault of it.
+pub const WORKING_BYTES: u64 = 24 << 20;
+
+/// How much to prefault (`prefault=auto|S`, 0 = none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefault {
+    /// [`budget`] of the URI.
+    Auto,
+    /// This many bytes.
+    Bytes(u64),
+}
+
+/// The memory a mount of `uri` configures: on each ZIOB core its zone buffer (with
+/// `buffer=on`) and the runtime's cache of free I/O buffers (every write-back and read
+/// takes its buffer there), the read cache (`cache=`), and [`WORKING_BYTES`].
+pub fn budget(uri: &FsUri) -> u64 {
+    let zone_buffer = if uri.buffered {
+        SHARD_BUDGET_BYTES_DEFAULT
+    } else {
+        0
+    };
+    let per_core = zone_buffer.saturating_add(BUFFER_CACHE_BYTES_DEFAULT as u64);
+    (uri.cores as u64)
+        .saturating_mul(per_core)
+        .saturating_add(uri.cache_bytes)
+        .saturating_add(WORKING_BYTES)
+}
+
+/// What the mount of `uri` did about its memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefaulting {
+    /// `prefault=0`.
+    Off,
+    /// The allocator gives freed memory back (`MIMALLOC_PURGE_DELAY` set to a delay): a
+    /// prefault would be undone at once, so none was made.
+    NotKept,
+    /// The memory available is unknown or the block could not be allocated.
+    Failed,
+    /// Done.
+    Done(Prefaulted),
+}
+
+/// Makes the plugin's allocator keep freed memory and prefaults what `uri` asks for. Called
+/// once per mounted device, before its runtime starts.
+pub fn prefault_for(uri: &FsUri) -> Prefaulting {
+    let bytes = match uri.prefault {
+        Prefault::Auto => budget(uri),
+        Prefault::Bytes(n) => n,
+    };
+    if !keep_freed_memory() {
+        return Prefaulting::NotKept;
+    }
+    if bytes == 0 {
+        return Prefaulting::Off;
+    }
+    prefault(bytes).map_or(Prefaulting::Failed, Prefaulting::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_counts_zone_buffers_and_free_buffers_per_core_and_the_read_cache() {
+        let mib = 1u64 << 20;
+        let b = |u: &str| budget(&FsUri::parse(u).unwrap());
+        // Page-cache emu: no read cache by default.
+        assert_eq!(b("ziob://emu:/x,direct=0"), (64 + 64 + 24) * mib);
+        // O_DIRECT emu: the 64 MiB read cache.
+        assert_eq!(b("ziob://emu:/x"), (64 + 64 + 64 + 24) * mib);
+        assert_eq!(
+            b("ziob://emu:/x?cores=2&cache=8M"),
+            (2 * (64 + 64) + 8 + 24) * mib
+        );
+        // No zone buffer: the free I/O buffers still count.
+        assert_eq!(b("ziob://emu:/x,direct=0?buffer=off"), (64 + 24) * mib);
+        let mut huge = FsUri::parse("ziob://emu:/x").unwrap();
+        huge.cache_bytes = u64::MAX;
+        assert_eq!(budget(&huge), u64::MAX);
+    }
+}

@@ -1,0 +1,171 @@
+//! Memory touched before the timed work: [`prefault`] writes a block of the allocator's
+//! memory once and frees it, so that the kernel's first touch of each page (a fault and a
+//! page zeroed, 2 MiB at a time with transparent huge pages) is paid then, not by the first
+//! writes that need the memory. [`keep_freed_memory`] (feature `mimalloc`) makes mimalloc
+//! keep freed pages, without which the prefaulted pages go back to the kernel at once.
+//!
+//! On this project's VM the first touch of memory another process had just freed cost
+//! a 100,000 × 1 KiB fillseq most of its time (kv-demo: docs/KV-BENCH.md section 15;
+//! the RocksDB plugin: docs/ROCKSDB-BENCH.md section 3g). Users: the `kv-demo` binary's
+//! `--prefault_memory` and the plugin's `prefault=` URI option.
+
+use std::time::{Duration, Instant};
+
+/// Bytes between two pages the prefault writes to (one byte each faults the page in).
+const PAGE_BYTES: usize = 4096;
+
+/// What a prefault did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefaulted {
+    /// Bytes written.
+    pub bytes: u64,
+    /// Bytes asked for beyond half of the memory available: not written.
+    pub capped_bytes: u64,
+    /// How much the process's resident memory grew over the call (what stayed faulted in
+    /// after the block was freed); `None` if `/proc/self/status` could not tell.
+    pub resident_growth: Option<u64>,
+    /// How long it took.
+    pub took: Duration,
+}
+
+/// Bytes of `/proc/meminfo`'s field `name` (e.g. `MemAvailable`), if it is there.
+fn meminfo_bytes(name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.split(':').next() == Some(name))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+/// This process's resident bytes (`VmRSS` of `/proc/self/status`), if known.
+pub fn resident_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = text.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+/// `bytes`, at most half of `available`.
+fn capped_to(bytes: u64, available: u64) -> u64 {
+    bytes.min(available / 2)
+}
+
+/// Allocates `bytes` (at most half of `MemAvailable`, so that a large request cannot
+/// bring the out-of-memory killer), writes a byte in every page of them and frees them.
+/// `None` when the memory available is unknown (no `/proc/meminfo`) or the allocation
+/// failed: then nothing was touched.
+///
+/// The pages serve later allocations only if the allocator keeps freed memory (see
+/// [`keep_freed_memory`]); with one that gives it back, this only costs time.
+pub fn prefault(bytes: u64) -> Option<Prefaulted> {
+    let start = Instant::now();
+    let take = capped_to(bytes, meminfo_bytes("MemAvailable")?);
+    let before = resident_bytes();
+    let len = usize::try_from(take).ok()?;
+    let mut block: Vec<u8> = Vec::new();
+    block.try_reserve_exact(len).ok()?;
+    // One byte written per page faults it in (a whole huge page where the kernel gives
+    // one); not zeroed by the allocator: memory fresh from the kernel is known to be zero
+    // and `calloc` would skip it. The spare capacity is written, the length stays 0.
+    for byte in block.spare_capacity_mut().iter_mut().step_by(PAGE_BYTES) {
+        byte.write(1);
+    }
+    std::hint::black_box(&mut block);
+    drop(block);
+    let resident_growth = match (before, resident_bytes()) {
+        (Some(b), Some(a)) => Some(a.saturating_sub(b)),
+        _ => None,
+    };
+    Some(Prefaulted {
+        bytes: take,
+        capped_bytes: bytes - take,
+        resident_growth,
+        took: start.elapsed(),
+    })
+}
+
+/// mimalloc's `mi_option_purge_delay`: its index in `mi_option_t` (`mimalloc.h` of v2 and
+/// v3; libmimalloc-sys names no constant for it). A test checks it against the option the
+/// environment variable `MIMALLOC_PURGE_DELAY` sets.
+#[cfg(feature = "mimalloc")]
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Makes mimalloc keep memory that was freed instead of giving it back to the kernel 10 ms
+/// later (its default), unless `MIMALLOC_PURGE_DELAY` (or `MIMALLOC_RESET_DELAY`) says
+/// otherwise. Returns whether freed memory is now kept (also when the variable sets a
+/// negative delay). The process's footprint is then its peak, as with glibc's heap.
+///
+/// It sets the option of the mimalloc linked into this binary or shared object, which is
+/// the allocator only where that one declares mimalloc its `#[global_allocator]` (the
+/// `kv-demo` binary, `libziob_rocksdb.so`). Why: a kv-demo memtable's 16 MiB of entries
+/// are freed after their flush while the next memtable fills; mimalloc gave those pages
+/// back and took fresh ones, 430–480 MiB over a 100,000 × 1 KiB fillseq, fillrandom,
+/// overwrite, each faulted in and zeroed again (docs/KV-BENCH.md section 14).
+#[cfg(feature = "mimalloc")]
+pub fn keep_freed_memory() -> bool {
+    // Its older name, `MIMALLOC_RESET_DELAY`, sets the same option.
+    let given = ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
+    if !given {
+        // SAFETY: `mi_option_set` stores an option's value (no memory is touched); mimalloc
+        // allows it from any thread at any time.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+    }
+    freed_memory_kept()
+}
+
+/// Whether mimalloc keeps freed memory now: its purge delay is negative (set by
+/// [`keep_freed_memory`], or `MIMALLOC_PURGE_DELAY=-1`).
+#[cfg(feature = "mimalloc")]
+pub fn freed_memory_kept() -> bool {
+    // SAFETY: `mi_option_get` reads an option's value.
+    unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) < 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefault_takes_at_most_half_of_the_memory_available() {
+        assert_eq!(capped_to(u64::MAX, 10 << 30), 5 << 30);
+        assert_eq!(capped_to(1 << 20, 10 << 30), 1 << 20);
+        assert!(meminfo_bytes("MemAvailable").is_some_and(|a| a > 0));
+        let p = prefault(1 << 20).unwrap();
+        assert_eq!((p.bytes, p.capped_bytes), (1 << 20, 0));
+        assert!(resident_bytes().is_some_and(|r| r > 0));
+    }
+
+    /// The variable `MIMALLOC_PURGE_DELAY` sets option `MI_OPTION_PURGE_DELAY`: this test
+    /// runs itself again (its own test binary, this test only) with the variable set, and
+    /// the copy reads the option back.
+    #[cfg(feature = "mimalloc")]
+    #[test]
+    fn the_purge_delay_index_is_the_option_the_environment_sets() {
+        const NAME: &str =
+            "prefault::tests::the_purge_delay_index_is_the_option_the_environment_sets";
+        if std::env::var_os("ZIOB_PURGE_DELAY_CHILD").is_some() {
+            // SAFETY: `mi_option_get` reads an option's value.
+            let got = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
+            assert_eq!(
+                got, 4321,
+                "option {MI_OPTION_PURGE_DELAY} is not the purge delay"
+            );
+            // The variable wins over ours.
+            assert!(!keep_freed_memory());
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--nocapture"])
+            .env("ZIOB_PURGE_DELAY_CHILD", "1")
+            .env("MIMALLOC_PURGE_DELAY", "4321")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "the child failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+    }
+}
