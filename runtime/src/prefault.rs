@@ -14,6 +14,24 @@ use std::time::{Duration, Instant};
 /// Bytes between two pages the prefault writes to (one byte each faults the page in).
 const PAGE_BYTES: usize = 4096;
 
+/// The prefault allocates its memory in pieces of at most this size, all held until every
+/// one is written: mimalloc reserves its memory in arenas of 1 GiB, and a single allocation
+/// larger than that may come from the kernel directly and go back on free. Not smaller:
+/// the pages of 32 MiB pieces were reused by later allocations only in part (a plugin
+/// mount's 152 MiB: 27 MiB of 58 MiB written afterwards still grew the resident memory,
+/// against 0.2–4 MiB after one block).
+const PIECE_BYTES: usize = 256 << 20;
+
+/// How much memory to prefault: a user's own budget, or a size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefault {
+    /// The user's budget of the memory it configures (the `kv-demo` binary's, the RocksDB
+    /// plugin's).
+    Auto,
+    /// This many bytes (0 = none).
+    Bytes(u64),
+}
+
 /// What a prefault did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prefaulted {
@@ -36,6 +54,26 @@ fn meminfo_bytes(name: &str) -> Option<u64> {
     Some(kib.saturating_mul(1024))
 }
 
+/// Bytes this process's cgroup (v2) may still take: `memory.max` less `memory.current`;
+/// `None` without a limit or where the cgroup files cannot be read.
+fn cgroup_room_bytes() -> Option<u64> {
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = cgroups.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let dir = std::path::Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+    let max: u64 = read("memory.max")?.trim().parse().ok()?;
+    let current: u64 = read("memory.current")?.trim().parse().ok()?;
+    Some(max.saturating_sub(current))
+}
+
+/// Memory this process can take without pushing others out: `MemAvailable` of
+/// `/proc/meminfo`, or less if the process's cgroup (v2) has a memory limit closer; `None`
+/// when `/proc/meminfo` cannot tell.
+pub fn available_bytes() -> Option<u64> {
+    let system = meminfo_bytes("MemAvailable")?;
+    Some(cgroup_room_bytes().map_or(system, |room| room.min(system)))
+}
+
 /// This process's resident bytes (`VmRSS` of `/proc/self/status`), if known.
 pub fn resident_bytes() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -49,28 +87,39 @@ fn capped_to(bytes: u64, available: u64) -> u64 {
     bytes.min(available / 2)
 }
 
-/// Allocates `bytes` (at most half of `MemAvailable`, so that a large request cannot
+/// Allocates `bytes` (at most half of [`available_bytes`], so that a large request cannot
 /// bring the out-of-memory killer), writes a byte in every page of them and frees them.
 /// `None` when the memory available is unknown (no `/proc/meminfo`) or the allocation
-/// failed: then nothing was touched.
+/// failed: then nothing was touched (pieces written before a failed one are freed).
 ///
 /// The pages serve later allocations only if the allocator keeps freed memory (see
 /// [`keep_freed_memory`]); with one that gives it back, this only costs time.
 pub fn prefault(bytes: u64) -> Option<Prefaulted> {
+    prefault_in_pieces(bytes, PIECE_BYTES)
+}
+
+/// [`prefault`] in pieces of at most `piece_bytes`.
+fn prefault_in_pieces(bytes: u64, piece_bytes: usize) -> Option<Prefaulted> {
     let start = Instant::now();
-    let take = capped_to(bytes, meminfo_bytes("MemAvailable")?);
+    let take = capped_to(bytes, available_bytes()?);
     let before = resident_bytes();
-    let len = usize::try_from(take).ok()?;
-    let mut block: Vec<u8> = Vec::new();
-    block.try_reserve_exact(len).ok()?;
-    // One byte written per page faults it in (a whole huge page where the kernel gives
-    // one); not zeroed by the allocator: memory fresh from the kernel is known to be zero
-    // and `calloc` would skip it. The spare capacity is written, the length stays 0.
-    for byte in block.spare_capacity_mut().iter_mut().step_by(PAGE_BYTES) {
-        byte.write(1);
+    let mut left = usize::try_from(take).ok()?;
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
+    while left > 0 {
+        let len = left.min(piece_bytes);
+        let mut piece: Vec<u8> = Vec::new();
+        piece.try_reserve_exact(len).ok()?;
+        // One byte written per page faults it in (a whole huge page where the kernel gives
+        // one); not zeroed by the allocator: memory fresh from the kernel is known to be
+        // zero and `calloc` would skip it. The spare capacity is written, the length stays 0.
+        for byte in piece.spare_capacity_mut().iter_mut().step_by(PAGE_BYTES) {
+            byte.write(1);
+        }
+        pieces.push(piece);
+        left -= len;
     }
-    std::hint::black_box(&mut block);
-    drop(block);
+    std::hint::black_box(&mut pieces);
+    drop(pieces);
     let resident_growth = match (before, resident_bytes()) {
         (Some(b), Some(a)) => Some(a.saturating_sub(b)),
         _ => None,
@@ -91,12 +140,15 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Makes mimalloc keep memory that was freed instead of giving it back to the kernel 10 ms
 /// later (its default), unless `MIMALLOC_PURGE_DELAY` (or `MIMALLOC_RESET_DELAY`) says
-/// otherwise. Returns whether freed memory is now kept (also when the variable sets a
-/// negative delay). The process's footprint is then its peak, as with glibc's heap.
+/// otherwise; the option is set once per process, by the first call. Returns whether freed
+/// memory is now kept (also when the variable sets a negative delay). The process's
+/// footprint is then its peak, as with glibc's heap.
 ///
-/// It sets the option of the mimalloc linked into this binary or shared object, which is
-/// the allocator only where that one declares mimalloc its `#[global_allocator]` (the
-/// `kv-demo` binary, `libziob_rocksdb.so`). Why: a kv-demo memtable's 16 MiB of entries
+/// It sets the option of the mimalloc linked into this binary or shared object, and means
+/// something only where that one declares mimalloc its `#[global_allocator]` (the
+/// `kv-demo` binary, `libziob_rocksdb.so`): with the feature on and another allocator, it
+/// still returns `true`. Call it before the threads that allocate start: mimalloc reads
+/// its options without synchronisation. Why: a kv-demo memtable's 16 MiB of entries
 /// are freed after their flush while the next memtable fills; mimalloc gave those pages
 /// back and took fresh ones, 430–480 MiB over a 100,000 × 1 KiB fillseq, fillrandom,
 /// overwrite, each faulted in and zeroed again (docs/KV-BENCH.md section 14).
@@ -106,10 +158,15 @@ pub fn keep_freed_memory() -> bool {
     let given = ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"]
         .iter()
         .any(|v| std::env::var_os(v).is_some());
+    static SET: std::sync::Once = std::sync::Once::new();
     if !given {
-        // SAFETY: `mi_option_set` stores an option's value (no memory is touched); mimalloc
-        // allows it from any thread at any time.
-        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+        SET.call_once(|| {
+            // SAFETY: `mi_option_set` stores the value in mimalloc's table of options and
+            // touches no memory of ours. mimalloc's own reads of the option are not
+            // synchronised with this store: it is made once per process (`Once`), and
+            // callers make it before the threads that allocate start (see above).
+            unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+        });
     }
     freed_memory_kept()
 }
@@ -134,6 +191,11 @@ mod tests {
         let p = prefault(1 << 20).unwrap();
         assert_eq!((p.bytes, p.capped_bytes), (1 << 20, 0));
         assert!(resident_bytes().is_some_and(|r| r > 0));
+        let available = available_bytes().unwrap();
+        assert!(available <= meminfo_bytes("MemAvailable").unwrap());
+        // More than one piece, and a last piece shorter than the others.
+        let p = prefault_in_pieces(5 << 20, 2 << 20).unwrap();
+        assert_eq!((p.bytes, p.capped_bytes), (5 << 20, 0));
     }
 
     /// The variable `MIMALLOC_PURGE_DELAY` sets option `MI_OPTION_PURGE_DELAY`: this test

@@ -1,15 +1,16 @@
-//! `prefault=`: the memory the plugin touches once when it mounts a device, before RocksDB's
+//! `prefault=`: memory the plugin touches once when it mounts a device, before RocksDB's
 //! first write, so that the kernel's first touch of those pages (a fault and a page zeroed,
-//! 2 MiB at a time with transparent huge pages) is not paid by the writes. The plugin's
-//! allocator (mimalloc) keeps freed memory from then on, so the touched pages serve its
-//! zone buffers, I/O buffers and read cache ([`ziob::runtime::prefault`]).
+//! 2 MiB at a time with transparent huge pages) is not paid by the writes. With a prefault
+//! the plugin's allocator (mimalloc) keeps freed memory from then on, so the touched pages
+//! serve its zone buffers, I/O buffers and read cache ([`ziob::runtime::prefault`]). Off
+//! by default (`prefault=0`): it makes the process hold its peak memory.
 //!
 //! Why: on this project's VM, a db_bench process started right after another one that had
-//! freed its memory ran 100,000 × 1 KiB fillseq through the plugin at 0.58× RocksDB on ext4,
-//! a third of its CPU zeroing fresh pages; after a prefault 0.88× (docs/ROCKSDB-BENCH.md
-//! section 3g).
+//! freed its memory ran 100,000 × 1 KiB fillseq through the plugin at 0.56–0.58× RocksDB on
+//! ext4, a third of its CPU zeroing fresh pages; with a prefault it no longer depends on
+//! what ran before (docs/ROCKSDB-BENCH.md section 3g).
 
-use ziob::runtime::prefault::{keep_freed_memory, prefault, Prefaulted};
+use ziob::runtime::prefault::{prefault, Prefault, Prefaulted};
 use ziob::runtime::BUFFER_CACHE_BYTES_DEFAULT;
 use ziob::SHARD_BUDGET_BYTES_DEFAULT;
 
@@ -19,19 +20,10 @@ use crate::uri::FsUri;
 /// writers' gathering buffers and hand-overs, read buffers. Fitted, not derived: db_bench's
 /// 100,000 × 1 KiB fillrandom with no prefault (one core, `MIMALLOC_SHOW_STATS=1`) peaked
 /// at 152.0–164.6 MiB committed on a page-cache `emu:` file (no read cache) and at
-/// 215.9 MiB on an `O_DIRECT` one (64 MiB read cache), 24–37 MiB over the rest of
+/// 209.2–215.9 MiB on an `O_DIRECT` one (64 MiB read cache), 17–37 MiB over the rest of
 /// [`budget`]. A mount that touches less than its budget (a small database, reads only)
 /// ends up with more resident memory after a prefault of it.
 pub const WORKING_BYTES: u64 = 24 << 20;
-
-/// How much to prefault (`prefault=auto|S`, 0 = none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Prefault {
-    /// [`budget`] of the URI.
-    Auto,
-    /// This many bytes.
-    Bytes(u64),
-}
 
 /// The memory a mount of `uri` configures: on each ZIOB core its zone buffer (with
 /// `buffer=on`) and the runtime's cache of free I/O buffers (every write-back and read
@@ -52,10 +44,11 @@ pub fn budget(uri: &FsUri) -> u64 {
 /// What the mount of `uri` did about its memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Prefaulting {
-    /// `prefault=0`.
+    /// `prefault=0` (the default).
     Off,
-    /// The allocator gives freed memory back (`MIMALLOC_PURGE_DELAY` set to a delay): a
-    /// prefault would be undone at once, so none was made.
+    /// The allocator gives freed memory back (`MIMALLOC_PURGE_DELAY` or
+    /// `MIMALLOC_RESET_DELAY` set to a delay ≥ 0): a prefault would be undone at once, so
+    /// none was made.
     NotKept,
     /// The memory available is unknown or the block could not be allocated.
     Failed,
@@ -63,20 +56,24 @@ pub enum Prefaulting {
     Done(Prefaulted),
 }
 
-/// Makes the plugin's allocator keep freed memory and prefaults what `uri` asks for. Called
-/// once per mounted device, before its runtime starts.
-pub fn prefault_for(uri: &FsUri) -> Prefaulting {
-    let bytes = match uri.prefault {
+/// The bytes `uri` asks to prefault (`prefault=`; 0 = none).
+pub fn prefault_bytes(uri: &FsUri) -> u64 {
+    match uri.prefault {
         Prefault::Auto => budget(uri),
         Prefault::Bytes(n) => n,
-    };
-    if !keep_freed_memory() {
-        return Prefaulting::NotKept;
     }
+}
+
+/// Prefaults `bytes` after a mount; `kept`: whether the allocator keeps freed memory (asked
+/// for before the mount started the runtime's threads).
+pub fn prefault_mounted(bytes: u64, kept: bool) -> Prefaulting {
     if bytes == 0 {
-        return Prefaulting::Off;
+        Prefaulting::Off
+    } else if !kept {
+        Prefaulting::NotKept
+    } else {
+        prefault(bytes).map_or(Prefaulting::Failed, Prefaulting::Done)
     }
-    prefault(bytes).map_or(Prefaulting::Failed, Prefaulting::Done)
 }
 
 #[cfg(test)]

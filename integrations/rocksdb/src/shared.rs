@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
+use ziob::runtime::prefault::keep_freed_memory;
 use ziob::{Client, Runtime, ZiobConfig};
 use ziob_zonefs::{BlockingZoneFs, FsError, MkfsOptions, WriteLifetime, ZoneFs};
 
@@ -114,7 +115,12 @@ impl SharedFs {
         let parsed = FsUri::parse(uri)?;
         let mut reg = lock(registry());
         if let Some(fs) = reg.get(&parsed.spec) {
-            if fs.uri != parsed {
+            // `prefault=` acted at the first mount; it is no option of the open device.
+            let asked = FsUri {
+                prefault: fs.uri.prefault,
+                ..parsed.clone()
+            };
+            if fs.uri != asked {
                 return Err(PluginError::InvalidArgument(format!(
                     "{} is already open in this process as {} (one set of options per device)",
                     parsed.spec, fs.uri
@@ -130,18 +136,10 @@ impl SharedFs {
     /// Opens the device: an absent `emu:` file is created; a blank device is formatted; a
     /// zone file system is mounted; anything else is refused (never reformatted).
     fn open(uri: FsUri) -> Result<SharedFs, PluginError> {
-        // Before the runtime starts: its threads' first buffers land on the touched pages.
-        match memory::prefault_for(&uri) {
-            Prefaulting::Done(p) => tracing::info!(
-                uri = %uri,
-                bytes = p.bytes,
-                capped_bytes = p.capped_bytes,
-                resident_growth = ?p.resident_growth,
-                took = ?p.took,
-                "ziob-rocksdb: prefaulted"
-            ),
-            other => tracing::info!(uri = %uri, prefault = ?other, "ziob-rocksdb: no prefault"),
-        }
+        let prefault_bytes = memory::prefault_bytes(&uri);
+        // Asked for before the runtime's threads start (mimalloc reads its options without
+        // synchronisation); the prefault itself waits for a successful mount.
+        let kept = prefault_bytes > 0 && keep_freed_memory();
         let runtime = ziob::backends::runtime_builder_for(&uri.spec)
             .cores(uri.cores)
             .busy_poll(uri.busy_poll)
@@ -181,6 +179,17 @@ impl SharedFs {
             Err(e) => return Err(PluginError::from_fs(e, &uri.spec)),
         };
         tracing::info!(uri = %uri, report = ?fs.mount_report(), "ziob-rocksdb: mounted");
+        match memory::prefault_mounted(prefault_bytes, kept) {
+            Prefaulting::Done(p) => tracing::info!(
+                uri = %uri,
+                bytes = p.bytes,
+                capped_bytes = p.capped_bytes,
+                resident_growth = ?p.resident_growth,
+                took = ?p.took,
+                "ziob-rocksdb: prefaulted"
+            ),
+            other => tracing::info!(uri = %uri, prefault = ?other, "ziob-rocksdb: no prefault"),
+        }
         let cache = Arc::new(ReadCache::new(
             usize::try_from(uri.cache_bytes).unwrap_or(usize::MAX),
         ));
@@ -719,6 +728,23 @@ mod tests {
         ))
         .unwrap();
         (fs, file)
+    }
+
+    /// `prefault=` acts at the first mount only: a later open of the same device may give
+    /// any value, while another value of a device option is refused.
+    #[test]
+    fn a_later_open_may_differ_in_prefault_only() {
+        let (fs, file) = small_fs("prefault-option");
+        let uri = format!("ziob://emu:{}?zones=8&zone_size=4M", file.display());
+        for prefault in ["0", "auto", "8M"] {
+            let again = SharedFs::get(&format!("{uri}&prefault={prefault}")).unwrap();
+            assert!(std::ptr::eq(fs, again), "prefault={prefault}");
+        }
+        assert!(matches!(
+            SharedFs::get(&format!("{uri}&cores=2")),
+            Err(PluginError::InvalidArgument(_))
+        ));
+        let _ = std::fs::remove_file(&file);
     }
 
     /// A table's whole pages are in the read cache once its hand-overs are in the file, each

@@ -8,8 +8,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use ziob::backends::DeviceSpec;
-
-use crate::memory::Prefault;
+use ziob::runtime::prefault::Prefault;
 
 /// The URI scheme prefix RocksDB hands to the factory.
 pub const SCHEME: &str = "ziob://";
@@ -44,8 +43,10 @@ pub struct FsUri {
     pub emu_zones: u32,
     /// `zone_size=S` (K/M/G suffixes): zone size of such a file.
     pub emu_zone_bytes: u64,
-    /// `prefault=auto|S` (0 = none): memory touched at mount ([`crate::memory`]); by
-    /// default `auto`, the mount's configured buffers.
+    /// `prefault=auto|S` (0 = none, the default): memory touched at mount
+    /// ([`crate::memory`]); `auto` is the mount's configured buffers. It acts at the first
+    /// mount in a process only, so it is not one of the options a later open of the same
+    /// device must repeat.
     pub prefault: Prefault,
 }
 
@@ -123,7 +124,7 @@ impl FsUri {
             cache_bytes: default_cache_bytes(spec),
             emu_zones: EMU_ZONES_DEFAULT,
             emu_zone_bytes: EMU_ZONE_BYTES_DEFAULT,
-            prefault: Prefault::Auto,
+            prefault: Prefault::Bytes(0),
         };
         for kv in query.into_iter().flat_map(|q| q.split('&')) {
             if kv.is_empty() {
@@ -226,12 +227,12 @@ mod tests {
         assert_eq!(g.cache_bytes, 0);
         assert_eq!(d.cache_bytes, CACHE_BYTES_DEFAULT);
         assert_eq!((g.emu_zones, g.emu_zone_bytes), (16, 8 << 20));
-        assert_eq!(g.prefault, Prefault::Auto);
+        assert_eq!(g.prefault, Prefault::Bytes(0));
         let p = |u: &str| FsUri::parse(u).unwrap().prefault;
         assert_eq!(p("ziob://emu:/x?prefault=auto"), Prefault::Auto);
         assert_eq!(p("ziob://emu:/x?prefault=0"), Prefault::Bytes(0));
         assert_eq!(p("ziob://emu:/x?prefault=96M"), Prefault::Bytes(96 << 20));
-        // What Display prints parses back to the same options.
+        // What Display prints (all but an emu file's geometry) parses back to the same.
         for u in [
             "ziob://emu:/x?prefault=96M&cores=2",
             "ziob://nvme:/dev/ng0n1",

@@ -3,6 +3,7 @@
 //! [`Flags`]), checked into a [`BenchConfig`] with typed errors.
 
 use clap::{Parser, ValueEnum};
+pub use ziob::runtime::prefault::Prefault;
 
 /// One db_bench benchmark kv-demo runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -215,15 +216,6 @@ pub struct Flags {
     /// negative purge delay: the binary's own, unless `MIMALLOC_PURGE_DELAY` sets another)
     #[arg(long = "prefault_memory", default_value = "auto", value_parser = prefault_size)]
     pub prefault_memory: Prefault,
-}
-
-/// `--prefault_memory`: the configured buffers' size, or a size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Prefault {
-    /// The configured buffers ([`super::memory::budget`]).
-    Auto,
-    /// This many bytes (0 = none).
-    Bytes(u64),
 }
 
 /// Parses `--prefault_memory`: `auto` or a size.

@@ -5,6 +5,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use ziob_benches::zenfs_peer::{self, dev_name};
 
+/// The options every plugin target's URI ends with: each db_bench process of the sequence
+/// mounts the device anew, and `prefault=auto` faults the plugin's buffers in before
+/// RocksDB opens the database instead of inside the first timed benchmark
+/// (docs/ROCKSDB.md "Memory at mount", docs/ROCKSDB-BENCH.md section 3g).
+pub const PLUGIN_OPTIONS: &str = "prefault=auto";
+
 /// A place db_bench stores its database.
 #[derive(
     Debug,
@@ -204,9 +210,9 @@ pub fn resolve(id: TargetId, m: &Machine) -> Result<Ready, String> {
             let file = format!("{work}/rocksdb-bench-{pid}-{}.zns", id.name());
             let spec = format!("emu:{file}");
             let uri = match id {
-                TargetId::ZiobEmuNobuf => format!("ziob://{spec}?buffer=off"),
-                TargetId::ZiobEmuPagecache => format!("ziob://{spec},direct=0"),
-                _ => format!("ziob://{spec}"),
+                TargetId::ZiobEmuNobuf => format!("ziob://{spec}?buffer=off&{PLUGIN_OPTIONS}"),
+                TargetId::ZiobEmuPagecache => format!("ziob://{spec},direct=0?{PLUGIN_OPTIONS}"),
+                _ => format!("ziob://{spec}?{PLUGIN_OPTIONS}"),
             };
             let cli = cli.display().to_string();
             Ok(Ready {
@@ -304,7 +310,7 @@ pub fn resolve(id: TargetId, m: &Machine) -> Result<Ready, String> {
             };
             Ok(Ready {
                 id,
-                fs_uri: Some(format!("ziob://{spec}")),
+                fs_uri: Some(format!("ziob://{spec}?{PLUGIN_OPTIONS}")),
                 db: "/rocksdb-bench".into(),
                 preload: Some(plugin),
                 prepare: vec![cmd(&["blkzone", "reset", &block])],
@@ -502,11 +508,15 @@ mod tests {
             .unwrap()
             .starts_with("ziob://emu:/var/tmp/"));
         assert!(!on.fs_uri.as_deref().unwrap().contains("buffer=off"));
-        assert!(off.fs_uri.as_deref().unwrap().ends_with("?buffer=off"));
+        assert!(off
+            .fs_uri
+            .as_deref()
+            .unwrap()
+            .ends_with("?buffer=off&prefault=auto"));
         let cached = resolve(TargetId::ZiobEmuPagecache, &m).unwrap();
         let uri = cached.fs_uri.as_deref().unwrap();
         assert!(uri.starts_with("ziob://emu:/var/tmp/"), "{uri}");
-        assert!(uri.ends_with(".zns,direct=0"), "{uri}");
+        assert!(uri.ends_with(".zns,direct=0?prefault=auto"), "{uri}");
         assert_ne!(
             cached.cleanup, on.cleanup,
             "each target has its own emu file"
@@ -514,11 +524,11 @@ mod tests {
         m.in_guest = true;
         assert_eq!(
             resolve(TargetId::ZiobNvme, &m).unwrap().fs_uri.unwrap(),
-            "ziob://nvme:/dev/ng0n1"
+            "ziob://nvme:/dev/ng0n1?prefault=auto"
         );
         assert_eq!(
             resolve(TargetId::ZiobZbd, &m).unwrap().fs_uri.unwrap(),
-            "ziob://zbd:/dev/nvme0n1"
+            "ziob://zbd:/dev/nvme0n1?prefault=auto"
         );
     }
 
