@@ -89,8 +89,8 @@ fn capped_to(bytes: u64, available: u64) -> u64 {
 
 /// Allocates `bytes` (at most half of [`available_bytes`], so that a large request cannot
 /// bring the out-of-memory killer), writes a byte in every page of them and frees them.
-/// `None` when the memory available is unknown (no `/proc/meminfo`) or the allocation
-/// failed: then nothing was touched (pieces written before a failed one are freed).
+/// `None` when the memory available is unknown (no `/proc/meminfo`) or an allocation
+/// failed: then nothing stays allocated (pieces written before a failed one are freed).
 ///
 /// The pages serve later allocations only if the allocator keeps freed memory (see
 /// [`keep_freed_memory`]); with one that gives it back, this only costs time.
@@ -161,10 +161,13 @@ pub fn keep_freed_memory() -> bool {
     static SET: std::sync::Once = std::sync::Once::new();
     if !given {
         SET.call_once(|| {
-            // SAFETY: `mi_option_set` stores the value in mimalloc's table of options and
-            // touches no memory of ours. mimalloc's own reads of the option are not
-            // synchronised with this store: it is made once per process (`Once`), and
-            // callers make it before the threads that allocate start (see above).
+            // SAFETY: `mi_option_set` stores one aligned word in mimalloc's table of
+            // options and touches no memory of ours. mimalloc reads (and on first use
+            // initialises) its options from any thread without synchronisation, so a
+            // store while other threads allocate races on that word as mimalloc's own
+            // lazy initialisation does: it is made once per process (`Once`), and callers
+            // make it before their threads start where they can (a second device mounted
+            // later by the plugin cannot).
             unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
         });
     }

@@ -47,8 +47,8 @@ pub enum Prefaulting {
     /// `prefault=0` (the default).
     Off,
     /// The allocator gives freed memory back (`MIMALLOC_PURGE_DELAY` or
-    /// `MIMALLOC_RESET_DELAY` set to a delay ≥ 0): a prefault would be undone at once, so
-    /// none was made.
+    /// `MIMALLOC_RESET_DELAY` set to a delay ≥ 0): a prefault's pages would go back to the
+    /// kernel after that delay, so none was made.
     NotKept,
     /// The memory available is unknown or the block could not be allocated.
     Failed,

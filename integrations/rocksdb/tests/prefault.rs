@@ -1,7 +1,7 @@
 //! `prefault=`: a mount asked to touches its configured buffers' memory once, and the
-//! plugin's writes afterwards land on those pages instead of faulting in new ones. Each case runs in
-//! a child process of its own (a fresh heap: this test binary's allocator is the plugin's
-//! mimalloc), which mounts a page-cache `emu:` file and writes through a table file.
+//! plugin's writes afterwards land on those pages instead of faulting in new ones. Each case
+//! runs in a child process of its own (a fresh heap: this test binary's allocator is the
+//! plugin's mimalloc), which mounts a page-cache `emu:` file and writes through a table file.
 
 use ziob_rocksdb::memory;
 use ziob_rocksdb::shared::SharedFs;

@@ -78,7 +78,7 @@ fn prefault_memory(flags: &Flags, kept: bool, out: &mut dyn Write) -> std::io::R
                 )),
             if p.capped_bytes > 0 {
                 format!(
-                    ", {:.1} MiB left out (half of MemAvailable)",
+                    ", {:.1} MiB left out (half of the memory available)",
                     mib(p.capped_bytes)
                 )
             } else {
