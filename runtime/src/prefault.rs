@@ -220,17 +220,12 @@ mod tests {
             assert!(!keep_freed_memory());
             return;
         }
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", NAME, "--nocapture"])
-            .env("ZIOB_PURGE_DELAY_CHILD", "1")
-            .env("MIMALLOC_PURGE_DELAY", "4321")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "the child failed: {}",
-            String::from_utf8_lossy(&out.stderr)
+        crate::testing::rerun_test_in_child(
+            NAME,
+            &[
+                ("ZIOB_PURGE_DELAY_CHILD", "1"),
+                ("MIMALLOC_PURGE_DELAY", "4321"),
+            ],
         );
-        assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
     }
 }

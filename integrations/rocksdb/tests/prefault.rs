@@ -60,27 +60,11 @@ struct Measured {
 }
 
 /// Runs the child with URI options `opts` and the environment variables `env` (none of the
-/// caller's `MIMALLOC_*`).
+/// caller's `MIMALLOC_*`: the child's allocator settings are the plugin's own).
 fn run_child(opts: &str, env: &[(&str, &str)]) -> Measured {
-    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", NAME, "--nocapture", "--test-threads=1"]);
-    // The child's allocator settings are the plugin's own.
-    for (var, _) in std::env::vars_os() {
-        if var.to_string_lossy().starts_with("MIMALLOC_") {
-            cmd.env_remove(var);
-        }
-    }
-    let out = cmd
-        .env(CHILD, opts)
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "the child failed: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut all = vec![(CHILD, opts)];
+    all.extend_from_slice(env);
+    let stdout = ziob::runtime::testing::rerun_test_in_child(NAME, &all);
     // libtest may print the test's name on the same line first.
     let at = stdout.find("mount ").expect("the child's measurement");
     let mut words = stdout[at..].split_whitespace();

@@ -115,28 +115,6 @@ mod tests {
         prefault::resident_bytes().unwrap()
     }
 
-    /// Runs this test binary's test `name` again in a child with `env` set; returns its
-    /// stdout.
-    fn run_child(name: &str, env: &[(&str, &str)]) -> String {
-        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-        cmd.args(["--exact", name, "--nocapture", "--test-threads=1"]);
-        // The child's allocator settings are the binary's own.
-        for (var, _) in std::env::vars_os() {
-            if var.to_string_lossy().starts_with("MIMALLOC_") {
-                cmd.env_remove(var);
-            }
-        }
-        let out = cmd.envs(env.iter().copied()).output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "the child failed: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(stdout.contains("1 passed"), "{stdout}");
-        stdout
-    }
-
     /// What a store does after the prefault: many small allocations made and written on
     /// another thread (a writer's memtable entries on a runtime core).
     fn fill_on_a_thread(bytes: usize) -> Vec<Vec<u8>> {
@@ -187,7 +165,8 @@ mod tests {
         }
         let name = "tests::later_allocations_land_on_prefaulted_pages";
         let grown = |v: &str| -> u64 {
-            let out = run_child(name, &[("KV_DEMO_PREFAULT_CHILD", v)]);
+            let out =
+                ziob::runtime::testing::rerun_test_in_child(name, &[("KV_DEMO_PREFAULT_CHILD", v)]);
             // libtest may print the test's name on the same line first.
             let at = out.find("grown ").expect("the child's measurement") + "grown ".len();
             out[at..]
