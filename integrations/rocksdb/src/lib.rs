@@ -22,6 +22,7 @@ pub mod read_cache;
 pub mod reader;
 pub mod shared;
 pub mod uri;
+pub mod warm;
 
 /// Why the C++ shim was not built (no `librocksdb-dev` headers found), or `None` if it was.
 pub const SHIM_SKIPPED: Option<&str> = option_env!("ZIOB_ROCKSDB_SHIM_SKIPPED");

@@ -75,6 +75,16 @@ impl ReadCache {
         (capacity / 8).clamp(PAGE_BYTES, 8 * PAGE_BYTES)
     }
 
+    /// The generation of `path` if it has one (it was read since its last change), without
+    /// giving it one: for looking, not for reading.
+    pub fn current_generation(&self, path: &str) -> Option<u64> {
+        self.generations
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(path)
+            .copied()
+    }
+
     /// The current generation of `path`: look it up *before* reading, then pass it to
     /// [`get`](Self::get) and [`insert`](Self::insert).
     pub fn generation(&self, path: &str) -> u64 {

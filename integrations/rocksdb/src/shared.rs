@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use ziob::runtime::prefault::keep_freed_memory;
@@ -18,6 +18,7 @@ use crate::error::PluginError;
 use crate::memory::{self, Prefaulting};
 use crate::read_cache::{ReadCache, PAGE_BYTES};
 use crate::uri::FsUri;
+use crate::warm::{self, WarmSource, Warmed};
 
 /// Appends gathered in a file open for writing before they go to zonefs in one call (each
 /// zonefs call is a round trip to a ZIOB core; RocksDB appends every WAL record on its own).
@@ -75,6 +76,8 @@ pub struct SharedFs {
     mtimes: Mutex<HashMap<String, u64>>,
     /// When the file system was mounted (the modification time of files not changed since).
     mounted_at: u64,
+    /// What the read cache's warm-up did, once it is over ([`crate::warm`]).
+    warmed: OnceLock<Warmed>,
 }
 
 /// Whether the pages written to `path` go to the read cache as well: RocksDB's table files
@@ -115,9 +118,11 @@ impl SharedFs {
         let parsed = FsUri::parse(uri)?;
         let mut reg = lock(registry());
         if let Some(fs) = reg.get(&parsed.spec) {
-            // `prefault=` acted at the first mount; it is no option of the open device.
+            // `prefault=` and `warm=` acted at the first mount; they are no options of the
+            // open device.
             let asked = FsUri {
                 prefault: fs.uri.prefault,
+                warm_bytes: fs.uri.warm_bytes,
                 ..parsed.clone()
             };
             if fs.uri != asked {
@@ -130,6 +135,7 @@ impl SharedFs {
         }
         let fs: &'static SharedFs = Box::leak(Box::new(SharedFs::open(parsed.clone())?));
         reg.insert(parsed.spec, fs);
+        warm::start(fs, fs.uri.warm_budget());
         Ok(fs)
     }
 
@@ -204,6 +210,7 @@ impl SharedFs {
             locks: Mutex::default(),
             mtimes: Mutex::default(),
             mounted_at: now_secs(),
+            warmed: OnceLock::new(),
         })
     }
 
@@ -571,6 +578,20 @@ impl SharedFs {
         self.cache.is_on()
     }
 
+    /// What the read cache's warm-up after the mount did, once it is over (`None` before,
+    /// and when it did not run: `warm=0` or no cache; see [`crate::warm`]).
+    pub fn warmed(&self) -> Option<Warmed> {
+        self.warmed.get().copied()
+    }
+
+    /// Whether the read cache holds the page of `path` that holds byte `offset` (under the
+    /// path's current generation): for tests and diagnostics.
+    pub fn is_cached(&self, path: &str, offset: u64) -> bool {
+        self.cache
+            .current_generation(path)
+            .is_some_and(|generation| self.cache.get(generation, offset / PAGE_BYTES).is_some())
+    }
+
     /// Reads up to `len` bytes at `offset` (a pending file is empty), through the read cache:
     /// a read whose pages are all cached costs no round trip; a miss reads the whole pages it
     /// touches in one call and keeps the full ones (see [`ReadCache`]).
@@ -706,6 +727,58 @@ impl SharedFs {
     }
 }
 
+/// The read cache's warm-up reads through the file layer ([`crate::warm`]).
+impl WarmSource for SharedFs {
+    fn caches_reads(&self) -> bool {
+        self.cache.is_on()
+    }
+
+    fn children(&self, dir: &str) -> Result<Vec<String>, PluginError> {
+        SharedFs::children(self, dir)
+    }
+
+    fn file_exists(&self, path: &str) -> Result<bool, PluginError> {
+        SharedFs::file_exists(self, path)
+    }
+
+    fn stored_size(&self, path: &str) -> Result<u64, PluginError> {
+        Ok(self.fs.size(path)?)
+    }
+
+    /// Unless every page is cached already; unlike a read, it hands nothing over from the
+    /// file's writer (what the file layer holds is final).
+    fn warm_pages(&self, path: &str, offset: u64, len: usize) -> Result<(), PluginError> {
+        const P: u64 = PAGE_BYTES;
+        if !offset.is_multiple_of(P) {
+            return Err(PluginError::InvalidArgument(format!(
+                "warm-up of {path} at {offset}, not a page boundary"
+            )));
+        }
+        let generation = self.cache.generation(path);
+        let first = offset / P;
+        let count = (len as u64).div_ceil(P);
+        if (first..first + count).all(|i| self.cache.get(generation, i).is_some()) {
+            return Ok(());
+        }
+        let data = self.fs.read_at(path, offset, len)?;
+        for (k, page) in data.chunks(P as usize).enumerate() {
+            self.cache.insert(generation, first + k as u64, page);
+        }
+        Ok(())
+    }
+
+    fn warmed(&self, warmed: Warmed, took: Duration) {
+        tracing::info!(
+            uri = %self.uri,
+            files = warmed.files,
+            bytes = warmed.bytes,
+            ?took,
+            "ziob-rocksdb: read cache warmed"
+        );
+        let _ = self.warmed.set(warmed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, Instant};
@@ -730,15 +803,21 @@ mod tests {
         (fs, file)
     }
 
-    /// `prefault=` acts at the first mount only: a later open of the same device may give
-    /// any value, while another value of a device option is refused.
+    /// `prefault=` and `warm=` act at the first mount only: a later open of the same device
+    /// may give any value, while another value of a device option is refused.
     #[test]
-    fn a_later_open_may_differ_in_prefault_only() {
+    fn a_later_open_may_differ_in_prefault_and_warm_only() {
         let (fs, file) = small_fs("prefault-option");
         let uri = format!("ziob://emu:{}?zones=8&zone_size=4M", file.display());
-        for prefault in ["0", "auto", "8M"] {
-            let again = SharedFs::get(&format!("{uri}&prefault={prefault}")).unwrap();
-            assert!(std::ptr::eq(fs, again), "prefault={prefault}");
+        for option in [
+            "prefault=0",
+            "prefault=auto",
+            "prefault=8M",
+            "warm=0",
+            "warm=1M",
+        ] {
+            let again = SharedFs::get(&format!("{uri}&{option}")).unwrap();
+            assert!(std::ptr::eq(fs, again), "{option}");
         }
         assert!(matches!(
             SharedFs::get(&format!("{uri}&cores=2")),

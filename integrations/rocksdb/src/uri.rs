@@ -48,6 +48,11 @@ pub struct FsUri {
     /// mount in a process only, so it is not one of the options a later open of the same
     /// device must repeat.
     pub prefault: Prefault,
+    /// `warm=auto|S` (K/M/G suffixes, 0 = off): bytes of the newest tables read into the
+    /// read cache after the mount, in the background ([`crate::warm`]); `auto` (the
+    /// default, `None`) is half the read cache; at most the cache. Like `prefault=`, it acts
+    /// at the first mount in a process only.
+    pub warm_bytes: Option<u64>,
 }
 
 /// A URI that cannot be used.
@@ -64,7 +69,7 @@ impl fmt::Display for FsUri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{SCHEME}{}?buffer={}&cores={}&poll={}&cache={}&prefault={}",
+            "{SCHEME}{}?buffer={}&cores={}&poll={}&cache={}&prefault={}&warm={}",
             self.spec,
             if self.buffered { "on" } else { "off" },
             self.cores,
@@ -73,6 +78,10 @@ impl fmt::Display for FsUri {
             match self.prefault {
                 Prefault::Auto => "auto".to_string(),
                 Prefault::Bytes(n) => n.to_string(),
+            },
+            match self.warm_bytes {
+                None => "auto".to_string(),
+                Some(n) => n.to_string(),
             }
         )
     }
@@ -125,6 +134,7 @@ impl FsUri {
             emu_zones: EMU_ZONES_DEFAULT,
             emu_zone_bytes: EMU_ZONE_BYTES_DEFAULT,
             prefault: Prefault::Bytes(0),
+            warm_bytes: None,
         };
         for kv in query.into_iter().flat_map(|q| q.split('&')) {
             if kv.is_empty() {
@@ -186,14 +196,33 @@ impl FsUri {
                         })?),
                     }
                 }
+                "warm" => {
+                    out.warm_bytes = match v {
+                        "auto" => None,
+                        _ => Some(parse_size(v).ok_or_else(|| {
+                            bad(format!(
+                                "warm={v}: expected auto or a size (K/M/G suffixes), 0 = off"
+                            ))
+                        })?),
+                    }
+                }
                 _ => {
                     return Err(bad(format!(
-                        "unknown option {k:?} (known: buffer, cores, poll, cache, zones, zone_size, prefault)"
+                        "unknown option {k:?} (known: buffer, cores, poll, cache, zones, zone_size, prefault, warm)"
                     )))
                 }
             }
         }
         Ok(out)
+    }
+
+    /// Bytes the read cache's warm-up reads after the mount: `warm=`, by default half of
+    /// `cache=`, at most `cache=` (more would push the newest tables' pages, read first, out
+    /// again); 0 when the cache is off.
+    pub fn warm_budget(&self) -> u64 {
+        self.warm_bytes
+            .unwrap_or(self.cache_bytes / 2)
+            .min(self.cache_bytes)
     }
 
     /// The file of an `emu:` spec (as ZIOB's spec parser reads it); `None` for another
@@ -232,10 +261,36 @@ mod tests {
         assert_eq!(p("ziob://emu:/x?prefault=auto"), Prefault::Auto);
         assert_eq!(p("ziob://emu:/x?prefault=0"), Prefault::Bytes(0));
         assert_eq!(p("ziob://emu:/x?prefault=96M"), Prefault::Bytes(96 << 20));
+        let warm = |u: &str| FsUri::parse(u).unwrap().warm_budget();
+        assert_eq!(warm("ziob://nvme:/dev/ng0n1"), CACHE_BYTES_DEFAULT / 2);
+        assert_eq!(warm("ziob://nvme:/dev/ng0n1?cache=8M"), 4 << 20);
+        assert_eq!(warm("ziob://nvme:/dev/ng0n1?warm=0"), 0);
+        assert_eq!(
+            warm("ziob://nvme:/dev/ng0n1?warm=auto"),
+            CACHE_BYTES_DEFAULT / 2
+        );
+        assert_eq!(warm("ziob://nvme:/dev/ng0n1?warm=10M"), 10 << 20);
+        assert_eq!(
+            warm("ziob://nvme:/dev/ng0n1?warm=1G"),
+            CACHE_BYTES_DEFAULT,
+            "at most the cache"
+        );
+        assert_eq!(
+            warm("ziob://nvme:/dev/ng0n1?cache=0&warm=10M"),
+            0,
+            "no cache, no warm-up"
+        );
+        assert_eq!(
+            warm("ziob://emu:/x,direct=0"),
+            0,
+            "no cache by default there"
+        );
         // What Display prints (all but an emu file's geometry) parses back to the same.
         for u in [
             "ziob://emu:/x?prefault=96M&cores=2",
             "ziob://nvme:/dev/ng0n1",
+            "ziob://nvme:/dev/ng0n1?warm=3M",
+            "ziob://nvme:/dev/ng0n1?warm=0",
         ] {
             let once = FsUri::parse(u).unwrap();
             assert_eq!(FsUri::parse(&once.to_string()).unwrap(), once, "{u}");
@@ -275,6 +330,8 @@ mod tests {
             "ziob://emu:/x?poll=fast",
             "ziob://emu:/x?prefault=lots",
             "ziob://emu:/x?prefault=-1",
+            "ziob://emu:/x?warm=lots",
+            "ziob://emu:/x?warm=",
         ] {
             assert!(FsUri::parse(bad).is_err(), "{bad}");
         }
