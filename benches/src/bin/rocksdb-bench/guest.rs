@@ -43,6 +43,9 @@ pub fn guest_args(o: &Options, targets: &[TargetId], out: &Path) -> Vec<String> 
     if let Some(p) = &o.ziob_cli {
         a.extend(["--ziob-cli".into(), p.display().to_string()]);
     }
+    if let Some(rate) = o.write_rate_limit {
+        a.extend(["--write-rate-limit".into(), rate.to_string()]);
+    }
     a
 }
 
@@ -78,6 +81,8 @@ mod tests {
             "8M",
             "--benchmarks",
             "fillrandom,readrandom",
+            "--write-rate-limit",
+            "8000000",
         ])
         .unwrap();
         let a = guest_args(
@@ -94,6 +99,7 @@ mod tests {
         assert_eq!(g.sequence(), o.sequence());
         assert_eq!(g.write_buffer_size, o.write_buffer_size);
         assert_eq!(g.out.as_deref(), Some(Path::new("/o/guest")));
+        assert_eq!(g.write_rate_limit, Some(8_000_000));
         assert!(!g.guest);
     }
 }

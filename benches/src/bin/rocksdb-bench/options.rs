@@ -116,6 +116,11 @@ pub struct Options {
     /// L1 size (`--max_bytes_for_level_base`): small so that the fills compact into L2
     #[arg(long, default_value = "16M", value_parser = positive_size)]
     pub max_bytes_for_level_base: u64,
+    /// Bytes per second for every write benchmark's writers together, readwhilewriting's
+    /// writer included (db_bench's `--benchmark_write_rate_limit`, the same on every
+    /// target); none by default (db_bench's default: each writer as fast as it can)
+    #[arg(long, value_parser = positive_size)]
+    pub write_rate_limit: Option<u64>,
     /// db_bench binary
     #[arg(long, default_value = "db_bench")]
     pub db_bench: String,

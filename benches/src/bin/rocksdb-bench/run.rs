@@ -110,7 +110,7 @@ pub struct Results {
 
 /// The flags every target gets.
 pub fn common_flags(o: &Options, num: u64) -> Vec<String> {
-    vec![
+    let mut flags = vec![
         format!("--num={num}"),
         "--key_size=16".into(),
         "--compression_type=none".into(),
@@ -121,7 +121,11 @@ pub fn common_flags(o: &Options, num: u64) -> Vec<String> {
         format!("--max_bytes_for_level_base={}", o.max_bytes_for_level_base),
         "--threads=1".into(),
         "--statistics".into(),
-    ]
+    ];
+    if let Some(rate) = o.write_rate_limit {
+        flags.push(format!("--benchmark_write_rate_limit={rate}"));
+    }
+    flags
 }
 
 /// The full argument list of one step.
@@ -361,6 +365,10 @@ mod tests {
     fn every_target_gets_the_same_flags_but_its_own_place() {
         let o = Options::try_parse_from(["x", "--num", "5000"]).unwrap();
         let common = common_flags(&o, 5000);
+        assert!(!common.iter().any(|f| f.contains("write_rate_limit")));
+        let limited = Options::try_parse_from(["x", "--write-rate-limit", "8M"]).unwrap();
+        assert!(common_flags(&limited, 5000)
+            .contains(&"--benchmark_write_rate_limit=8388608".to_string()));
         let mut m = machine(&o);
         m.in_guest = true;
         m.plugin = Some("/p.so".into());
