@@ -502,9 +502,12 @@ impl<S: TableSource> Table<S> {
             c.pending = None;
             return Ok(Some(block));
         }
-        // A sequential cursor: the following uncached blocks that lie right after this one,
-        // up to READAHEAD_BYTES, come with the same read. The cursor's index moves past
-        // them only once they are read (cancel-safe); `after[j]` is the index past block
+        // A sequential cursor: the following blocks that lie right after this one, up to
+        // READAHEAD_BYTES, come with the same read, cached ones included: after point reads
+        // the cache holds scattered blocks, and stopping at each would cut the read-ahead
+        // into reads of a block or two (a scan after readrandom ran at half the speed). A
+        // cached block is taken from the cache, not decoded again. The cursor's index moves
+        // past them only once they are read (cancel-safe); `after[j]` is the index past block
         // `j + 1` of the read.
         let mut handles = vec![handle];
         let mut after: Vec<BlockIter> = Vec::new();
@@ -515,7 +518,7 @@ impl<S: TableSource> Table<S> {
             let Ok(h) = BlockHandle::decode(&h) else {
                 break;
             };
-            if h.offset != end || self.cache.get(self.id, h.offset).is_some() {
+            if h.offset != end {
                 break;
             }
             let Ok(e) = block_end(h) else { break };
@@ -532,6 +535,10 @@ impl<S: TableSource> Table<S> {
         let bytes = self.source.read_at(handle.offset, len).await?;
         let mut blocks = Vec::with_capacity(handles.len());
         for h in &handles {
+            if let Some(cached) = self.cache.get(self.id, h.offset) {
+                blocks.push(cached);
+                continue;
+            }
             let at = (h.offset - handle.offset) as usize;
             let block = check_block(bytes.slice(at..at + h.len as usize + 4), *h)
                 .and_then(|data| Ok(Block::decode(data)?));
@@ -758,8 +765,8 @@ mod tests {
         seek_all();
         assert_eq!(t.source.1.get(), reads, "a second pass read the source");
         assert!(cache.bytes() > 0);
-        // A scan reads its first blocks through the cache (all cached now) and stops at
-        // cached blocks when it reads ahead: it reads nothing either.
+        // A scan reads its first blocks through the cache (all cached now) and reads ahead
+        // only from an uncached block: it reads nothing either.
         assert_eq!(scan(&t, b"").unwrap(), all);
         assert_eq!(
             t.source.1.get(),
@@ -804,6 +811,45 @@ mod tests {
         assert!(
             reads <= max_reads,
             "a compaction's pass over {blocks} blocks took {reads} reads"
+        );
+    }
+
+    /// After point reads have cached scattered blocks, a scan still reads ahead in reads of
+    /// up to READAHEAD_BYTES (through the cached blocks), not one read per uncached run.
+    #[test]
+    fn a_scan_after_point_reads_still_reads_ahead() {
+        let entries: BTreeMap<Vec<u8>, Vec<u8>> = (0u64..5000)
+            .map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 50]))
+            .collect();
+        let (file, _) = build(&entries, TableOptions::default());
+        let blocks = (file.len() / 4096) as u64;
+        let cache = BlockCache::new(64 << 20);
+        let t = open_cached(file.clone(), &cache).unwrap();
+        // Seeded point reads: some blocks cached, some not, in no pattern.
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..40 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = (x % 5000).to_be_bytes();
+            let got = block_on(t.seek_first(&k, true)).unwrap().unwrap();
+            assert_eq!(got.0, k.to_vec());
+        }
+        let cached_blocks = cache.bytes() / 4096;
+        assert!(
+            cached_blocks >= 10 && cached_blocks * 2 < blocks,
+            "{cached_blocks} of {blocks} blocks cached"
+        );
+        let before = t.source.1.get() as u64;
+        let all: Entries = entries.into_iter().collect();
+        assert_eq!(scan(&t, b"").unwrap(), all);
+        let reads = t.source.1.get() as u64 - before;
+        // The first blocks one by one, then one read per READAHEAD_BYTES at most.
+        let max_reads =
+            (READAHEAD_AFTER as u64 - 1) + (file.len() as u64).div_ceil(READAHEAD_BYTES - 4200) + 1;
+        assert!(
+            reads <= max_reads,
+            "a scan of {blocks} blocks ({cached_blocks} cached) took {reads} reads, at most {max_reads} expected"
         );
     }
 
