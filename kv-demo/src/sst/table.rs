@@ -530,6 +530,17 @@ impl<S: TableSource> Table<S> {
             handles.push(h);
             after.push(peek);
         }
+        // Cached blocks at the end of the window are not read: the cursor finds them in the
+        // cache when it gets there (only those between uncached ones come with the read).
+        while handles.len() > 1 {
+            let last = handles[handles.len() - 1];
+            if self.cache.get(self.id, last.offset).is_none() {
+                break;
+            }
+            handles.pop();
+            after.pop();
+            end = last.offset;
+        }
         let len = usize::try_from(end - handle.offset)
             .map_err(|_| CorruptionError::new(format!("blocks up to {end}")))?;
         let bytes = self.source.read_at(handle.offset, len).await?;
@@ -696,11 +707,13 @@ mod tests {
     use super::*;
 
     /// A table in memory, counting its reads.
-    struct Mem(Bytes, std::cell::Cell<usize>);
+    /// A table in memory; counts the reads (`.1`) and the bytes they asked for (`.2`).
+    struct Mem(Bytes, std::cell::Cell<usize>, std::cell::Cell<usize>);
 
     impl TableSource for Mem {
         async fn read_at(&self, offset: u64, len: usize) -> std::io::Result<Bytes> {
             self.1.set(self.1.get() + 1);
+            self.2.set(self.2.get() + len);
             let end = (offset as usize)
                 .checked_add(len)
                 .filter(|&e| e <= self.0.len())
@@ -739,7 +752,7 @@ mod tests {
         cache: &BlockCache,
     ) -> std::result::Result<Table<Mem>, TableError> {
         let n = file.len() as u64;
-        let source = Mem(Bytes::from(file), Default::default());
+        let source = Mem(Bytes::from(file), Default::default(), Default::default());
         block_on(Table::open(source, n, bytewise, whole, cache, 1))
     }
 
@@ -850,6 +863,41 @@ mod tests {
         assert!(
             reads <= max_reads,
             "a scan of {blocks} blocks ({cached_blocks} cached) took {reads} reads, at most {max_reads} expected"
+        );
+    }
+
+    /// A read-ahead from an uncached block reads no cached blocks at the end of its window:
+    /// with every block but one cached, a scan reads that one block's bytes only.
+    #[test]
+    fn read_ahead_does_not_read_cached_blocks_at_the_end_of_its_window() {
+        let entries: BTreeMap<Vec<u8>, Vec<u8>> = (0u64..5000)
+            .map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 50]))
+            .collect();
+        let (file, _) = build(&entries, TableOptions::default());
+        let cache = BlockCache::new(64 << 20);
+        let t = open_cached(file, &cache).unwrap();
+        let all: Entries = entries
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        // Every block cached by seeks to its keys, except the blocks that hold only keys in
+        // 300..400.
+        let (skip_from, skip_to) = (300u64, 400u64);
+        for (i, k) in entries.keys().enumerate() {
+            if !(skip_from..skip_to).contains(&(i as u64)) {
+                let got = block_on(t.seek_first(k, true)).unwrap().unwrap();
+                assert_eq!(&got.0, k);
+            }
+        }
+        let (reads, bytes) = (t.source.1.get(), t.source.2.get());
+        assert_eq!(scan(&t, b"").unwrap(), all);
+        let (reads, bytes) = (t.source.1.get() - reads, t.source.2.get() - bytes);
+        // The keys 300..400 lie in at most three blocks not cached whole (blocks hold about
+        // 60 keys); each read of the scan covers uncached blocks only.
+        assert!(reads <= 3, "{reads} reads");
+        assert!(
+            bytes <= 3 * 4200,
+            "the scan read {bytes} bytes in {reads} reads"
         );
     }
 
