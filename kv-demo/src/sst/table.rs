@@ -722,6 +722,16 @@ mod tests {
         }
     }
 
+    /// 5,000 entries (the key number big-endian, 50 bytes of it as the value) and the table
+    /// they make with the default options: about 80 blocks, for the read-ahead tests.
+    fn numbered_table() -> (BTreeMap<Vec<u8>, Vec<u8>>, Vec<u8>) {
+        let entries: BTreeMap<Vec<u8>, Vec<u8>> = (0u64..5000)
+            .map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 50]))
+            .collect();
+        let (file, _) = build(&entries, TableOptions::default());
+        (entries, file)
+    }
+
     fn whole(k: &[u8]) -> &[u8] {
         k
     }
@@ -793,10 +803,7 @@ mod tests {
     /// point reads' blocks); a compaction's cursor reads ahead from its first block.
     #[test]
     fn read_ahead_and_compaction_blocks_are_not_cached() {
-        let entries: BTreeMap<Vec<u8>, Vec<u8>> = (0u64..5000)
-            .map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 50]))
-            .collect();
-        let (file, _) = build(&entries, TableOptions::default());
+        let (entries, file) = numbered_table();
         let blocks = (file.len() / 4096) as u64;
         let all: Entries = entries.clone().into_iter().collect();
         // A scan caches the blocks it read one by one (the first two), no more.
@@ -831,10 +838,7 @@ mod tests {
     /// up to READAHEAD_BYTES (through the cached blocks), not one read per uncached run.
     #[test]
     fn a_scan_after_point_reads_still_reads_ahead() {
-        let entries: BTreeMap<Vec<u8>, Vec<u8>> = (0u64..5000)
-            .map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 50]))
-            .collect();
-        let (file, _) = build(&entries, TableOptions::default());
+        let (entries, file) = numbered_table();
         let blocks = (file.len() / 4096) as u64;
         let cache = BlockCache::new(64 << 20);
         let t = open_cached(file.clone(), &cache).unwrap();
@@ -867,13 +871,11 @@ mod tests {
     }
 
     /// A read-ahead from an uncached block reads no cached blocks at the end of its window:
-    /// with every block but one cached, a scan reads that one block's bytes only.
+    /// with every block cached but the few that hold only keys 300..400, a scan reads just
+    /// those blocks' bytes.
     #[test]
     fn read_ahead_does_not_read_cached_blocks_at_the_end_of_its_window() {
-        let entries: BTreeMap<Vec<u8>, Vec<u8>> = (0u64..5000)
-            .map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 50]))
-            .collect();
-        let (file, _) = build(&entries, TableOptions::default());
+        let (entries, file) = numbered_table();
         let cache = BlockCache::new(64 << 20);
         let t = open_cached(file, &cache).unwrap();
         let all: Entries = entries
@@ -903,10 +905,7 @@ mod tests {
 
     #[test]
     fn sequential_scans_read_ahead_and_seeks_do_not() {
-        let entries: BTreeMap<Vec<u8>, Vec<u8>> = (0u64..5000)
-            .map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 50]))
-            .collect();
-        let (file, _) = build(&entries, TableOptions::default());
+        let (entries, file) = numbered_table();
         let blocks = file.len() / 4096;
         assert!(blocks > 40, "{blocks} blocks");
         // No cache: what a scan sees comes from its read-ahead alone.
