@@ -123,12 +123,13 @@ impl ReadCache {
         }
     }
 
-    /// Keeps the whole pages that `data` covers, written at file offset `offset` of the file
-    /// of generation `generation` (look the generation up *before* the write was issued, as
-    /// for a read; call this once the write succeeded). Pages it covers only in part are left
-    /// to a later read. What the page cache does for a write to a local file: a table
-    /// RocksDB has just written (its flush's or its compaction's) is read from memory.
-    pub fn insert_written(&self, generation: u64, offset: u64, data: &[u8]) {
+    /// Keeps the whole pages that `data` covers, the bytes at file offset `offset` of the file
+    /// of generation `generation`: read there (a miss, the warm-up), or written there (look
+    /// the generation up *before* the read or write was issued; call this once it
+    /// succeeded). Pages it covers only in part are left to a later read. For a write, what
+    /// the page cache does for a local file: a table RocksDB has just written (its flush's or
+    /// its compaction's) is read from memory.
+    pub fn insert_range(&self, generation: u64, offset: u64, data: &[u8]) {
         if !self.is_on() {
             return;
         }
@@ -222,7 +223,7 @@ mod tests {
             let c = ReadCache::new(64 * P as usize);
             let g = c.generation("t.sst");
             let data: Vec<u8> = (offset..offset + len).map(byte).collect();
-            c.insert_written(g, offset, &data);
+            c.insert_range(g, offset, &data);
             for page in 0..8u64 {
                 let whole = page * P >= offset && (page + 1) * P <= offset + len;
                 match c.get(g, page) {
@@ -235,7 +236,7 @@ mod tests {
             }
         }
         let off = ReadCache::new(0);
-        off.insert_written(off.generation("t.sst"), 0, &[1; 4 * P as usize]);
+        off.insert_range(off.generation("t.sst"), 0, &[1; 4 * P as usize]);
         assert_eq!(off.bytes(), 0);
     }
 

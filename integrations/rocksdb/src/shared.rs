@@ -436,7 +436,7 @@ impl SharedFs {
                         return Ok(fs.append_bytes(&owned, data).await?);
                     };
                     let offset = fs.append_at(&owned, data.clone()).await?;
-                    cache.insert_written(generation, offset, &data);
+                    cache.insert_range(generation, offset, &data);
                     Ok(())
                 })
         });
@@ -626,9 +626,7 @@ impl SharedFs {
             return Ok(out.freeze().slice(from..from + len));
         }
         let data = self.read_direct(path, first * P, span as usize)?;
-        for (k, page) in data.chunks(P as usize).enumerate() {
-            self.cache.insert(generation, first + k as u64, page);
-        }
+        self.cache.insert_range(generation, first * P, &data);
         let to = (from + len).min(data.len());
         Ok(if from >= to {
             Bytes::new()
@@ -761,9 +759,7 @@ impl WarmSource for SharedFs {
             return Ok(());
         }
         let data = self.fs.read_at(path, offset, len)?;
-        for (k, page) in data.chunks(P as usize).enumerate() {
-            self.cache.insert(generation, first + k as u64, page);
-        }
+        self.cache.insert_range(generation, offset, &data);
         Ok(())
     }
 
