@@ -92,6 +92,12 @@ impl Worker {
             if let Some(op) = plan.get(i) {
                 todo.push(*op);
             }
+            if lock(&self.model).cutting {
+                // The power cut is under way: a worker starts nothing more (what it would
+                // start now would meet cores already gone), as the cut's own ops stop.
+                guard.armed = false;
+                return;
+            }
             for op in todo {
                 if let Err(msg) = self.execute(op).await {
                     guard.armed = false;
@@ -233,7 +239,23 @@ impl Worker {
                 };
                 let res =
                     cancel::run(z.zone_action(action, ZoneTarget::One(zone)), op.cancel).await;
-                self.model().zones[zone as usize].reset_in_flight = false;
+                {
+                    let mut m = self.model();
+                    if m.cutting
+                        && matches!(
+                            res,
+                            Some(Err(ziob::ZiobError::Runtime(_)
+                                | ziob::ZiobError::RuntimeStopped { .. }))
+                        )
+                    {
+                        // The power cut is under way and a core the action needed is gone:
+                        // its error (`CoreGone`) says nothing of whether the device carried
+                        // it out, so a reset stays in flight, as for a task the cut killed
+                        // (the recovery check allows either outcome).
+                        return Ok("error during the power cut: outcome unknown".into());
+                    }
+                    m.zones[zone as usize].reset_in_flight = false;
+                }
                 match res {
                     None => {
                         self.model().make_wild(
