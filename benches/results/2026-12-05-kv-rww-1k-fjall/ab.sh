@@ -2,7 +2,7 @@
 # 1 KiB readwhilewriting through the page cache, kv-demo (emu:...,direct=0) against fjall,
 # alternated, ROUNDS rounds: kv-bench's host flags and its list up to readwhilewriting in one
 # process each, 100,000 x 1 KiB, --sync=0, in /var/tmp. Prints: round engine benchmark ops/s.
-# Usage: ab.sh KV_DEMO ROUNDS   (KV_DEMO built with --features kv-demo/peers)
+# Usage: ab.sh KV_DEMO [ROUNDS]   (default 5; KV_DEMO built with --features kv-demo/peers)
 KV=$1; ROUNDS=${2:-5}
 F="--benchmarks=fillseq,fillrandom,overwrite,readrandom,readseq,readwhilewriting --key_size=16 --threads=1 --compression_type=none --write_buffer_size=16777216 --target_file_size_base=16777216 --cache_size=8388608 --bloom_bits=10 --num=100000 --value_size=1024 --seed=1000 --sync=0"
 for r in $(seq 1 "$ROUNDS"); do
