@@ -545,10 +545,14 @@ impl<S: TableSource> Table<S> {
             .map_err(|_| CorruptionError::new(format!("blocks up to {end}")))?;
         let bytes = self.source.read_at(handle.offset, len).await?;
         let mut blocks = Vec::with_capacity(handles.len());
-        for h in &handles {
-            if let Some(cached) = self.cache.get(self.id, h.offset) {
-                blocks.push(cached);
-                continue;
+        for (i, h) in handles.iter().enumerate() {
+            // The first and the last block were just found uncached; only those between
+            // may be in the cache.
+            if i > 0 && i + 1 < handles.len() {
+                if let Some(cached) = self.cache.get(self.id, h.offset) {
+                    blocks.push(cached);
+                    continue;
+                }
             }
             let at = (h.offset - handle.offset) as usize;
             let block = check_block(bytes.slice(at..at + h.len as usize + 4), *h)
@@ -706,7 +710,6 @@ mod tests {
     use super::super::block::bytewise;
     use super::*;
 
-    /// A table in memory, counting its reads.
     /// A table in memory; counts the reads (`.1`) and the bytes they asked for (`.2`).
     struct Mem(Bytes, std::cell::Cell<usize>, std::cell::Cell<usize>);
 
