@@ -2,7 +2,7 @@ import sys,statistics as st,collections
 d=collections.defaultdict(lambda: collections.defaultdict(list)); order=[]
 for l in open(sys.argv[1]):
     f=l.split();
-    if not f: continue
+    if not f or f[0].startswith("#"): continue
     if f[0] not in order: order.append(f[0])
     for kv in f[1:]:
         k,v=kv.split('=')

@@ -2,8 +2,10 @@
 # Host: 100,000 x 1 KiB readwhilewriting on RocksDB's local file system and on the plugin's
 # page-cache emu file, each after its own fillrandom, under `perf record` (no call graphs,
 # 4999 Hz, every thread of the process), and the CPU time of each thread
-# (/proc/PID/task/*/stat, sampled every 0.1 s). Prints the per-thread ticks and the top
-# symbols of the reader thread (db_bench's third bench-era thread: timer, writer, reader).
+# (/proc/PID/task/*/stat, sampled every 0.1 s). Prints (and appends to OUTDIR/summary.txt)
+# reads/s, keys written and the per-thread ticks; leaves OUTDIR/{local,plugin}.perf.data.
+# The reader is db_bench's third thread after the rocksdb ones (timer, writer, reader);
+# reader-profile.txt was counted from the perf.data files by the commands in its header.
 # Usage: profile.sh PLUGIN OUTDIR
 PLUGIN=$1; OUT=$2; mkdir -p $OUT
 F="--num=100000 --key_size=16 --compression_type=none --bloom_bits=10 --cache_size=33554432 --write_buffer_size=4194304 --target_file_size_base=4194304 --max_bytes_for_level_base=16777216 --threads=1 --value_size=1024 --seed=1000 --statistics"
