@@ -86,8 +86,11 @@ mod tests {
         let b = |u: &str| budget(&FsUri::parse(u).unwrap());
         // Page-cache emu: no read cache by default.
         assert_eq!(b("ziob://emu:/x,direct=0"), (64 + 64 + 24) * mib);
-        // O_DIRECT emu: the 64 MiB read cache.
-        assert_eq!(b("ziob://emu:/x"), (64 + 64 + 64 + 24) * mib);
+        // O_DIRECT emu: its read cache (`auto` by default, sized by the memory available).
+        let auto = FsUri::parse("ziob://emu:/x").unwrap();
+        assert!(auto.cache_auto);
+        assert_eq!(budget(&auto), (64 + 64 + 24) * mib + auto.cache_bytes);
+        assert_eq!(b("ziob://emu:/x?cache=64M"), (64 + 64 + 64 + 24) * mib);
         assert_eq!(
             b("ziob://emu:/x?cores=2&cache=8M"),
             (2 * (64 + 64) + 8 + 24) * mib

@@ -111,6 +111,24 @@ fn registry() -> &'static Mutex<HashMap<String, &'static SharedFs>> {
     R.get_or_init(Default::default)
 }
 
+/// Whether `asked` names the device opened as `open` with the same options. `prefault=` and
+/// `warm=` acted at the first mount and are no options of the open device; `cache=auto` was
+/// sized from the memory available at the first open, so asked again it is the same option
+/// whatever the memory now.
+fn same_device_options(open: &FsUri, asked: &FsUri) -> bool {
+    let asked = FsUri {
+        prefault: open.prefault,
+        warm_bytes: open.warm_bytes,
+        cache_bytes: if asked.cache_auto && open.cache_auto {
+            open.cache_bytes
+        } else {
+            asked.cache_bytes
+        },
+        ..asked.clone()
+    };
+    *open == asked
+}
+
 impl SharedFs {
     /// The file system of `uri`'s device, opened (created, formatted, mounted) on first use
     /// and shared after. The same device asked for with other options is an error.
@@ -118,14 +136,7 @@ impl SharedFs {
         let parsed = FsUri::parse(uri)?;
         let mut reg = lock(registry());
         if let Some(fs) = reg.get(&parsed.spec) {
-            // `prefault=` and `warm=` acted at the first mount; they are no options of the
-            // open device.
-            let asked = FsUri {
-                prefault: fs.uri.prefault,
-                warm_bytes: fs.uri.warm_bytes,
-                ..parsed.clone()
-            };
-            if fs.uri != asked {
+            if !same_device_options(&fs.uri, &parsed) {
                 return Err(PluginError::InvalidArgument(format!(
                     "{} is already open in this process as {} (one set of options per device)",
                     parsed.spec, fs.uri
@@ -783,6 +794,41 @@ mod tests {
 
     use super::*;
 
+    /// A later open matches the first one's options except `prefault=` and `warm=`, and an
+    /// `auto` read cache matches `auto` whatever size the memory available gives it now.
+    #[test]
+    fn reopening_compares_the_device_options_and_auto_by_name() {
+        let open = |u: &str, auto_bytes: u64| {
+            let mut u = FsUri::parse(u).unwrap();
+            if u.cache_auto {
+                u.cache_bytes = auto_bytes;
+            }
+            u
+        };
+        let first = open("ziob://nvme:/dev/ng0n1", 100 << 20);
+        assert!(same_device_options(
+            &first,
+            &open("ziob://nvme:/dev/ng0n1", 300 << 20)
+        ));
+        assert!(same_device_options(
+            &first,
+            &open(
+                "ziob://nvme:/dev/ng0n1?cache=auto&prefault=auto&warm=0",
+                64 << 20
+            )
+        ));
+        for other in ["cache=100M", "cache=0", "cores=2", "buffer=off"] {
+            let asked = open(&format!("ziob://nvme:/dev/ng0n1?{other}"), 100 << 20);
+            assert!(!same_device_options(&first, &asked), "{other}");
+        }
+        let fixed = open("ziob://nvme:/dev/ng0n1?cache=100M", 0);
+        assert!(
+            !same_device_options(&fixed, &first),
+            "explicit against auto"
+        );
+        assert!(same_device_options(&fixed, &fixed.clone()));
+    }
+
     /// A small emu device under the temp dir for one test (`tag`), created and mounted; its
     /// file, for the test to remove.
     fn small_fs(tag: &str) -> (&'static SharedFs, std::path::PathBuf) {
@@ -800,7 +846,8 @@ mod tests {
     }
 
     /// `prefault=` and `warm=` act at the first mount only: a later open of the same device
-    /// may give any value, while another value of a device option is refused.
+    /// may give any value, and `cache=auto` matches the first open's `auto`, while another
+    /// value of a device option is refused.
     #[test]
     fn a_later_open_may_differ_in_prefault_and_warm_only() {
         let (fs, file) = small_fs("prefault-option");
@@ -811,14 +858,22 @@ mod tests {
             "prefault=8M",
             "warm=0",
             "warm=1M",
+            // The first open's default read cache is `auto`: asked for again, it is the same
+            // option whatever memory is available now.
+            "cache=auto",
         ] {
             let again = SharedFs::get(&format!("{uri}&{option}")).unwrap();
             assert!(std::ptr::eq(fs, again), "{option}");
         }
-        assert!(matches!(
-            SharedFs::get(&format!("{uri}&cores=2")),
-            Err(PluginError::InvalidArgument(_))
-        ));
+        for other in ["cores=2", "cache=64M"] {
+            assert!(
+                matches!(
+                    SharedFs::get(&format!("{uri}&{other}")),
+                    Err(PluginError::InvalidArgument(_))
+                ),
+                "{other}"
+            );
+        }
         let _ = std::fs::remove_file(&file);
     }
 

@@ -8,7 +8,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use ziob::backends::DeviceSpec;
-use ziob::runtime::prefault::Prefault;
+use ziob::runtime::prefault::{available_bytes, Prefault};
 
 /// The URI scheme prefix RocksDB hands to the factory.
 pub const SCHEME: &str = "ziob://";
@@ -18,9 +18,13 @@ pub const EMU_ZONES_DEFAULT: u32 = 128;
 /// Default geometry of an `emu:` file the plugin creates: zone size (64 MiB; 8 GiB in all,
 /// a sparse file).
 pub const EMU_ZONE_BYTES_DEFAULT: u64 = 64 << 20;
-/// Read cache (`cache=`) of a device whose reads do not come from host memory: 64 MiB (see
-/// `default_cache_bytes`).
-pub const CACHE_BYTES_DEFAULT: u64 = 64 << 20;
+/// Smallest read cache `cache=auto` gives (and all of it when the memory available is
+/// unknown): 64 MiB.
+pub const CACHE_BYTES_AUTO_MIN: u64 = 64 << 20;
+/// Largest read cache `cache=auto` gives: 1 GiB.
+pub const CACHE_BYTES_AUTO_MAX: u64 = 1 << 30;
+/// `cache=auto` takes this fraction of the memory available when the URI is read: 1/4.
+pub const CACHE_AUTO_DIVISOR: u64 = 4;
 /// Most ZIOB cores (`cores=N`) accepted.
 pub const CORES_MAX: usize = 64;
 
@@ -36,9 +40,14 @@ pub struct FsUri {
     /// `poll=busy|sleep`: ZIOB cores spin instead of sleeping in the kernel when idle
     /// (lower latency per call, one CPU busy per core). Default `sleep`.
     pub busy_poll: bool,
-    /// `cache=S`: bytes of recently read file ranges kept in the process (0 = off); by
-    /// default [`CACHE_BYTES_DEFAULT`], or 0 when the device's reads come from host memory.
+    /// `cache=S|auto`: bytes of recently read file ranges kept in the process (0 = off); by
+    /// default `auto` ([`auto_cache_bytes`] of the memory available), or 0 when the
+    /// device's reads come from host memory.
     pub cache_bytes: u64,
+    /// Whether `cache_bytes` is `auto`'s: sized from the memory available when the URI was
+    /// read (a later open of the same device with `auto` matches it whatever the memory
+    /// then).
+    pub cache_auto: bool,
     /// `zones=N`: zones of an `emu:` file created because it did not exist.
     pub emu_zones: u32,
     /// `zone_size=S` (K/M/G suffixes): zone size of such a file.
@@ -74,7 +83,11 @@ impl fmt::Display for FsUri {
             if self.buffered { "on" } else { "off" },
             self.cores,
             if self.busy_poll { "busy" } else { "sleep" },
-            self.cache_bytes,
+            if self.cache_auto {
+                "auto".to_string()
+            } else {
+                self.cache_bytes.to_string()
+            },
             match self.prefault {
                 Prefault::Auto => "auto".to_string(),
                 Prefault::Bytes(n) => n.to_string(),
@@ -87,15 +100,26 @@ impl fmt::Display for FsUri {
     }
 }
 
-/// The read cache a device spec gets without `cache=`: none when the device's reads come
-/// from host memory already (the OS page cache, or RAM), where the cache would be a second
-/// copy that costs a copy per miss; [`CACHE_BYTES_DEFAULT`] otherwise (and for a spec that
-/// does not parse: opening it reports the error).
-fn default_cache_bytes(spec: &str) -> u64 {
+/// The read cache a device spec gets without `cache=`, and whether it is `auto`'s: none
+/// when the device's reads come from host memory already (the OS page cache, or RAM), where
+/// the cache would be a second copy that costs a copy per miss; `auto` otherwise (and for
+/// a spec that does not parse: opening it reports the error).
+fn default_cache(spec: &str) -> (u64, bool) {
     match DeviceSpec::parse(spec) {
-        Ok(d) if d.reads_from_host_memory() => 0,
-        _ => CACHE_BYTES_DEFAULT,
+        Ok(d) if d.reads_from_host_memory() => (0, false),
+        _ => (auto_cache_bytes(available_bytes()), true),
     }
+}
+
+/// `cache=auto`'s size for `available` bytes of memory: a quarter
+/// ([`CACHE_AUTO_DIVISOR`]), at least [`CACHE_BYTES_AUTO_MIN`] and at most
+/// [`CACHE_BYTES_AUTO_MAX`]; the least when the memory available is unknown. The page cache
+/// gives a local file system's reads whatever memory is free; a fixed 64 MiB held less than
+/// the tables a write-heavy minute rewrites (docs/ROCKSDB-BENCH.md §3k).
+pub fn auto_cache_bytes(available: Option<u64>) -> u64 {
+    available.map_or(CACHE_BYTES_AUTO_MIN, |a| {
+        (a / CACHE_AUTO_DIVISOR).clamp(CACHE_BYTES_AUTO_MIN, CACHE_BYTES_AUTO_MAX)
+    })
 }
 
 fn parse_size(v: &str) -> Option<u64> {
@@ -130,12 +154,14 @@ impl FsUri {
             buffered: true,
             cores: 1,
             busy_poll: false,
-            cache_bytes: default_cache_bytes(spec),
+            cache_bytes: 0,
+            cache_auto: false,
             emu_zones: EMU_ZONES_DEFAULT,
             emu_zone_bytes: EMU_ZONE_BYTES_DEFAULT,
             prefault: Prefault::Bytes(0),
             warm_bytes: None,
         };
+        let mut cache_given = false;
         for kv in query.into_iter().flat_map(|q| q.split('&')) {
             if kv.is_empty() {
                 continue;
@@ -165,9 +191,18 @@ impl FsUri {
                         _ => return Err(bad(format!("poll={v}: expected busy or sleep"))),
                     }
                 }
+                "cache" if v == "auto" => {
+                    cache_given = true;
+                    (out.cache_bytes, out.cache_auto) =
+                        (auto_cache_bytes(available_bytes()), true);
+                }
                 "cache" => {
+                    cache_given = true;
+                    out.cache_auto = false;
                     out.cache_bytes = parse_size(v).ok_or_else(|| {
-                        bad(format!("cache={v}: expected a size (K/M/G suffixes), 0 = off"))
+                        bad(format!(
+                            "cache={v}: expected a size (K/M/G suffixes; 0 = off) or auto"
+                        ))
                     })?
                 }
                 "zones" => {
@@ -213,6 +248,9 @@ impl FsUri {
                 }
             }
         }
+        if !cache_given {
+            (out.cache_bytes, out.cache_auto) = default_cache(spec);
+        }
         Ok(out)
     }
 
@@ -254,7 +292,8 @@ mod tests {
         assert_eq!(d.emu_path(), None);
         let g = FsUri::parse("ziob://emu:/x?zones=16&zone_size=8M&cache=0").unwrap();
         assert_eq!(g.cache_bytes, 0);
-        assert_eq!(d.cache_bytes, CACHE_BYTES_DEFAULT);
+        assert!(d.cache_auto);
+        assert!((CACHE_BYTES_AUTO_MIN..=CACHE_BYTES_AUTO_MAX).contains(&d.cache_bytes));
         assert_eq!((g.emu_zones, g.emu_zone_bytes), (16, 8 << 20));
         assert_eq!(g.prefault, Prefault::Bytes(0));
         let p = |u: &str| FsUri::parse(u).unwrap().prefault;
@@ -262,17 +301,16 @@ mod tests {
         assert_eq!(p("ziob://emu:/x?prefault=0"), Prefault::Bytes(0));
         assert_eq!(p("ziob://emu:/x?prefault=96M"), Prefault::Bytes(96 << 20));
         let warm = |u: &str| FsUri::parse(u).unwrap().warm_budget();
-        assert_eq!(warm("ziob://nvme:/dev/ng0n1"), CACHE_BYTES_DEFAULT / 2);
+        // (`cache=auto` depends on the memory available at each parse: sizes given here.)
+        let auto = FsUri::parse("ziob://nvme:/dev/ng0n1").unwrap();
+        assert_eq!(auto.warm_budget(), auto.cache_bytes / 2);
         assert_eq!(warm("ziob://nvme:/dev/ng0n1?cache=8M"), 4 << 20);
         assert_eq!(warm("ziob://nvme:/dev/ng0n1?warm=0"), 0);
-        assert_eq!(
-            warm("ziob://nvme:/dev/ng0n1?warm=auto"),
-            CACHE_BYTES_DEFAULT / 2
-        );
+        assert_eq!(warm("ziob://nvme:/dev/ng0n1?cache=64M&warm=auto"), 32 << 20);
         assert_eq!(warm("ziob://nvme:/dev/ng0n1?warm=10M"), 10 << 20);
         assert_eq!(
-            warm("ziob://nvme:/dev/ng0n1?warm=1G"),
-            CACHE_BYTES_DEFAULT,
+            warm("ziob://nvme:/dev/ng0n1?cache=64M&warm=1G"),
+            64 << 20,
             "at most the cache"
         );
         assert_eq!(
@@ -293,28 +331,55 @@ mod tests {
             "ziob://nvme:/dev/ng0n1?warm=0",
         ] {
             let once = FsUri::parse(u).unwrap();
-            assert_eq!(FsUri::parse(&once.to_string()).unwrap(), once, "{u}");
+            let mut again = FsUri::parse(&once.to_string()).unwrap();
+            // `auto` parses back as `auto`, sized from the memory available now.
+            assert_eq!(again.cache_auto, once.cache_auto, "{u}");
+            again.cache_bytes = once.cache_bytes;
+            assert_eq!(again, once, "{u}");
         }
     }
 
     #[test]
     fn no_read_cache_by_default_where_reads_come_from_host_memory() {
-        let cache = |u: &str| FsUri::parse(u).unwrap().cache_bytes;
-        assert_eq!(cache("ziob://emu:/x"), CACHE_BYTES_DEFAULT);
-        assert_eq!(cache("ziob://emu:/x,direct=1"), CACHE_BYTES_DEFAULT);
-        assert_eq!(cache("ziob://emu:/x,direct=0"), 0);
-        assert_eq!(
-            cache("ziob://emu:/x,direct=0,lat_us=20"),
-            CACHE_BYTES_DEFAULT
+        let cache = |u: &str| {
+            let u = FsUri::parse(u).unwrap();
+            (u.cache_auto, u.cache_bytes)
+        };
+        let auto = |u: &str| {
+            let (is_auto, bytes) = cache(u);
+            is_auto && (CACHE_BYTES_AUTO_MIN..=CACHE_BYTES_AUTO_MAX).contains(&bytes)
+        };
+        assert!(auto("ziob://emu:/x"));
+        assert!(auto("ziob://emu:/x,direct=1"));
+        assert_eq!(cache("ziob://emu:/x,direct=0"), (false, 0));
+        assert!(auto("ziob://emu:/x,direct=0,lat_us=20"));
+        assert!(auto("ziob://emu:/x,direct=0,bw_mbps=100"));
+        assert_eq!(cache("ziob://emu:/x,direct=0?cache=8M"), (false, 8 << 20));
+        assert!(
+            auto("ziob://emu:/x,direct=0?cache=auto"),
+            "auto when asked for"
         );
+        assert_eq!(cache("ziob://mem:zones=8,zone_size=1M"), (false, 0));
+        assert!(auto("ziob://nvme:/dev/ng0n1"));
+        assert!(auto("ziob://zbd:/dev/nvme0n1"));
         assert_eq!(
-            cache("ziob://emu:/x,direct=0,bw_mbps=100"),
-            CACHE_BYTES_DEFAULT
+            cache("ziob://zbd:/dev/nvme0n1?cache=auto&cache=0"),
+            (false, 0)
         );
-        assert_eq!(cache("ziob://emu:/x,direct=0?cache=8M"), 8 << 20);
-        assert_eq!(cache("ziob://mem:zones=8,zone_size=1M"), 0);
-        assert_eq!(cache("ziob://nvme:/dev/ng0n1"), CACHE_BYTES_DEFAULT);
-        assert_eq!(cache("ziob://zbd:/dev/nvme0n1"), CACHE_BYTES_DEFAULT);
+    }
+
+    /// `cache=auto` is a quarter of the memory available, within 64 MiB and 1 GiB, and the
+    /// least when the memory is unknown.
+    #[test]
+    fn the_automatic_read_cache_is_a_quarter_of_the_memory_available_within_bounds() {
+        let mib = 1u64 << 20;
+        assert_eq!(auto_cache_bytes(None), 64 * mib);
+        assert_eq!(auto_cache_bytes(Some(0)), 64 * mib);
+        assert_eq!(auto_cache_bytes(Some(200 * mib)), 64 * mib);
+        assert_eq!(auto_cache_bytes(Some(1600 * mib)), 400 * mib);
+        assert_eq!(auto_cache_bytes(Some(3 << 30)), 768 * mib);
+        assert_eq!(auto_cache_bytes(Some(24 << 30)), 1024 * mib);
+        assert_eq!(auto_cache_bytes(Some(u64::MAX)), 1024 * mib);
     }
 
     #[test]
