@@ -195,7 +195,12 @@ impl SharedFs {
             }
             Err(e) => return Err(PluginError::from_fs(e, &uri.spec)),
         };
-        tracing::info!(uri = %uri, report = ?fs.mount_report(), "ziob-rocksdb: mounted");
+        tracing::info!(
+            uri = %uri,
+            cache_bytes = uri.cache_bytes,
+            report = ?fs.mount_report(),
+            "ziob-rocksdb: mounted"
+        );
         match memory::prefault_mounted(prefault_bytes, kept) {
             Prefaulting::Done(p) => tracing::info!(
                 uri = %uri,

@@ -115,7 +115,7 @@ fn default_cache(spec: &str) -> (u64, bool) {
 /// ([`CACHE_AUTO_DIVISOR`]), at least [`CACHE_BYTES_AUTO_MIN`] and at most
 /// [`CACHE_BYTES_AUTO_MAX`]; the least when the memory available is unknown. The page cache
 /// gives a local file system's reads whatever memory is free; a fixed 64 MiB held less than
-/// the tables a write-heavy minute rewrites (docs/ROCKSDB-BENCH.md §3k).
+/// the tables a write-heavy phase of ten seconds wrote (docs/ROCKSDB-BENCH.md §3k).
 pub fn auto_cache_bytes(available: Option<u64>) -> u64 {
     available.map_or(CACHE_BYTES_AUTO_MIN, |a| {
         (a / CACHE_AUTO_DIVISOR).clamp(CACHE_BYTES_AUTO_MIN, CACHE_BYTES_AUTO_MAX)
@@ -329,11 +329,19 @@ mod tests {
             "ziob://nvme:/dev/ng0n1",
             "ziob://nvme:/dev/ng0n1?warm=3M",
             "ziob://nvme:/dev/ng0n1?warm=0",
+            "ziob://nvme:/dev/ng0n1?cache=8M",
+            "ziob://emu:/x,direct=0?cache=auto",
+            "ziob://emu:/x,direct=0",
         ] {
             let once = FsUri::parse(u).unwrap();
             let mut again = FsUri::parse(&once.to_string()).unwrap();
             // `auto` parses back as `auto`, sized from the memory available now.
             assert_eq!(again.cache_auto, once.cache_auto, "{u}");
+            assert_eq!(
+                once.to_string().contains("&cache=auto&"),
+                once.cache_auto,
+                "{u}: {once}"
+            );
             again.cache_bytes = once.cache_bytes;
             assert_eq!(again, once, "{u}");
         }
@@ -391,6 +399,7 @@ mod tests {
             "ziob://emu:/x?buffer=maybe",
             "ziob://emu:/x?color=red",
             "ziob://emu:/x?zone_size=3",
+            "ziob://emu:/x?cache=lots",
             "ziob://emu:/x?cores",
             "ziob://emu:/x?poll=fast",
             "ziob://emu:/x?prefault=lots",
