@@ -119,7 +119,8 @@ fn same_device_options(open: &FsUri, asked: &FsUri) -> bool {
     let asked = FsUri {
         prefault: open.prefault,
         warm_bytes: open.warm_bytes,
-        cache_bytes: if asked.cache_auto && open.cache_auto {
+        // (Against an explicit size, `auto` still differs in `cache_auto`.)
+        cache_bytes: if asked.cache_auto {
             open.cache_bytes
         } else {
             asked.cache_bytes

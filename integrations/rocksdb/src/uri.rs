@@ -100,14 +100,14 @@ impl fmt::Display for FsUri {
     }
 }
 
-/// The read cache a device spec gets without `cache=`, and whether it is `auto`'s: none
-/// when the device's reads come from host memory already (the OS page cache, or RAM), where
-/// the cache would be a second copy that costs a copy per miss; `auto` otherwise (and for
-/// a spec that does not parse: opening it reports the error).
-fn default_cache(spec: &str) -> (u64, bool) {
+/// The read cache a device spec gets without `cache=`: none (`Some(0)`) when the device's
+/// reads come from host memory already (the OS page cache, or RAM), where the cache would
+/// be a second copy that costs a copy per miss; `auto` (`None`) otherwise (and for a spec
+/// that does not parse: opening it reports the error).
+fn default_cache(spec: &str) -> Option<u64> {
     match DeviceSpec::parse(spec) {
-        Ok(d) if d.reads_from_host_memory() => (0, false),
-        _ => (auto_cache_bytes(available_bytes()), true),
+        Ok(d) if d.reads_from_host_memory() => Some(0),
+        _ => None,
     }
 }
 
@@ -161,7 +161,8 @@ impl FsUri {
             prefault: Prefault::Bytes(0),
             warm_bytes: None,
         };
-        let mut cache_given = false;
+        // `cache=`: a size, `None` for `auto`; the spec's default when not given.
+        let mut cache: Option<Option<u64>> = None;
         for kv in query.into_iter().flat_map(|q| q.split('&')) {
             if kv.is_empty() {
                 continue;
@@ -191,19 +192,13 @@ impl FsUri {
                         _ => return Err(bad(format!("poll={v}: expected busy or sleep"))),
                     }
                 }
-                "cache" if v == "auto" => {
-                    cache_given = true;
-                    (out.cache_bytes, out.cache_auto) =
-                        (auto_cache_bytes(available_bytes()), true);
-                }
+                "cache" if v == "auto" => cache = Some(None),
                 "cache" => {
-                    cache_given = true;
-                    out.cache_auto = false;
-                    out.cache_bytes = parse_size(v).ok_or_else(|| {
+                    cache = Some(Some(parse_size(v).ok_or_else(|| {
                         bad(format!(
                             "cache={v}: expected a size (K/M/G suffixes; 0 = off) or auto"
                         ))
-                    })?
+                    })?))
                 }
                 "zones" => {
                     out.emu_zones = v
@@ -248,9 +243,10 @@ impl FsUri {
                 }
             }
         }
-        if !cache_given {
-            (out.cache_bytes, out.cache_auto) = default_cache(spec);
-        }
+        (out.cache_bytes, out.cache_auto) = match cache.unwrap_or_else(|| default_cache(spec)) {
+            Some(bytes) => (bytes, false),
+            None => (auto_cache_bytes(available_bytes()), true),
+        };
         Ok(out)
     }
 
