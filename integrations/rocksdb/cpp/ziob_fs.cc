@@ -135,6 +135,14 @@ class ZiobRandomAccessFile : public FSRandomAccessFile {
     return IOStatus::OK();
   }
 
+  // The range is in the plugin's read cache: RocksDB then reads it block by block (as from
+  // the page cache after a readahead). Else NotSupported: RocksDB reads ahead into a buffer
+  // of its own, and the cache keeps none of a large read.
+  IOStatus Prefetch(uint64_t offset, size_t n, const IOOptions&, IODebugContext*) override {
+    if (ziob_rfile_cached(f_, offset, n)) return IOStatus::OK();
+    return IOStatus::NotSupported(path_, "ziob: range not in the read cache");
+  }
+
  private:
   ziob_rfile* f_;
   std::string path_;

@@ -65,6 +65,8 @@ int ziob_rfile_open(const ziob_fs* fs, const char* path, ziob_rfile** out, char*
 /* Up to len bytes at offset into buf (need not be initialised); *got fewer only at the end. */
 int ziob_rfile_read(const ziob_rfile* f, uint64_t offset, uint8_t* buf, size_t len,
                     size_t* got, char** err);
+/* 1 if every byte of [offset, offset + len) the file holds is in the read cache, else 0. */
+int ziob_rfile_cached(const ziob_rfile* f, uint64_t offset, size_t len);
 void ziob_rfile_free(ziob_rfile* f);
 
 /* reopen = 0: a new empty file (replacing one); 1: append to the existing file. */

@@ -152,6 +152,9 @@ pub unsafe extern "C" fn ziob_fs_open(
     err: *mut *mut c_char,
 ) -> c_int {
     call(err, || {
+        // The plugin's events (mount, prefault, warm-up, failed write-backs) go to stderr,
+        // filtered by `RUST_LOG` (warnings by default), unless the process set a subscriber.
+        ziob::logging::init();
         // SAFETY: caller's contract.
         let uri = unsafe { arg(uri, "uri") }?;
         let fs = SharedFs::get(&uri)?;
@@ -435,6 +438,21 @@ pub unsafe extern "C" fn ziob_rfile_read(
         // SAFETY: caller's contract.
         unsafe { set_got(got, n) }
     })
+}
+
+/// 1 if every byte of `[offset, offset + len)` that the file holds is in the plugin's read
+/// cache (reading it costs no round trip), else 0 (also without a read cache, and for a
+/// null handle). For `FSRandomAccessFile::Prefetch`.
+///
+/// # Safety
+/// `f` null or a live handle from [`ziob_rfile_open`].
+#[no_mangle]
+pub unsafe extern "C" fn ziob_rfile_cached(f: *const ZiobRFile, offset: u64, len: usize) -> c_int {
+    catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: caller's contract.
+        unsafe { f.as_ref() }.is_some_and(|f| f.fs.is_range_cached(&f.file, offset, len))
+    }))
+    .map_or(0, c_int::from)
 }
 
 /// Frees a handle from [`ziob_rfile_open`] (null: nothing).

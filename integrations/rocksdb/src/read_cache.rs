@@ -4,8 +4,11 @@
 //!
 //! Files are cut into pages of [`PAGE_BYTES`]; a miss reads the whole pages it touches in one
 //! call (a small readahead: the next block read of the file is often in the same page).
-//! Files on zones are append-only, so a *full* page stays valid while its file exists: only
-//! full pages are kept (the partial last page of a file is always read again).
+//! Files on zones are append-only (no truncation, no overwrite), so the bytes a page holds
+//! stay valid while its file exists: full pages are kept, and so is a file's last page
+//! where a read found the file ending in it (its *tail*: a table's footer, index and filter,
+//! read one after the other when the table is opened). A read that reaches past what a
+//! tail holds misses and reads the page again (the file has grown, or it asks past the end).
 //!
 //! The pages live in a concurrent weighted cache (`quick_cache`), keyed by
 //! `(generation, page index)`. Each path has a generation, taken from one process-wide counter
@@ -17,10 +20,11 @@
 //! done.
 
 use std::collections::HashMap;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 /// Page size of the cache: 32 KiB (eight 4 KiB RocksDB blocks).
 pub const PAGE_BYTES: u64 = 32 << 10;
@@ -68,8 +72,9 @@ impl ReadCache {
         self.pages.is_some()
     }
 
-    /// Most bytes one read may span to go through the cache (larger reads, e.g. compaction
-    /// readahead, bypass it so that they do not push out the pages point reads use).
+    /// Most bytes a missing read may span to keep its pages (larger reads, e.g. compaction
+    /// readahead, are served from the cache when all their pages are there, but a miss does
+    /// not keep them, so that they do not push out the pages point reads use).
     pub fn max_span(&self) -> u64 {
         let capacity = self.pages.as_ref().map_or(0, Pages::capacity);
         (capacity / 8).clamp(PAGE_BYTES, 8 * PAGE_BYTES)
@@ -112,6 +117,71 @@ impl ReadCache {
         self.pages.as_ref()?.get(&(generation, page))
     }
 
+    /// The `len` bytes at file offset `offset` of the file of generation `generation`, if
+    /// every page they touch is cached: within one page a view of it, else a copy of exactly
+    /// those bytes.
+    pub fn get_range(&self, generation: u64, offset: u64, len: usize) -> Option<Bytes> {
+        let index = offset / PAGE_BYTES;
+        let from = (offset - index * PAGE_BYTES) as usize;
+        if from + len <= PAGE_BYTES as usize {
+            let page = self.get(generation, index)?;
+            return (from + len <= page.len()).then(|| page.slice(from..from + len));
+        }
+        let mut out = BytesMut::with_capacity(len);
+        self.for_each_part(generation, offset, len, |_, part| {
+            out.extend_from_slice(part)
+        })
+        .then(|| out.freeze())
+    }
+
+    /// Copies the bytes at file offset `offset` of the file of generation `generation` into
+    /// `out` if every page they touch is cached, and says whether it did: then all of `out`
+    /// is written; else what it holds is unspecified. Only the bytes asked for are copied,
+    /// also where they span pages.
+    pub fn copy_into(&self, generation: u64, offset: u64, out: &mut [MaybeUninit<u8>]) -> bool {
+        self.for_each_part(generation, offset, out.len(), |at, part| {
+            out[at..at + part.len()].write_copy_of_slice(part);
+        })
+    }
+
+    /// Whether every page the `len` bytes at file offset `offset` of the file of generation
+    /// `generation` touch is cached, with those bytes (a tail may end before them).
+    pub fn holds(&self, generation: u64, offset: u64, len: usize) -> bool {
+        self.for_each_part(generation, offset, len, |_, _| {})
+    }
+
+    /// Hands the `len` bytes at file offset `offset` of the file of generation `generation`
+    /// to `part` piece by piece (each with its offset within the range), page by page, while
+    /// the pages are cached; says whether they all were.
+    fn for_each_part(
+        &self,
+        generation: u64,
+        offset: u64,
+        len: usize,
+        mut part: impl FnMut(usize, &[u8]),
+    ) -> bool {
+        let Some(pages) = &self.pages else {
+            return false;
+        };
+        let (mut at, mut done) = (offset, 0);
+        while done < len {
+            let index = at / PAGE_BYTES;
+            let Some(page) = pages.get(&(generation, index)) else {
+                return false;
+            };
+            let from = (at - index * PAGE_BYTES) as usize;
+            let n = (PAGE_BYTES as usize - from).min(len - done);
+            // A tail that ends before the bytes asked for: a miss.
+            let Some(bytes) = page.get(from..from + n) else {
+                return false;
+            };
+            part(done, bytes);
+            done += n;
+            at += n as u64;
+        }
+        true
+    }
+
     /// Keeps page `page` of the file of generation `generation` (`data` must be a whole page;
     /// a generation forgotten since is never looked up again). The bytes are copied: the cache
     /// never holds on to ZIOB's read buffers.
@@ -120,6 +190,24 @@ impl ReadCache {
             if data.len() as u64 == PAGE_BYTES {
                 pages.insert((generation, page), Bytes::copy_from_slice(data));
             }
+        }
+    }
+
+    /// Keeps what a read found: `data`, the bytes at file offset `offset` (a page boundary)
+    /// of the file of generation `generation`, read up to `asked` bytes. Its whole pages are
+    /// kept, and so is its last partial page when the read came back short, i.e. the file
+    /// ends there (look the generation up *before* the read). A shorter copy of a tail
+    /// already kept may replace a longer one: both hold the file's bytes.
+    pub fn insert_read(&self, generation: u64, offset: u64, data: &[u8], asked: usize) {
+        let Some(pages) = &self.pages else {
+            return;
+        };
+        debug_assert!(offset.is_multiple_of(PAGE_BYTES), "read at {offset}");
+        self.insert_range(generation, offset, data);
+        let whole = data.len() / PAGE_BYTES as usize * PAGE_BYTES as usize;
+        if data.len() < asked && whole < data.len() && offset.is_multiple_of(PAGE_BYTES) {
+            let page = (offset + whole as u64) / PAGE_BYTES;
+            pages.insert((generation, page), Bytes::copy_from_slice(&data[whole..]));
         }
     }
 
@@ -238,6 +326,69 @@ mod tests {
         let off = ReadCache::new(0);
         off.insert_range(off.generation("t.sst"), 0, &[1; 4 * P as usize]);
         assert_eq!(off.bytes(), 0);
+    }
+
+    /// Every range copies exactly its bytes when all the pages it touches are cached, and is
+    /// refused when one of them is not.
+    #[test]
+    fn copies_any_range_of_cached_pages_and_refuses_the_rest() {
+        const P: u64 = PAGE_BYTES;
+        let byte = |o: u64| (o % 251) as u8;
+        let c = ReadCache::new(64 * P as usize);
+        let g = c.generation("t.sst");
+        // Pages 0..4 and 5 cached, page 4 not.
+        let file: Vec<u8> = (0..6 * P).map(byte).collect();
+        c.insert_range(g, 0, &file[..4 * P as usize]);
+        c.insert(g, 5, &file[5 * P as usize..]);
+        let lens = [1, 100, 4096, P - 1, P, P + 1, 2 * P + 3];
+        let offsets = (0..6 * P).step_by(4093).chain([P - 1, 4 * P - 1, 5 * P]);
+        for offset in offsets {
+            for len in lens {
+                let end = offset + len;
+                let mut out = vec![0xEE_u8; len as usize];
+                let copied = c.for_each_part(g, offset, len as usize, |at, part| {
+                    out[at..at + part.len()].copy_from_slice(part)
+                });
+                let cached = end <= 6 * P && (offset / P..=(end - 1) / P).all(|i| i != 4);
+                assert_eq!(copied, cached, "({offset}, {len})");
+                if copied {
+                    let want: Vec<u8> = (offset..end).map(byte).collect();
+                    assert!(out == want, "({offset}, {len}): wrong bytes");
+                }
+                let mut uninit = vec![MaybeUninit::uninit(); len as usize];
+                assert_eq!(c.copy_into(g, offset, &mut uninit), cached);
+            }
+        }
+        assert!(!ReadCache::new(0).copy_into(0, 0, &mut [MaybeUninit::new(0)]));
+    }
+
+    /// A read that found the file ending keeps the tail; the tail serves the bytes it holds
+    /// and no more, and a later read of the grown file replaces it.
+    #[test]
+    fn a_files_tail_serves_only_the_bytes_it_holds() {
+        const P: u64 = PAGE_BYTES;
+        let byte = |o: u64| (o % 251) as u8;
+        let file = |len: u64| -> Vec<u8> { (0..len).map(byte).collect() };
+        let c = ReadCache::new(64 * P as usize);
+        let g = c.generation("t.sst");
+        let f = file(2 * P + 100);
+        c.insert_read(g, P, &f[P as usize..], 2 * P as usize);
+        let range = |o: u64, l: u64| Some(Bytes::copy_from_slice(&f[o as usize..(o + l) as usize]));
+        assert_eq!(c.get_range(g, 2 * P, 100), range(2 * P, 100));
+        assert_eq!(c.get_range(g, 2 * P + 50, 50), range(2 * P + 50, 50));
+        assert_eq!(c.get_range(g, 2 * P - 10, 110), range(2 * P - 10, 110));
+        assert_eq!(c.get_range(g, 2 * P, 101), None);
+        assert_eq!(c.get_range(g, 2 * P - 10, 111), None);
+        assert!(!c.copy_into(g, 2 * P + 99, &mut [MaybeUninit::uninit(); 2]));
+        // The file grew: a read of the tail's page replaces it.
+        let f = file(2 * P + 500);
+        c.insert_read(g, 2 * P, &f[2 * P as usize..], P as usize);
+        let got = c.get_range(g, 2 * P + 400, 100).unwrap();
+        assert_eq!(got[..], f[(2 * P + 400) as usize..]);
+        // A read that came back whole keeps no partial page.
+        let h = c.generation("u.sst");
+        c.insert_read(h, 0, &file(P), P as usize);
+        assert!(c.get(h, 0).is_some() && c.get(h, 1).is_none());
     }
 
     #[test]

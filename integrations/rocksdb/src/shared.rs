@@ -5,10 +5,11 @@
 //! times.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::mem::MaybeUninit;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use ziob::runtime::prefault::keep_freed_memory;
 use ziob::{Client, Runtime, ZiobConfig};
 use ziob_zonefs::{BlockingZoneFs, FsError, MkfsOptions, WriteLifetime, ZoneFs};
@@ -609,41 +610,61 @@ impl SharedFs {
             .is_some_and(|generation| self.cache.get(generation, offset / PAGE_BYTES).is_some())
     }
 
+    /// Copies the `out.len()` bytes at `offset` of `path` from the read cache into `out` if
+    /// every page they touch is cached (no round trip, no buffer between), and says whether
+    /// it did.
+    pub(crate) fn read_cached_into(
+        &self,
+        path: &str,
+        offset: u64,
+        out: &mut [MaybeUninit<u8>],
+    ) -> bool {
+        !out.is_empty()
+            && self.cache.is_on()
+            && self
+                .cache
+                .copy_into(self.cache.generation(path), offset, out)
+    }
+
+    /// Whether every byte of `[offset, offset + len)` that `path` holds is in the read cache
+    /// (false without a read cache, or when the file is not on the device).
+    pub(crate) fn range_cached(&self, path: &str, offset: u64, len: usize) -> bool {
+        if !self.cache.is_on() {
+            return false;
+        }
+        let Ok(size) = self.fs.size(path) else {
+            return false;
+        };
+        let end = offset.saturating_add(len as u64).min(size);
+        end <= offset
+            || self
+                .cache
+                .holds(self.cache.generation(path), offset, (end - offset) as usize)
+    }
+
     /// Reads up to `len` bytes at `offset` (a pending file is empty), through the read cache:
     /// a read whose pages are all cached costs no round trip; a miss reads the whole pages it
-    /// touches in one call and keeps the full ones (see [`ReadCache`]).
+    /// touches in one call and keeps them, the file's tail included (see [`ReadCache`]), unless
+    /// it spans more than [`ReadCache::max_span`].
     pub fn read_at(&self, path: &str, offset: u64, len: usize) -> Result<Bytes, PluginError> {
         const P: u64 = PAGE_BYTES;
-        let end = offset.saturating_add(len as u64);
         if len == 0 || !self.cache.is_on() {
             return self.read_direct(path, offset, len);
         }
+        let generation = self.cache.generation(path);
+        if let Some(hit) = self.cache.get_range(generation, offset, len) {
+            return Ok(hit);
+        }
+        let end = offset.saturating_add(len as u64);
         let (first, last) = (offset / P, (end - 1) / P);
         let span = (last - first + 1) * P;
         if span > self.cache.max_span() {
             return self.read_direct(path, offset, len);
         }
-        let from = (offset - first * P) as usize;
-        let generation = self.cache.generation(path);
-        let mut pages = Vec::new();
-        for i in first..=last {
-            match self.cache.get(generation, i) {
-                Some(p) => pages.push(p),
-                None => break,
-            }
-        }
-        if pages.len() as u64 == last - first + 1 {
-            if let [one] = pages.as_slice() {
-                return Ok(one.slice(from..from + len));
-            }
-            let mut out = BytesMut::with_capacity(len);
-            for p in &pages {
-                out.extend_from_slice(p);
-            }
-            return Ok(out.freeze().slice(from..from + len));
-        }
         let data = self.read_direct(path, first * P, span as usize)?;
-        self.cache.insert_range(generation, first * P, &data);
+        self.cache
+            .insert_read(generation, first * P, &data, span as usize);
+        let from = (offset - first * P) as usize;
         let to = (from + len).min(data.len());
         Ok(if from >= to {
             Bytes::new()
@@ -940,6 +961,54 @@ mod tests {
                 fs.forget_writer(&p, &wb);
             }
         }
+        let _ = std::fs::remove_file(&file);
+    }
+
+    /// What `Prefetch` is told is cached is what reads serve from memory: pages a read
+    /// kept, the file's tail once a read found the file ending in it, nothing past the end
+    /// of the file; a page never read is not.
+    #[test]
+    fn a_range_is_cached_once_reads_kept_its_pages_and_tail() {
+        const P: u64 = PAGE_BYTES;
+        let (fs, file) = small_fs("range-cached");
+        let p = "db/000031.sst";
+        fs.create_lazy(p, WriteLifetime::Short).unwrap();
+        let wb = fs.writer(p);
+        let model: Vec<u8> = (0..3 * P + 1000).map(|o| (o % 253) as u8).collect();
+        fs.buffered_append(p, &wb, &model).unwrap();
+        fs.push_buf(p, &wb).unwrap();
+        fs.forget_writer(p, &wb);
+        // Whatever the writes kept, gone: a fresh generation.
+        fs.cache.forget(p);
+        assert!(!fs.range_cached(p, 0, 100));
+        assert_eq!(&fs.read_at(p, 0, 100).unwrap()[..], &model[..100]);
+        assert!(fs.range_cached(p, 0, P as usize));
+        assert!(
+            !fs.range_cached(p, 0, P as usize + 1),
+            "page 1 was never read"
+        );
+        assert!(!fs.range_cached(p, 3 * P, 10), "the tail was never read");
+        let tail = fs.read_at(p, 3 * P + 10, 20).unwrap();
+        assert_eq!(
+            &tail[..],
+            &model[(3 * P + 10) as usize..(3 * P + 30) as usize]
+        );
+        assert!(fs.range_cached(p, 3 * P, 1000));
+        assert!(
+            fs.range_cached(p, 3 * P + 500, 1 << 20),
+            "up to the end of the file"
+        );
+        assert!(
+            fs.range_cached(p, 10 * P, 100),
+            "past the end: nothing to read"
+        );
+        assert!(
+            !fs.range_cached(p, 2 * P, 2 * P as usize),
+            "page 2 was never read"
+        );
+        assert!(!fs.range_cached("db/000032.sst", 0, 10), "no such file");
+        fs.delete(p).unwrap();
+        assert!(!fs.range_cached(p, 0, 100), "deleted");
         let _ = std::fs::remove_file(&file);
     }
 

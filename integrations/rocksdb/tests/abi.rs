@@ -318,6 +318,16 @@ fn appends_of_any_size_read_back(dev: &Dev, emu_opts: &str) {
         let (rc, msg) = check(|e| unsafe { ziob_wfile_append(w, chunk.as_ptr(), chunk.len(), e) });
         assert_eq!(rc, ZIOB_OK, "{msg}");
         model.extend_from_slice(&chunk);
+        // The last bytes, and past the end: the read cache keeps a file's tail, which must
+        // serve only the bytes it holds as the file grows.
+        let back = (x >> 20) as usize % 40_000;
+        let at = model.len().saturating_sub(back);
+        let got = read_range(fs, &path, at as u64, 3000);
+        assert_eq!(
+            got,
+            &model[at..(at + 3000).min(model.len())],
+            "step {step}, tail"
+        );
         if step % 37 == 0 {
             // A read mid-way sees everything appended so far.
             let at = (x >> 3) % model.len().max(1) as u64;

@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::{db_bench, found, skipped, text, Device};
+use support::{db_bench, db_bench_with_env, found, skipped, text, Device};
 
 /// Flags that make memtable flushes and compactions happen during a small fill.
 const SMALL_LSM: [&str; 5] = [
@@ -91,6 +91,48 @@ fn pass_through_buffer_off_keeps_every_key() {
         &dev.uri("buffer=off"),
         "/r-rocksdb-test/passthru",
         5_000,
+    );
+}
+
+/// The plugin's events reach stderr as `RUST_LOG` selects (a C++ host installs no `tracing`
+/// subscriber of its own): the mount with the cache size chosen, at `info`; nothing at the
+/// default level (warnings only).
+#[test]
+fn the_plugin_logs_to_stderr_as_rust_log_selects() {
+    if skipped() {
+        return;
+    }
+    let dev = Device::new("log");
+    let args = ["--benchmarks=fillrandom", "--num=100"];
+    let out = db_bench_with_env(
+        &dev.uri(""),
+        "/r-rocksdb-test/log",
+        &args,
+        &[("RUST_LOG", "ziob_rocksdb=info")],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mounted = stderr.lines().find(|l| l.contains("ziob-rocksdb: mounted"));
+    assert!(
+        mounted.is_some_and(|l| l.contains("cache_bytes=")),
+        "no mount event on stderr:\n{}",
+        text(&out)
+    );
+    let quiet = db_bench_with_env(
+        &dev.uri(""),
+        "/r-rocksdb-test/log",
+        &[
+            "--benchmarks=readrandom",
+            "--num=100",
+            "--use_existing_db=1",
+        ],
+        &[("RUST_LOG", "")],
+    );
+    assert!(quiet.status.success(), "{}", text(&quiet));
+    assert!(
+        !String::from_utf8_lossy(&quiet.stderr).contains("ziob-rocksdb: mounted"),
+        "info events printed at the default level:\n{}",
+        text(&quiet)
     );
 }
 

@@ -138,8 +138,14 @@ pub fn run(mut cmd: Command, secs: u64) -> Output {
 
 /// `db_bench` with the plugin preloaded on `uri`, database `db`, and `args`.
 pub fn db_bench(uri: &str, db: &str, args: &[&str]) -> Output {
+    db_bench_with_env(uri, db, args, &[])
+}
+
+/// [`db_bench`] with these environment variables set as well.
+pub fn db_bench_with_env(uri: &str, db: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(DB_BENCH);
     cmd.env("LD_PRELOAD", plugin())
+        .envs(env.iter().copied())
         .arg(format!("--fs_uri={uri}"))
         .arg(format!("--db={db}"))
         .args(args);
