@@ -17,7 +17,7 @@ use ziob_zonefs::{BlockingZoneFs, FsError, MkfsOptions, WriteLifetime, ZoneFs};
 use crate::behind::Behind;
 use crate::error::PluginError;
 use crate::memory::{self, Prefaulting};
-use crate::read_cache::{ReadCache, PAGE_BYTES};
+use crate::read_cache::{PageCarry, ReadCache, PAGE_BYTES};
 use crate::uri::FsUri;
 use crate::warm::{self, WarmSource, Warmed};
 
@@ -50,6 +50,9 @@ struct Gathered {
     /// Cut off (its file deleted, renamed or created again while open) with nothing of its
     /// own failed: then `lost` says only that, and a release has nothing to report.
     cut_off_cleanly: bool,
+    /// The file's last, partial page as handed over so far, for the read cache (locked by
+    /// the hand-overs, which run in file order, and by a sync or close once they are done).
+    carry: Arc<Mutex<PageCarry>>,
 }
 
 /// Most bytes a [`WriteBuf`] gathers.
@@ -448,13 +451,14 @@ impl SharedFs {
             // meanwhile forgets it, and the pages kept under it are never found.
             let cache = (self.cache.is_on() && caches_on_write(path))
                 .then(|| (self.cache.clone(), self.cache.generation(path)));
+            let carry = b.carry.clone();
             b.behind
                 .start(&self.runtime.handle(), path, move || async move {
                     let Some((cache, generation)) = cache else {
                         return Ok(fs.append_bytes(&owned, data).await?);
                     };
                     let offset = fs.append_at(&owned, data.clone()).await?;
-                    cache.insert_range(generation, offset, &data);
+                    cache.insert_written(generation, offset, &data, &mut lock(&carry));
                     Ok(())
                 })
         });
@@ -491,7 +495,11 @@ impl SharedFs {
     pub fn push_buf(&self, path: &str, wb: &WriteBuf) -> Result<(), PluginError> {
         let mut b = lock(&wb.data);
         self.hand_over_behind(path, &mut b)?;
-        Self::settle(path, &mut b)
+        Self::settle(path, &mut b)?;
+        // The file ends there for now: its last, partial page is its tail (a table's
+        // footer, index and filter, read when RocksDB opens it).
+        self.cache.insert_carried_tail(&lock(&b.carry));
+        Ok(())
     }
 
     /// Hands over the gathered appends of `path`'s writer, if it has one.
@@ -904,9 +912,10 @@ mod tests {
         let _ = std::fs::remove_file(&file);
     }
 
-    /// A table's whole pages are in the read cache once its hand-overs are in the file, each
-    /// with the file's bytes, so reading them back needs no device read; a WAL's are not
-    /// kept. Seeded appends of random lengths (gathered, and some handed over whole).
+    /// A table's pages are all in the read cache once its hand-overs are in the file and it
+    /// is synced, each with the file's bytes (the last, partial one as the tail), so reading
+    /// them back needs no device read; a WAL's are not kept. Seeded appends of random lengths
+    /// (gathered, and some handed over whole).
     #[test]
     fn a_tables_written_pages_are_kept_in_the_read_cache() {
         const P: usize = PAGE_BYTES as usize;
@@ -942,11 +951,16 @@ mod tests {
                         kept += 1;
                     }
                 }
+                let tail = fs.cache.get(g, whole as u64);
                 if table {
-                    // A hand-over of up to 128 KiB covers all but its two end pages whole.
-                    assert!(kept * 2 >= whole, "{p}: {kept} of {whole} pages kept");
+                    // Every page, also those no single hand-over covers whole (the carry
+                    // completes them), and the last, partial one as the tail.
+                    assert_eq!(kept, whole, "{p}: {kept} of {whole} pages kept");
+                    let tail = tail.expect("the tail is kept at the sync");
+                    assert_eq!(&tail[..], &model[whole * P..], "{p}: the tail");
                 } else {
                     assert_eq!(kept, 0, "{p}: a WAL's pages are not kept");
+                    assert!(tail.is_none(), "{p}: a WAL's tail is not kept");
                 }
                 for i in 0..50usize {
                     let at = (i * 7919 * 13) % model.len();
