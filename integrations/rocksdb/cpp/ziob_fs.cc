@@ -135,12 +135,13 @@ class ZiobRandomAccessFile : public FSRandomAccessFile {
     return IOStatus::OK();
   }
 
-  // The range is in the plugin's read cache: RocksDB then reads it block by block (as from
-  // the page cache after a readahead). Else NotSupported: RocksDB reads ahead into a buffer
-  // of its own, and the cache keeps none of a large read.
+  // Asked by an iterator's automatic readahead and when a table is opened (its tail). The
+  // range is in the plugin's read cache: RocksDB then reads it block by block (as from the
+  // page cache after a readahead). Else NotSupported (no message: it comes again for the
+  // next blocks of an uncached scan): RocksDB reads ahead into a buffer of its own.
   IOStatus Prefetch(uint64_t offset, size_t n, const IOOptions&, IODebugContext*) override {
     if (ziob_rfile_cached(f_, offset, n)) return IOStatus::OK();
-    return IOStatus::NotSupported(path_, "ziob: range not in the read cache");
+    return IOStatus::NotSupported();
   }
 
  private:

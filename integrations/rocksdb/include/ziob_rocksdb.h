@@ -65,7 +65,9 @@ int ziob_rfile_open(const ziob_fs* fs, const char* path, ziob_rfile** out, char*
 /* Up to len bytes at offset into buf (need not be initialised); *got fewer only at the end. */
 int ziob_rfile_read(const ziob_rfile* f, uint64_t offset, uint8_t* buf, size_t len,
                     size_t* got, char** err);
-/* 1 if every byte of [offset, offset + len) the file holds is in the read cache, else 0. */
+/* 1 if every byte of [offset, offset + len) the file holds on the device (not what a writer
+   still gathers) is in the read cache, else 0: also without a read cache, and when nothing
+   is kept at offset (a range wholly past the end of the file included). */
 int ziob_rfile_cached(const ziob_rfile* f, uint64_t offset, size_t len);
 void ziob_rfile_free(ziob_rfile* f);
 

@@ -440,9 +440,10 @@ pub unsafe extern "C" fn ziob_rfile_read(
     })
 }
 
-/// 1 if every byte of `[offset, offset + len)` that the file holds is in the plugin's read
-/// cache (reading it costs no round trip), else 0 (also without a read cache, and for a
-/// null handle). For `FSRandomAccessFile::Prefetch`.
+/// 1 if every byte of `[offset, offset + len)` that the file holds on the device is in the
+/// plugin's read cache (reading it costs no round trip), else 0 (also without a read cache,
+/// when nothing is kept at `offset`, and for a null handle). For
+/// `FSRandomAccessFile::Prefetch`.
 ///
 /// # Safety
 /// `f` null or a live handle from [`ziob_rfile_open`].

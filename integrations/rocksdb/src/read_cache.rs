@@ -9,10 +9,14 @@
 //! where a read found the file ending in it (its *tail*: a table's footer, index and filter,
 //! read one after the other when the table is opened). A read that reaches past what a
 //! tail holds misses and reads the page again (the file has grown, or it asks past the end).
+//! Writes fill it too ([`insert_written`](ReadCache::insert_written)): the pages a write
+//! covers, the page it completes that earlier writes of the same writer began (their bytes
+//! carried in a [`PageCarry`]), and at a push of the writer the carried last page as the
+//! tail.
 //!
 //! The pages live in a concurrent weighted cache (`quick_cache`), keyed by
 //! `(generation, page index)`. Each path has a generation, taken from one process-wide counter
-//! (never reused) when the path is first read; [`forget`](ReadCache::forget) drops it when the
+//! (never reused) when the path is first read or written through the cache; [`forget`](ReadCache::forget) drops it when the
 //! file is deleted, renamed (from or to) or created again, so the path's next read gets a new
 //! generation and every page kept under the old one is unreachable (it ages out). A read
 //! keeps its pages under the generation it looked up *before* reading, so a read that raced
@@ -98,6 +102,21 @@ impl PageCarry {
     }
 }
 
+/// Most bytes of a write's buffer a [`PageCarry`] holds a view of; of a larger buffer it
+/// copies what it carries (at most a page), so that a carry never keeps more than this
+/// alive: the gathered hand-over of [`crate::shared::WRITE_BUF_BYTES`], not a large append.
+const CARRY_VIEW_MAX: usize = 128 << 10;
+
+/// `part` (a slice of `data`) to carry: a view of `data`'s buffer, or a copy when that buffer
+/// is larger than [`CARRY_VIEW_MAX`].
+fn carried(data: &Bytes, part: &[u8]) -> Bytes {
+    if data.len() <= CARRY_VIEW_MAX {
+        data.slice_ref(part)
+    } else {
+        Bytes::copy_from_slice(part)
+    }
+}
+
 /// File pages by path and page index, at most `capacity` bytes.
 pub struct ReadCache {
     /// The pages; `None` when the cache is off.
@@ -119,7 +138,8 @@ impl ReadCache {
         ReadCache {
             pages,
             generations: RwLock::default(),
-            next: AtomicU64::new(0),
+            // From 1: a default `PageCarry`'s 0 is never a file's.
+            next: AtomicU64::new(1),
         }
     }
 
@@ -182,6 +202,10 @@ impl ReadCache {
         if from + len <= PAGE_BYTES as usize {
             let page = self.get(generation, index)?;
             return (from + len <= page.len()).then(|| page.slice(from..from + len));
+        }
+        // Looked up before the buffer is allocated: a miss allocates nothing.
+        if !self.holds(generation, offset, len) {
+            return None;
         }
         let mut out = BytesMut::with_capacity(len);
         self.for_each_part(generation, offset, len, |_, part| {
@@ -252,8 +276,8 @@ impl ReadCache {
     /// Keeps what a read found: `data`, the bytes at file offset `offset` (a page boundary)
     /// of the file of generation `generation`, read up to `asked` bytes. Its whole pages are
     /// kept, and so is its last partial page when the read came back short, i.e. the file
-    /// ends there (look the generation up *before* the read). A shorter copy of a tail
-    /// already kept may replace a longer one: both hold the file's bytes.
+    /// ends there (look the generation up *before* the read), unless a longer copy of that
+    /// page is kept already (a writer may have completed it since the read).
     pub fn insert_read(&self, generation: u64, offset: u64, data: &[u8], asked: usize) {
         let Some(pages) = &self.pages else {
             return;
@@ -262,8 +286,15 @@ impl ReadCache {
         self.insert_range(generation, offset, data);
         let whole = data.len() / PAGE_BYTES as usize * PAGE_BYTES as usize;
         if data.len() < asked && whole < data.len() && offset.is_multiple_of(PAGE_BYTES) {
-            let page = (offset + whole as u64) / PAGE_BYTES;
-            pages.insert((generation, page), Bytes::copy_from_slice(&data[whole..]));
+            let key = (generation, (offset + whole as u64) / PAGE_BYTES);
+            // A writer may have completed the page, or kept a longer tail, since this read:
+            // that entry holds more of the same bytes.
+            if pages
+                .get(&key)
+                .is_none_or(|kept| kept.len() < data.len() - whole)
+            {
+                pages.insert(key, Bytes::copy_from_slice(&data[whole..]));
+            }
         }
     }
 
@@ -292,26 +323,31 @@ impl ReadCache {
         let last_page = end / PAGE_BYTES * PAGE_BYTES;
         if continued && carry.len > 0 && last_page > carry.page_start {
             // `data` reaches the end of the carried page: complete it.
-            let need = PAGE_BYTES as usize - carry.len;
-            let page = carry.joined(&data[..need]);
-            pages.insert((generation, carry.page_start / PAGE_BYTES), page);
+            if let Some(head) = data.get(..PAGE_BYTES as usize - carry.len) {
+                let page = carry.joined(head);
+                pages.insert((generation, carry.page_start / PAGE_BYTES), page);
+            }
         }
         carry.generation = generation;
-        if last_page >= offset {
+        let rest = usize::try_from(last_page.wrapping_sub(offset))
+            .ok()
+            .and_then(|from| data.get(from..));
+        match rest {
             // The new last page starts within `data` (or where it ends).
-            carry.restart(last_page, data.slice((last_page - offset) as usize..));
-        } else if continued {
+            Some(rest) if last_page >= offset => carry.restart(last_page, carried(data, rest)),
             // Still within the carried page.
-            carry.pieces.push(data.clone());
-            carry.len += data.len();
-        } else {
+            _ if continued && last_page < offset => {
+                carry.len += data.len();
+                carry.pieces.push(carried(data, data));
+            }
             // Within a page whose first bytes are unknown here.
-            carry.restart(u64::MAX, Bytes::new());
+            _ => carry.restart(u64::MAX, Bytes::new()),
         }
     }
 
-    /// Keeps the carried bytes of a file's last page as its tail (at a sync or a close: the
-    /// file ends there for now; should it grow, reads past them miss).
+    /// Keeps the carried bytes of a file's last page as its tail (once the writer's
+    /// hand-overs are all in the file: the file ends there for now; should it grow, reads
+    /// past them miss).
     pub fn insert_carried_tail(&self, carry: &PageCarry) {
         if let Some(pages) = &self.pages {
             if carry.len > 0 && carry.page_start != u64::MAX {
@@ -326,7 +362,8 @@ impl ReadCache {
     /// Keeps the whole pages that `data` covers, the bytes at file offset `offset` of the file
     /// of generation `generation`: read there (a miss, the warm-up), or written there (look
     /// the generation up *before* the read or write was issued; call this once it
-    /// succeeded). Pages it covers only in part are left to a later read. For a write, what
+    /// succeeded). Pages it covers only in part are left to a later read (a writer's writes
+    /// use [`insert_written`](Self::insert_written), which completes them). For a write, what
     /// the page cache does for a local file: a table RocksDB has just written (its flush's or
     /// its compaction's) is read from memory.
     pub fn insert_range(&self, generation: u64, offset: u64, data: &[u8]) {

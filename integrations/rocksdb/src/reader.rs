@@ -64,10 +64,10 @@ impl SharedFs {
     /// Whether every byte of `[offset, offset + len)` that the file holds is in the read
     /// cache, so that reading it costs no round trip: what RocksDB's `Prefetch` asks (it
     /// then reads block by block, as from the page cache after a readahead; else it reads
-    /// ahead into a buffer of its own). False when reads are not cached or the file is not
-    /// on the device.
+    /// ahead into a buffer of its own). False when reads are not cached, when nothing is
+    /// kept at `offset`, or when the file is not on the device.
     pub fn is_range_cached(&self, r: &ReadHandle, offset: u64, len: usize) -> bool {
-        self.range_cached(&r.path, offset, len)
+        self.is_path_range_cached(&r.path, offset, len)
     }
 
     /// Reads up to `out.len()` bytes at `offset` into `out` (fewer at the end of the file;
@@ -83,21 +83,17 @@ impl SharedFs {
         if len == 0 {
             return Ok(0);
         }
-        let data = if self.caches_reads() {
-            if self.read_cached_into(&r.path, offset, out) {
-                return Ok(len);
-            }
-            self.read_at(&r.path, offset, len)?
-        } else {
-            // The writer's gathered appends first, as every read of the path.
-            self.push(&r.path)?;
-            match self.file_reader(r)? {
-                Some(file) => match file.read_now_into(offset, out) {
-                    Some(got) => return Ok(got?.len()),
-                    None => self.fs.read_with(file, offset, len)?,
-                },
-                None => self.read_at(&r.path, offset, len)?,
-            }
+        if self.caches_reads() {
+            return self.read_cached_into(&r.path, offset, out);
+        }
+        // The writer's gathered appends first, as every read of the path.
+        self.push(&r.path)?;
+        let data = match self.file_reader(r)? {
+            Some(file) => match file.read_now_into(offset, out) {
+                Some(got) => return Ok(got?.len()),
+                None => self.fs.read_with(file, offset, len)?,
+            },
+            None => self.read_at(&r.path, offset, len)?,
         };
         let n = data.len().min(len);
         out[..n].write_copy_of_slice(&data[..n]);

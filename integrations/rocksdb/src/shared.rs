@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::mem::MaybeUninit;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -51,7 +52,8 @@ struct Gathered {
     /// own failed: then `lost` says only that, and a release has nothing to report.
     cut_off_cleanly: bool,
     /// The file's last, partial page as handed over so far, for the read cache (locked by
-    /// the hand-overs, which run in file order, and by a sync or close once they are done).
+    /// the hand-overs, which run in file order, and by a push once they are done). It holds
+    /// views of at most one hand-over's buffer (≤ 128 KiB) until the next one.
     carry: Arc<Mutex<PageCarry>>,
 }
 
@@ -458,7 +460,14 @@ impl SharedFs {
                         return Ok(fs.append_bytes(&owned, data).await?);
                     };
                     let offset = fs.append_at(&owned, data.clone()).await?;
-                    cache.insert_written(generation, offset, &data, &mut lock(&carry));
+                    // The bytes are in the file: the cache's upkeep must not fail the write.
+                    let kept = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        cache.insert_written(generation, offset, &data, &mut lock(&carry))
+                    }));
+                    if kept.is_err() {
+                        tracing::warn!(path = owned, "ziob-rocksdb: read cache upkeep panicked");
+                        *lock(&carry) = PageCarry::default();
+                    }
                     Ok(())
                 })
         });
@@ -491,7 +500,9 @@ impl SharedFs {
     }
 
     /// Hands over what `wb` gathered for `path` and waits until every hand-over of it is in
-    /// the file (an error if gathered bytes were lost).
+    /// the file (an error if gathered bytes were lost); a table's last, partial page then
+    /// goes to the read cache as its tail (a sync, a close, and whatever looks at the file
+    /// push).
     pub fn push_buf(&self, path: &str, wb: &WriteBuf) -> Result<(), PluginError> {
         let mut b = lock(&wb.data);
         self.hand_over_behind(path, &mut b)?;
@@ -618,36 +629,49 @@ impl SharedFs {
             .is_some_and(|generation| self.cache.get(generation, offset / PAGE_BYTES).is_some())
     }
 
-    /// Copies the `out.len()` bytes at `offset` of `path` from the read cache into `out` if
-    /// every page they touch is cached (no round trip, no buffer between), and says whether
-    /// it did.
+    /// Reads up to `out.len()` bytes at `offset` of `path` through the read cache (which
+    /// must be on) into `out` and says how many (fewer only at the end of the file): a hit
+    /// copies just those bytes from the cached pages, a miss reads as [`read_at`](Self::read_at)
+    /// does and copies from what it read.
     pub(crate) fn read_cached_into(
         &self,
         path: &str,
         offset: u64,
         out: &mut [MaybeUninit<u8>],
-    ) -> bool {
-        !out.is_empty()
-            && self.cache.is_on()
-            && self
-                .cache
-                .copy_into(self.cache.generation(path), offset, out)
+    ) -> Result<usize, PluginError> {
+        let generation = self.cache.generation(path);
+        if self.cache.copy_into(generation, offset, out) {
+            return Ok(out.len());
+        }
+        let data = self.read_missed(path, generation, offset, out.len())?;
+        let n = data.len().min(out.len());
+        out[..n].write_copy_of_slice(&data[..n]);
+        Ok(n)
     }
 
     /// Whether every byte of `[offset, offset + len)` that `path` holds is in the read cache
-    /// (false without a read cache, or when the file is not on the device).
-    pub(crate) fn range_cached(&self, path: &str, offset: u64, len: usize) -> bool {
-        if !self.cache.is_on() {
+    /// (false without a read cache, when nothing of the path was kept, or when the file is
+    /// not on the device). Cheap when the range is not cached: the file's size is looked up
+    /// only when the range is held up to a tail.
+    pub(crate) fn is_path_range_cached(&self, path: &str, offset: u64, len: usize) -> bool {
+        let Some(generation) = self.cache.current_generation(path) else {
+            return false;
+        };
+        if self.cache.holds(generation, offset, len) {
+            return true;
+        }
+        // The first byte kept: the held pages may end at the file's end, before the range.
+        if len == 0 || !self.cache.holds(generation, offset, 1) {
             return false;
         }
         let Ok(size) = self.fs.size(path) else {
             return false;
         };
         let end = offset.saturating_add(len as u64).min(size);
-        end <= offset
-            || self
+        end > offset
+            && self
                 .cache
-                .holds(self.cache.generation(path), offset, (end - offset) as usize)
+                .holds(generation, offset, (end - offset) as usize)
     }
 
     /// Reads up to `len` bytes at `offset` (a pending file is empty), through the read cache:
@@ -655,13 +679,28 @@ impl SharedFs {
     /// touches in one call and keeps them, the file's tail included (see [`ReadCache`]), unless
     /// it spans more than [`ReadCache::max_span`].
     pub fn read_at(&self, path: &str, offset: u64, len: usize) -> Result<Bytes, PluginError> {
-        const P: u64 = PAGE_BYTES;
         if len == 0 || !self.cache.is_on() {
             return self.read_direct(path, offset, len);
         }
         let generation = self.cache.generation(path);
         if let Some(hit) = self.cache.get_range(generation, offset, len) {
             return Ok(hit);
+        }
+        self.read_missed(path, generation, offset, len)
+    }
+
+    /// [`read_at`](Self::read_at) after its cache lookup missed, keeping what it read under
+    /// `generation` (looked up before).
+    fn read_missed(
+        &self,
+        path: &str,
+        generation: u64,
+        offset: u64,
+        len: usize,
+    ) -> Result<Bytes, PluginError> {
+        const P: u64 = PAGE_BYTES;
+        if len == 0 {
+            return Ok(Bytes::new());
         }
         let end = offset.saturating_add(len as u64);
         let (first, last) = (offset / P, (end - 1) / P);
@@ -867,13 +906,18 @@ mod tests {
     /// A small emu device under the temp dir for one test (`tag`), created and mounted; its
     /// file, for the test to remove.
     fn small_fs(tag: &str) -> (&'static SharedFs, std::path::PathBuf) {
+        small_fs_with(tag, "")
+    }
+
+    /// [`small_fs`] with more URI options (`&`-separated, e.g. `&warm=0`).
+    fn small_fs_with(tag: &str, opts: &str) -> (&'static SharedFs, std::path::PathBuf) {
         let file = std::env::temp_dir().join(format!(
             "ziob-rocksdb-unit-{tag}-{}.zns",
             std::process::id()
         ));
         let _ = std::fs::remove_file(&file);
         let fs = SharedFs::get(&format!(
-            "ziob://emu:{}?zones=8&zone_size=4M",
+            "ziob://emu:{}?zones=8&zone_size=4M{opts}",
             file.display()
         ))
         .unwrap();
@@ -978,13 +1022,59 @@ mod tests {
         let _ = std::fs::remove_file(&file);
     }
 
+    /// A table written, closed and reopened for appending twice (each new writer starts at
+    /// an unaligned offset with a fresh carry): every page the cache keeps holds the file's
+    /// bytes, every page a writer covered from its first page boundary on is kept, and so is
+    /// the tail it left.
+    #[test]
+    fn a_table_reopened_for_appending_keeps_only_its_bytes() {
+        const P: usize = PAGE_BYTES as usize;
+        let (fs, file) = small_fs_with("reopen-carry", "&warm=0");
+        let p = "db/000041.sst";
+        fs.create_lazy(p, WriteLifetime::Short).unwrap();
+        let byte = |o: usize| (o * 7 % 251) as u8;
+        let mut model: Vec<u8> = Vec::new();
+        for len in [3 * P + 1234, 5 * P + 77, 100, 2 * P] {
+            let started = model.len();
+            // As `ziob_wfile_open` with reopen = 1: a new writer on the existing file.
+            let wb = fs.writer(p);
+            let data: Vec<u8> = (started..started + len).map(byte).collect();
+            for chunk in data.chunks(3000) {
+                fs.buffered_append(p, &wb, chunk).unwrap();
+            }
+            model.extend_from_slice(&data);
+            fs.push_buf(p, &wb).unwrap();
+            fs.forget_writer(p, &wb);
+            let g = fs.cache.generation(p);
+            let last = model.len() / P;
+            for i in 0..=last {
+                if let Some(page) = fs.cache.get(g, i as u64) {
+                    let want = &model[i * P..(i * P + page.len()).min(model.len())];
+                    assert!(page[..] == *want, "after {started}+{len}: page {i} wrong");
+                }
+            }
+            for i in started.div_ceil(P)..last {
+                assert!(
+                    fs.cache.get(g, i as u64).is_some(),
+                    "{started}+{len}: page {i}"
+                );
+            }
+            if !model.len().is_multiple_of(P) && started <= last * P {
+                let tail = fs.cache.get(g, last as u64).expect("the tail");
+                assert_eq!(tail.len(), model.len() % P, "{started}+{len}: the tail");
+            }
+        }
+        let _ = std::fs::remove_file(&file);
+    }
+
     /// What `Prefetch` is told is cached is what reads serve from memory: pages a read
-    /// kept, the file's tail once a read found the file ending in it, nothing past the end
-    /// of the file; a page never read is not.
+    /// kept, the file's tail once a read found the file ending in it, a range reaching past
+    /// the end of the file when the part before it is kept; a page never read is not.
     #[test]
     fn a_range_is_cached_once_reads_kept_its_pages_and_tail() {
         const P: u64 = PAGE_BYTES;
-        let (fs, file) = small_fs("range-cached");
+        // No warm-up: it could read the table's pages into the cache meanwhile.
+        let (fs, file) = small_fs_with("range-cached", "&warm=0");
         let p = "db/000031.sst";
         fs.create_lazy(p, WriteLifetime::Short).unwrap();
         let wb = fs.writer(p);
@@ -994,35 +1084,41 @@ mod tests {
         fs.forget_writer(p, &wb);
         // Whatever the writes kept, gone: a fresh generation.
         fs.cache.forget(p);
-        assert!(!fs.range_cached(p, 0, 100));
+        assert!(!fs.is_path_range_cached(p, 0, 100));
         assert_eq!(&fs.read_at(p, 0, 100).unwrap()[..], &model[..100]);
-        assert!(fs.range_cached(p, 0, P as usize));
+        assert!(fs.is_path_range_cached(p, 0, P as usize));
         assert!(
-            !fs.range_cached(p, 0, P as usize + 1),
+            !fs.is_path_range_cached(p, 0, P as usize + 1),
             "page 1 was never read"
         );
-        assert!(!fs.range_cached(p, 3 * P, 10), "the tail was never read");
+        assert!(
+            !fs.is_path_range_cached(p, 3 * P, 10),
+            "the tail was never read"
+        );
         let tail = fs.read_at(p, 3 * P + 10, 20).unwrap();
         assert_eq!(
             &tail[..],
             &model[(3 * P + 10) as usize..(3 * P + 30) as usize]
         );
-        assert!(fs.range_cached(p, 3 * P, 1000));
+        assert!(fs.is_path_range_cached(p, 3 * P, 1000));
         assert!(
-            fs.range_cached(p, 3 * P + 500, 1 << 20),
+            fs.is_path_range_cached(p, 3 * P + 500, 1 << 20),
             "up to the end of the file"
         );
         assert!(
-            fs.range_cached(p, 10 * P, 100),
-            "past the end: nothing to read"
+            !fs.is_path_range_cached(p, 10 * P, 100),
+            "past the end: nothing kept there"
         );
         assert!(
-            !fs.range_cached(p, 2 * P, 2 * P as usize),
+            !fs.is_path_range_cached(p, 2 * P, 2 * P as usize),
             "page 2 was never read"
         );
-        assert!(!fs.range_cached("db/000032.sst", 0, 10), "no such file");
+        assert!(
+            !fs.is_path_range_cached("db/000032.sst", 0, 10),
+            "no such file"
+        );
         fs.delete(p).unwrap();
-        assert!(!fs.range_cached(p, 0, 100), "deleted");
+        assert!(!fs.is_path_range_cached(p, 0, 100), "deleted");
         let _ = std::fs::remove_file(&file);
     }
 

@@ -96,7 +96,7 @@ fn pass_through_buffer_off_keeps_every_key() {
 
 /// The plugin's events reach stderr as `RUST_LOG` selects (a C++ host installs no `tracing`
 /// subscriber of its own): the mount with the cache size chosen, at `info`; nothing at the
-/// default level (warnings only).
+/// default level (warnings only; `RUST_LOG` unset).
 #[test]
 fn the_plugin_logs_to_stderr_as_rust_log_selects() {
     if skipped() {

@@ -141,11 +141,17 @@ pub fn db_bench(uri: &str, db: &str, args: &[&str]) -> Output {
     db_bench_with_env(uri, db, args, &[])
 }
 
-/// [`db_bench`] with these environment variables set as well.
+/// [`db_bench`] with these environment variables set as well (an empty value: unset).
 pub fn db_bench_with_env(uri: &str, db: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(DB_BENCH);
+    for (name, value) in env {
+        if value.is_empty() {
+            cmd.env_remove(name);
+        } else {
+            cmd.env(name, value);
+        }
+    }
     cmd.env("LD_PRELOAD", plugin())
-        .envs(env.iter().copied())
         .arg(format!("--fs_uri={uri}"))
         .arg(format!("--db={db}"))
         .args(args);
