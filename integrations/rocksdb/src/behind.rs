@@ -14,7 +14,8 @@ use crate::error::PluginError;
 
 /// Most hand-overs of one file running at once; starting one more first waits for the
 /// oldest. Bounds the memory a writer holds: this many hand-overs of up to what one `Append`
-/// brings, or the gathering buffer.
+/// brings, or the gathering buffer (plus, for a table, the hand-overs its read-cache carry
+/// still views: `read_cache::PageCarry`).
 pub const BEHIND_MAX: usize = 4;
 
 /// The ZIOB core the hand-overs run on (the file system's calls from there reach the zone's

@@ -16,9 +16,9 @@
 //!
 //! The pages live in a concurrent weighted cache (`quick_cache`), keyed by
 //! `(generation, page index)`. Each path has a generation, taken from one process-wide counter
-//! (never reused) when the path is first read or written through the cache; [`forget`](ReadCache::forget) drops it when the
-//! file is deleted, renamed (from or to) or created again, so the path's next read gets a new
-//! generation and every page kept under the old one is unreachable (it ages out). A read
+//! (never reused) when the path is first read or written through the cache;
+//! [`forget`](ReadCache::forget) drops it when the file is deleted, renamed (from or to) or
+//! created again, so the path's next read gets a new generation and every page kept under the old one is unreachable (it ages out). A read
 //! keeps its pages under the generation it looked up *before* reading, so a read that raced
 //! with a change is not served after the change's `forget`: call `forget` once the change is
 //! done.
@@ -48,9 +48,10 @@ impl quick_cache::Weighter<(u64, u64), Bytes> for PageWeight {
 
 /// The bytes written so far of a file's last, partial page, kept between the writes of
 /// one writer ([`ReadCache::insert_written`]): a file written in pieces has pages that no
-/// single piece covers whole; the carry completes them, and at a sync or close it is the
-/// file's tail ([`ReadCache::insert_carried_tail`]). It holds views of the writes' own
-/// buffers, not copies, until the page is complete.
+/// single piece covers whole; the carry completes them, and once the writer's pieces are
+/// all in the file it is the file's tail ([`ReadCache::insert_carried_tail`]). It holds
+/// views of the writes' own buffers until the page is complete (copies of what it takes
+/// from buffers over 128 KiB).
 #[derive(Debug)]
 pub struct PageCarry {
     /// The generation of the file they belong to.
@@ -61,6 +62,8 @@ pub struct PageCarry {
     pieces: Vec<Bytes>,
     /// Bytes in `pieces`.
     len: usize,
+    /// Whether it changed since it was last kept as the tail.
+    changed: bool,
 }
 
 impl Default for PageCarry {
@@ -70,6 +73,7 @@ impl Default for PageCarry {
             page_start: u64::MAX,
             pieces: Vec::new(),
             len: 0,
+            changed: false,
         }
     }
 }
@@ -115,6 +119,17 @@ fn carried(data: &Bytes, part: &[u8]) -> Bytes {
     } else {
         Bytes::copy_from_slice(part)
     }
+}
+
+/// How much of a range the cache holds ([`ReadCache::held`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Every byte.
+    All,
+    /// The bytes up to this file offset, where a tail ends.
+    UpTo(u64),
+    /// Not every byte up to the end of a tail: a page is missing.
+    Not,
 }
 
 /// File pages by path and page index, at most `capacity` bytes.
@@ -227,7 +242,26 @@ impl ReadCache {
     /// Whether every page the `len` bytes at file offset `offset` of the file of generation
     /// `generation` touch is cached, with those bytes (a tail may end before them).
     pub fn holds(&self, generation: u64, offset: u64, len: usize) -> bool {
-        self.for_each_part(generation, offset, len, |_, _| {})
+        self.held(generation, offset, len) == Held::All
+    }
+
+    /// How much of the `len` bytes at file offset `offset` of the file of generation
+    /// `generation` is cached: all of it, none from some page on (a page missing), or the
+    /// bytes up to the end of a tail (a short page), all of the file's if it ends there.
+    pub fn held(&self, generation: u64, offset: u64, len: usize) -> Held {
+        let mut tail_end = None;
+        let all = self.for_each_part_until(
+            generation,
+            offset,
+            len,
+            |_, _| {},
+            |end| tail_end = Some(end),
+        );
+        match (all, tail_end) {
+            (true, _) => Held::All,
+            (false, Some(end)) => Held::UpTo(end),
+            (false, None) => Held::Not,
+        }
     }
 
     /// Hands the `len` bytes at file offset `offset` of the file of generation `generation`
@@ -238,7 +272,20 @@ impl ReadCache {
         generation: u64,
         offset: u64,
         len: usize,
+        part: impl FnMut(usize, &[u8]),
+    ) -> bool {
+        self.for_each_part_until(generation, offset, len, part, |_| {})
+    }
+
+    /// [`for_each_part`](Self::for_each_part), telling `short` the file offset where the
+    /// cached bytes end when they stop at a tail (a page shorter than the bytes asked for).
+    fn for_each_part_until(
+        &self,
+        generation: u64,
+        offset: u64,
+        len: usize,
         mut part: impl FnMut(usize, &[u8]),
+        short: impl FnOnce(u64),
     ) -> bool {
         let Some(pages) = &self.pages else {
             return false;
@@ -253,6 +300,7 @@ impl ReadCache {
             let n = (PAGE_BYTES as usize - from).min(len - done);
             // A tail that ends before the bytes asked for: a miss.
             let Some(bytes) = page.get(from..from + n) else {
+                short(index * PAGE_BYTES + page.len() as u64);
                 return false;
             };
             part(done, bytes);
@@ -277,7 +325,9 @@ impl ReadCache {
     /// of the file of generation `generation`, read up to `asked` bytes. Its whole pages are
     /// kept, and so is its last partial page when the read came back short, i.e. the file
     /// ends there (look the generation up *before* the read), unless a longer copy of that
-    /// page is kept already (a writer may have completed it since the read).
+    /// page is kept already (a writer may have completed it since the read; the check is
+    /// not atomic with the insert, so that copy may still be replaced by the shorter one,
+    /// which holds the same bytes).
     pub fn insert_read(&self, generation: u64, offset: u64, data: &[u8], asked: usize) {
         let Some(pages) = &self.pages else {
             return;
@@ -288,9 +338,10 @@ impl ReadCache {
         if data.len() < asked && whole < data.len() && offset.is_multiple_of(PAGE_BYTES) {
             let key = (generation, (offset + whole as u64) / PAGE_BYTES);
             // A writer may have completed the page, or kept a longer tail, since this read:
-            // that entry holds more of the same bytes.
+            // that entry holds more of the same bytes (checked, not atomically: one that
+            // lands between the check and the insert is replaced, and read again later).
             if pages
-                .get(&key)
+                .peek(&key)
                 .is_none_or(|kept| kept.len() < data.len() - whole)
             {
                 pages.insert(key, Bytes::copy_from_slice(&data[whole..]));
@@ -329,6 +380,7 @@ impl ReadCache {
             }
         }
         carry.generation = generation;
+        carry.changed = true;
         let rest = usize::try_from(last_page.wrapping_sub(offset))
             .ok()
             .and_then(|from| data.get(from..));
@@ -347,15 +399,16 @@ impl ReadCache {
 
     /// Keeps the carried bytes of a file's last page as its tail (once the writer's
     /// hand-overs are all in the file: the file ends there for now; should it grow, reads
-    /// past them miss).
-    pub fn insert_carried_tail(&self, carry: &PageCarry) {
+    /// past them miss), unless they were kept so since the last write.
+    pub fn insert_carried_tail(&self, carry: &mut PageCarry) {
         if let Some(pages) = &self.pages {
-            if carry.len > 0 && carry.page_start != u64::MAX {
+            if carry.changed && carry.len > 0 && carry.page_start != u64::MAX {
                 pages.insert(
                     (carry.generation, carry.page_start / PAGE_BYTES),
                     carry.joined(&[]),
                 );
             }
+            carry.changed = false;
         }
     }
 
@@ -575,7 +628,7 @@ mod tests {
                 c.insert_written(g, at, &data, &mut carry);
                 at += len;
             }
-            c.insert_carried_tail(&carry);
+            c.insert_carried_tail(&mut carry);
             let whole = at / P;
             for i in 0..=whole {
                 let Some(page) = c.get(g, i) else {
@@ -606,6 +659,25 @@ mod tests {
         c.insert_written(a, 0, &Bytes::from(vec![1; 100]), &mut carry);
         c.insert_written(b, 100, &Bytes::from(vec![2; P as usize]), &mut carry);
         assert!(c.get(a, 0).is_none() && c.get(b, 0).is_none());
+    }
+
+    /// A read that came back short keeps its tail only where no longer copy of the page is
+    /// kept (a writer completed the page meanwhile); `held` tells where a tail ends.
+    #[test]
+    fn a_short_read_never_replaces_a_longer_page() {
+        const P: u64 = PAGE_BYTES;
+        let c = ReadCache::new(64 * P as usize);
+        let g = c.generation("t.sst");
+        let whole: Vec<u8> = (0..P).map(|o| o as u8).collect();
+        c.insert(g, 1, &whole);
+        c.insert_read(g, P, &whole[..100], P as usize);
+        assert_eq!(c.get(g, 1).map(|p| p.len()), Some(P as usize));
+        c.insert_read(g, 2 * P, &whole[..100], P as usize);
+        c.insert_read(g, 2 * P, &whole[..50], P as usize);
+        assert_eq!(c.get(g, 2).map(|p| p.len()), Some(100));
+        assert_eq!(c.held(g, P, 2 * P as usize), Held::UpTo(2 * P + 100));
+        assert_eq!(c.held(g, P, P as usize + 100), Held::All);
+        assert_eq!(c.held(g, 0, 10), Held::Not);
     }
 
     #[test]

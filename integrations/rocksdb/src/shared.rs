@@ -18,7 +18,7 @@ use ziob_zonefs::{BlockingZoneFs, FsError, MkfsOptions, WriteLifetime, ZoneFs};
 use crate::behind::Behind;
 use crate::error::PluginError;
 use crate::memory::{self, Prefaulting};
-use crate::read_cache::{PageCarry, ReadCache, PAGE_BYTES};
+use crate::read_cache::{Held, PageCarry, ReadCache, PAGE_BYTES};
 use crate::uri::FsUri;
 use crate::warm::{self, WarmSource, Warmed};
 
@@ -53,7 +53,8 @@ struct Gathered {
     cut_off_cleanly: bool,
     /// The file's last, partial page as handed over so far, for the read cache (locked by
     /// the hand-overs, which run in file order, and by a push once they are done). It holds
-    /// views of at most one hand-over's buffer (≤ 128 KiB) until the next one.
+    /// views of the buffers of the hand-overs since that page began (gathered: ≤ 128 KiB
+    /// each, in an allocation of up to twice that), until a later one completes it.
     carry: Arc<Mutex<PageCarry>>,
 }
 
@@ -509,7 +510,7 @@ impl SharedFs {
         Self::settle(path, &mut b)?;
         // The file ends there for now: its last, partial page is its tail (a table's
         // footer, index and filter, read when RocksDB opens it).
-        self.cache.insert_carried_tail(&lock(&b.carry));
+        self.cache.insert_carried_tail(&mut lock(&b.carry));
         Ok(())
     }
 
@@ -651,27 +652,17 @@ impl SharedFs {
 
     /// Whether every byte of `[offset, offset + len)` that `path` holds is in the read cache
     /// (false without a read cache, when nothing of the path was kept, or when the file is
-    /// not on the device). Cheap when the range is not cached: the file's size is looked up
-    /// only when the range is held up to a tail.
+    /// not on the device). It looks at the cache only, unless the kept bytes stop at a
+    /// tail: then whether the file ends there (its size, under the file layer's lock).
     pub(crate) fn is_path_range_cached(&self, path: &str, offset: u64, len: usize) -> bool {
         let Some(generation) = self.cache.current_generation(path) else {
             return false;
         };
-        if self.cache.holds(generation, offset, len) {
-            return true;
+        match self.cache.held(generation, offset, len) {
+            Held::All => true,
+            Held::Not => false,
+            Held::UpTo(end) => self.fs.size(path).is_ok_and(|size| size <= end),
         }
-        // The first byte kept: the held pages may end at the file's end, before the range.
-        if len == 0 || !self.cache.holds(generation, offset, 1) {
-            return false;
-        }
-        let Ok(size) = self.fs.size(path) else {
-            return false;
-        };
-        let end = offset.saturating_add(len as u64).min(size);
-        end > offset
-            && self
-                .cache
-                .holds(generation, offset, (end - offset) as usize)
     }
 
     /// Reads up to `len` bytes at `offset` (a pending file is empty), through the read cache:

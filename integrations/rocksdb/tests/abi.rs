@@ -334,8 +334,8 @@ fn appends_of_any_size_read_back(dev: &Dev, emu_opts: &str, path: &str) {
             let got = read_range(fs, &path, at as u64, 3000);
             let end = (at + 3000).min(model.len());
             assert_eq!(got, &model[at..end], "step {step}, tail");
-            let by_handle = read_handle(r, at as u64, 3000).unwrap();
-            assert_eq!(by_handle, got, "step {step}, tail by handle");
+            let via_handle = read_handle(r, at as u64, 3000).unwrap();
+            assert_eq!(via_handle, got, "step {step}, tail by handle");
         }
         if step % 37 == 0 {
             // A read mid-way sees everything appended so far.
