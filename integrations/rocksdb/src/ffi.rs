@@ -451,7 +451,7 @@ pub unsafe extern "C" fn ziob_rfile_read(
 pub unsafe extern "C" fn ziob_rfile_cached(f: *const ZiobRFile, offset: u64, len: usize) -> c_int {
     catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: caller's contract.
-        unsafe { f.as_ref() }.is_some_and(|f| f.fs.is_range_cached(&f.file, offset, len))
+        unsafe { f.as_ref() }.is_some_and(|f| f.fs.is_range_cached(f.file.path(), offset, len))
     }))
     .map_or(0, c_int::from)
 }

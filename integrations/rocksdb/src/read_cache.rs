@@ -18,10 +18,10 @@
 //! `(generation, page index)`. Each path has a generation, taken from one process-wide counter
 //! (never reused) when the path is first read or written through the cache;
 //! [`forget`](ReadCache::forget) drops it when the file is deleted, renamed (from or to) or
-//! created again, so the path's next read gets a new generation and every page kept under the old one is unreachable (it ages out). A read
-//! keeps its pages under the generation it looked up *before* reading, so a read that raced
-//! with a change is not served after the change's `forget`: call `forget` once the change is
-//! done.
+//! created again, so the path's next read gets a new generation and every page kept under
+//! the old one is unreachable (it ages out). A read keeps its pages under the generation it
+//! looked up *before* reading, so a read that raced with a change is not served after the
+//! change's `forget`: call `forget` once the change is done.
 
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
@@ -381,19 +381,20 @@ impl ReadCache {
         }
         carry.generation = generation;
         carry.changed = true;
-        let rest = usize::try_from(last_page.wrapping_sub(offset))
-            .ok()
-            .and_then(|from| data.get(from..));
+        // The bytes of `data` from the new last page's start, if that start is within it
+        // (or where it ends).
+        let rest = last_page
+            .checked_sub(offset)
+            .and_then(|from| data.get(usize::try_from(from).ok()?..));
         match rest {
-            // The new last page starts within `data` (or where it ends).
-            Some(rest) if last_page >= offset => carry.restart(last_page, carried(data, rest)),
+            Some(rest) => carry.restart(last_page, carried(data, rest)),
             // Still within the carried page.
-            _ if continued && last_page < offset => {
+            None if continued => {
                 carry.len += data.len();
                 carry.pieces.push(carried(data, data));
             }
             // Within a page whose first bytes are unknown here.
-            _ => carry.restart(u64::MAX, Bytes::new()),
+            None => carry.restart(u64::MAX, Bytes::new()),
         }
     }
 

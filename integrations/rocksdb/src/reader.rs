@@ -61,15 +61,6 @@ impl SharedFs {
         }
     }
 
-    /// Whether every byte of `[offset, offset + len)` that the file holds is in the read
-    /// cache, so that reading it costs no round trip: what RocksDB's `Prefetch` asks (it
-    /// then reads block by block, as from the page cache after a readahead; else it reads
-    /// ahead into a buffer of its own). False when reads are not cached, when nothing is
-    /// kept at `offset`, or when the file is not on the device.
-    pub fn is_range_cached(&self, r: &ReadHandle, offset: u64, len: usize) -> bool {
-        self.is_path_range_cached(&r.path, offset, len)
-    }
-
     /// Reads up to `out.len()` bytes at `offset` into `out` (fewer at the end of the file;
     /// a pending file is empty) and says how many: those, at the start of `out`, are
     /// initialised.

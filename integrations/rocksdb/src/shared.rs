@@ -650,11 +650,14 @@ impl SharedFs {
         Ok(n)
     }
 
-    /// Whether every byte of `[offset, offset + len)` that `path` holds is in the read cache
-    /// (false without a read cache, when nothing of the path was kept, or when the file is
-    /// not on the device). It looks at the cache only, unless the kept bytes stop at a
-    /// tail: then whether the file ends there (its size, under the file layer's lock).
-    pub(crate) fn is_path_range_cached(&self, path: &str, offset: u64, len: usize) -> bool {
+    /// Whether every byte of `[offset, offset + len)` that `path` holds is in the read cache,
+    /// so that reading it costs no round trip: what RocksDB's `Prefetch` asks (it then reads
+    /// block by block, as from the page cache after a readahead; else it reads ahead into a
+    /// buffer of its own). False without a read cache, when nothing of the path was kept, or
+    /// when the file is not on the device. It looks at the cache only, unless the kept bytes
+    /// stop at a tail: then whether the file ends there (its size, under the file layer's
+    /// lock).
+    pub fn is_range_cached(&self, path: &str, offset: u64, len: usize) -> bool {
         let Some(generation) = self.cache.current_generation(path) else {
             return false;
         };
@@ -1075,41 +1078,35 @@ mod tests {
         fs.forget_writer(p, &wb);
         // Whatever the writes kept, gone: a fresh generation.
         fs.cache.forget(p);
-        assert!(!fs.is_path_range_cached(p, 0, 100));
+        assert!(!fs.is_range_cached(p, 0, 100));
         assert_eq!(&fs.read_at(p, 0, 100).unwrap()[..], &model[..100]);
-        assert!(fs.is_path_range_cached(p, 0, P as usize));
+        assert!(fs.is_range_cached(p, 0, P as usize));
         assert!(
-            !fs.is_path_range_cached(p, 0, P as usize + 1),
+            !fs.is_range_cached(p, 0, P as usize + 1),
             "page 1 was never read"
         );
-        assert!(
-            !fs.is_path_range_cached(p, 3 * P, 10),
-            "the tail was never read"
-        );
+        assert!(!fs.is_range_cached(p, 3 * P, 10), "the tail was never read");
         let tail = fs.read_at(p, 3 * P + 10, 20).unwrap();
         assert_eq!(
             &tail[..],
             &model[(3 * P + 10) as usize..(3 * P + 30) as usize]
         );
-        assert!(fs.is_path_range_cached(p, 3 * P, 1000));
+        assert!(fs.is_range_cached(p, 3 * P, 1000));
         assert!(
-            fs.is_path_range_cached(p, 3 * P + 500, 1 << 20),
+            fs.is_range_cached(p, 3 * P + 500, 1 << 20),
             "up to the end of the file"
         );
         assert!(
-            !fs.is_path_range_cached(p, 10 * P, 100),
+            !fs.is_range_cached(p, 10 * P, 100),
             "past the end: nothing kept there"
         );
         assert!(
-            !fs.is_path_range_cached(p, 2 * P, 2 * P as usize),
+            !fs.is_range_cached(p, 2 * P, 2 * P as usize),
             "page 2 was never read"
         );
-        assert!(
-            !fs.is_path_range_cached("db/000032.sst", 0, 10),
-            "no such file"
-        );
+        assert!(!fs.is_range_cached("db/000032.sst", 0, 10), "no such file");
         fs.delete(p).unwrap();
-        assert!(!fs.is_path_range_cached(p, 0, 100), "deleted");
+        assert!(!fs.is_range_cached(p, 0, 100), "deleted");
         let _ = std::fs::remove_file(&file);
     }
 
