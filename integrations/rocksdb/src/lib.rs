@@ -18,6 +18,7 @@ pub mod behind;
 pub mod error;
 pub mod ffi;
 pub mod memory;
+pub mod page_pool;
 pub mod read_cache;
 pub mod reader;
 pub mod shared;

@@ -26,9 +26,11 @@
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use bytes::{Bytes, BytesMut};
+
+use crate::page_pool::{PagePool, PoolStats};
 
 /// Page size of the cache: 32 KiB (eight 4 KiB RocksDB blocks).
 pub const PAGE_BYTES: u64 = 32 << 10;
@@ -95,7 +97,12 @@ impl PageCarry {
         self.page_start = page_start;
     }
 
-    /// The carried bytes and then `more`, in one buffer.
+    /// The carried bytes and then `more` (together a whole page), as a page of `pool`.
+    fn joined_page(&self, pool: &Arc<PagePool>, more: &[u8]) -> Bytes {
+        pool.page(self.pieces.iter().map(|p| &p[..]).chain([more]))
+    }
+
+    /// The carried bytes (a partial page), in one buffer of their length.
     fn joined(&self, more: &[u8]) -> Bytes {
         let mut page = BytesMut::with_capacity(self.len + more.len());
         for piece in &self.pieces {
@@ -136,6 +143,8 @@ pub enum Held {
 pub struct ReadCache {
     /// The pages; `None` when the cache is off.
     pages: Option<Pages>,
+    /// The buffers of its whole pages.
+    pool: Arc<PagePool>,
     /// The current generation of each path read since its last change.
     generations: RwLock<HashMap<String, u64>>,
     /// The next generation handed out.
@@ -152,6 +161,7 @@ impl ReadCache {
         });
         ReadCache {
             pages,
+            pool: PagePool::new(PAGE_BYTES as usize, capacity),
             generations: RwLock::default(),
             // From 1: a default `PageCarry`'s 0 is never a file's.
             next: AtomicU64::new(1),
@@ -311,12 +321,12 @@ impl ReadCache {
     }
 
     /// Keeps page `page` of the file of generation `generation` (`data` must be a whole page;
-    /// a generation forgotten since is never looked up again). The bytes are copied: the cache
-    /// never holds on to ZIOB's read buffers.
+    /// a generation forgotten since is never looked up again). The bytes are copied (into a
+    /// buffer of the cache's [`PagePool`]): the cache never holds on to ZIOB's read buffers.
     pub fn insert(&self, generation: u64, page: u64, data: &[u8]) {
         if let Some(pages) = &self.pages {
             if data.len() as u64 == PAGE_BYTES {
-                pages.insert((generation, page), Bytes::copy_from_slice(data));
+                pages.insert((generation, page), self.pool.page([data]));
             }
         }
     }
@@ -375,7 +385,7 @@ impl ReadCache {
         if continued && carry.len > 0 && last_page > carry.page_start {
             // `data` reaches the end of the carried page: complete it.
             if let Some(head) = data.get(..PAGE_BYTES as usize - carry.len) {
-                let page = carry.joined(head);
+                let page = carry.joined_page(&self.pool, head);
                 pages.insert((generation, carry.page_start / PAGE_BYTES), page);
             }
         }
@@ -434,15 +444,28 @@ impl ReadCache {
     }
 
     /// Makes everything kept of `path` unreachable (it was deleted, renamed or created again):
-    /// its next read gets a new generation.
-    pub fn forget(&self, path: &str) {
-        if !self.is_on() {
+    /// its next read gets a new generation. The pages it held up to `len` bytes (its length
+    /// before the change, 0 if unknown) are dropped at once, so their buffers serve the next
+    /// pages kept (those beyond, and any that a read racing with the change keeps, age out).
+    pub fn forget(&self, path: &str, len: u64) {
+        let Some(pages) = &self.pages else {
             return;
-        }
-        self.generations
+        };
+        let generation = self
+            .generations
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(path);
+        if let Some(generation) = generation {
+            for page in 0..len.div_ceil(PAGE_BYTES) {
+                pages.remove(&(generation, page));
+            }
+        }
+    }
+
+    /// The counts of its page buffers.
+    pub fn pool_stats(&self) -> PoolStats {
+        self.pool.stats()
     }
 
     /// Bytes held (pages of forgotten generations included until they age out).
@@ -482,7 +505,7 @@ mod tests {
         assert_eq!(c.get(b, 63).unwrap()[0], 9);
         // Forgotten: a new generation, nothing kept before is reachable.
         c.insert(a, 5, &page(5));
-        c.forget("a");
+        c.forget("a", 0);
         let a2 = c.generation("a");
         assert_ne!(a2, a);
         assert!((0..8).all(|i| c.get(a2, i).is_none()));
@@ -679,6 +702,97 @@ mod tests {
         assert_eq!(c.held(g, P, 2 * P as usize), Held::UpTo(2 * P + 100));
         assert_eq!(c.held(g, P, P as usize + 100), Held::All);
         assert_eq!(c.held(g, 0, 10), Held::Not);
+    }
+
+    /// A deleted file's pages leave the cache at once (tail included), and the next pages
+    /// kept take their buffers instead of new memory.
+    #[test]
+    fn forgetting_a_file_drops_its_pages_and_lends_their_buffers() {
+        const P: u64 = PAGE_BYTES;
+        let c = ReadCache::new(64 * P as usize);
+        let a = c.generation("a.sst");
+        let file: Vec<u8> = (0..8 * P + 100).map(|o| (o % 249) as u8).collect();
+        c.insert_read(a, 0, &file, 9 * P as usize);
+        assert_eq!(c.bytes(), file.len());
+        c.forget("a.sst", file.len() as u64);
+        assert_eq!(c.bytes(), 0);
+        assert_eq!(c.pool_stats().free, 8);
+        let b = c.generation("b.sst");
+        c.insert_range(b, 0, &file[..8 * P as usize]);
+        let stats = c.pool_stats();
+        assert_eq!((stats.allocated, stats.reused, stats.free), (8, 8, 0));
+        assert!(c.holds(b, 0, 8 * P as usize));
+        // A length short of the pages kept drops those it covers; the others age out.
+        c.forget("b.sst", P + 1);
+        assert_eq!(c.bytes(), 6 * P as usize);
+    }
+
+    /// Seeded random files written, read, deleted and written again under a small cache:
+    /// every range served holds its file's bytes, whichever buffers the pages reused.
+    #[test]
+    fn reused_buffers_never_serve_another_files_bytes() {
+        const P: u64 = PAGE_BYTES;
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let c = ReadCache::new(24 * P as usize);
+        // Per path: its contents' seed and length, while it exists.
+        let mut files: HashMap<String, (u64, u64)> = HashMap::new();
+        let byte = |seed: u64, o: u64| (o.wrapping_mul(seed | 1) >> 3) as u8;
+        for step in 0..3000 {
+            let path = format!("{}.sst", next() % 6);
+            match next() % 4 {
+                0 => {
+                    // Written again: new bytes at the same path.
+                    if let Some((_, len)) = files.remove(&path) {
+                        c.forget(&path, len);
+                    }
+                    let (seed, len) = (next(), 1 + next() % (6 * P));
+                    let g = c.generation(&path);
+                    let mut carry = PageCarry::default();
+                    let mut at = 0;
+                    while at < len {
+                        let n = (1 + next() % (2 * P)).min(len - at);
+                        let data: Bytes = (at..at + n).map(|o| byte(seed, o)).collect();
+                        c.insert_written(g, at, &data, &mut carry);
+                        at += n;
+                    }
+                    c.insert_carried_tail(&mut carry);
+                    files.insert(path, (seed, len));
+                }
+                1 => {
+                    if let Some((_, len)) = files.remove(&path) {
+                        c.forget(&path, if next() % 2 == 0 { len } else { 0 });
+                    }
+                }
+                _ => {
+                    let Some(&(seed, len)) = files.get(&path) else {
+                        continue;
+                    };
+                    let g = c.generation(&path);
+                    let offset = next() % len;
+                    let n = 1 + next() % (len - offset).min(3 * P);
+                    match c.get_range(g, offset, n as usize) {
+                        Some(got) => assert!(
+                            got.iter().zip(offset..).all(|(b, o)| *b == byte(seed, o)),
+                            "step {step}: {path} at {offset}+{n}: another file's bytes"
+                        ),
+                        None => {
+                            // A miss reads the file's pages and keeps them.
+                            let from = offset / P * P;
+                            let data: Vec<u8> = (from..len).map(|o| byte(seed, o)).collect();
+                            c.insert_read(g, from, &data, data.len() + 1);
+                        }
+                    }
+                }
+            }
+            assert!(c.bytes() <= 24 * P as usize);
+        }
+        assert!(c.pool_stats().reused > 0, "{:?}", c.pool_stats());
     }
 
     #[test]

@@ -279,6 +279,7 @@ impl SharedFs {
     /// the device at its first write or sync ([`materialize`](Self::materialize)).
     pub fn create_lazy(&self, path: &str, lifetime: WriteLifetime) -> Result<(), PluginError> {
         self.detach_writer(path, "created again");
+        let old_len = self.len_for_cache(path);
         let replaced: Result<(), PluginError> = (|| {
             if self.fs.exists(path)? {
                 self.fs.delete(path)?;
@@ -287,7 +288,7 @@ impl SharedFs {
             Ok(())
         })();
         // After the change: a read racing with it may have kept the old bytes.
-        self.cache.forget(path);
+        self.cache.forget(path, old_len);
         replaced?;
         self.touch(path);
         Ok(())
@@ -723,17 +724,28 @@ impl SharedFs {
         }
     }
 
+    /// The length of `path` whose cached pages a change of it drops at once
+    /// ([`ReadCache::forget`]): its size on the device, 0 when the cache is off or the file
+    /// is not there.
+    fn len_for_cache(&self, path: &str) -> u64 {
+        if !self.cache.is_on() {
+            return 0;
+        }
+        self.fs.size(path).unwrap_or(0)
+    }
+
     /// Deletes a file.
     pub fn delete(&self, path: &str) -> Result<(), PluginError> {
         lock(&self.mtimes).remove(path);
         self.detach_writer(path, "deleted");
+        let len = self.len_for_cache(path);
         let deleted = if lock(&self.pending).remove(path).is_some() {
             Ok(())
         } else {
             self.fs.delete(path).map_err(PluginError::from)
         };
         // After the change: a read racing with it may have kept the old bytes.
-        self.cache.forget(path);
+        self.cache.forget(path, len);
         deleted
     }
 
@@ -742,6 +754,7 @@ impl SharedFs {
         self.push(from)?;
         self.detach_writer(from, "renamed");
         self.detach_writer(to, "renamed over");
+        let (from_len, to_len) = (self.len_for_cache(from), self.len_for_cache(to));
         let renamed: Result<(), PluginError> = (|| {
             self.materialize(from)?;
             lock(&self.pending).remove(to);
@@ -749,8 +762,8 @@ impl SharedFs {
             Ok(())
         })();
         // After the change: a read racing with it may have kept the old bytes of `to`.
-        self.cache.forget(from);
-        self.cache.forget(to);
+        self.cache.forget(from, from_len);
+        self.cache.forget(to, to_len);
         renamed?;
         let mut m = lock(&self.mtimes);
         let t = m.remove(from).unwrap_or_else(now_secs);
@@ -1011,6 +1024,18 @@ mod tests {
                     );
                 }
                 fs.forget_writer(&p, &wb);
+                // Deleted: its pages leave the cache at once, their buffers kept for reuse.
+                let (held, free) = (fs.cache.bytes(), fs.cache.pool_stats().free);
+                fs.delete(&p).unwrap();
+                if table {
+                    let whole_bytes = (model.len() / P * P) as isize;
+                    let dropped = held as isize - fs.cache.bytes() as isize;
+                    assert!(dropped >= whole_bytes, "{p}: {dropped} bytes dropped");
+                    assert!(
+                        fs.cache.pool_stats().free >= free + whole,
+                        "{p}: buffers kept"
+                    );
+                }
             }
         }
         let _ = std::fs::remove_file(&file);
@@ -1077,7 +1102,7 @@ mod tests {
         fs.push_buf(p, &wb).unwrap();
         fs.forget_writer(p, &wb);
         // Whatever the writes kept, gone: a fresh generation.
-        fs.cache.forget(p);
+        fs.cache.forget(p, 0);
         assert!(!fs.is_range_cached(p, 0, 100));
         assert_eq!(&fs.read_at(p, 0, 100).unwrap()[..], &model[..100]);
         assert!(fs.is_range_cached(p, 0, P as usize));
