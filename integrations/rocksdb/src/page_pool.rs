@@ -4,9 +4,10 @@
 //! about a third of a ZIOB core's time in readwhilewriting went to zeroing such pages
 //! (`clear_page_erms` under the hand-over's cache inserts; docs/ROCKSDB-BENCH.md §3m).
 //!
-//! A page is a [`Bytes`] over a [`PooledPage`]: dropping its last view returns the buffer.
-//! Buffers in use and kept for reuse together take at most the pool's `limit` bytes (the
-//! read cache's capacity): one returned beyond that is freed.
+//! A page is a [`Bytes`] over a [`PooledPage`]: dropping its last view returns the buffer,
+//! which is kept only while the buffers in use and kept together stay within the pool's
+//! `limit_bytes` (the read cache's capacity and a little headroom), else freed. Buffers in
+//! use are not capped: a page is always made, from a new buffer when none is kept.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,15 +22,15 @@ pub struct PoolStats {
     /// Pages made from a reused buffer.
     pub reused: u64,
     /// Buffers kept for reuse now.
-    pub free: usize,
+    pub free_buffers: usize,
 }
 
 /// Reusable page buffers of `page_bytes` each.
 pub struct PagePool {
     /// Bytes of each buffer.
     page_bytes: usize,
-    /// Most bytes of buffers in use plus kept.
-    limit: u64,
+    /// Most bytes of buffers in use plus kept that a returned buffer may bring them to.
+    limit_bytes: u64,
     /// Buffers kept for reuse (empty, with `page_bytes` of capacity).
     free: Mutex<Vec<Vec<u8>>>,
     /// Buffers handed out and not returned.
@@ -61,12 +62,12 @@ impl Drop for PooledPage {
 }
 
 impl PagePool {
-    /// A pool of `page_bytes` buffers whose buffers, in use and kept, take at most `limit`
-    /// bytes (it keeps none beyond that; pages made meanwhile still get new buffers).
-    pub fn new(page_bytes: usize, limit: u64) -> Arc<PagePool> {
+    /// A pool of `page_bytes` buffers that keeps a returned buffer while the buffers in use
+    /// and kept take at most `limit_bytes`.
+    pub fn new(page_bytes: usize, limit_bytes: u64) -> Arc<PagePool> {
         Arc::new(PagePool {
             page_bytes,
-            limit,
+            limit_bytes,
             free: Mutex::default(),
             in_use: AtomicU64::new(0),
             allocated: AtomicU64::new(0),
@@ -78,7 +79,12 @@ impl PagePool {
     /// fewer is allowed but wastes the rest of the buffer), in a reused buffer when one is
     /// kept.
     pub fn page<'a>(self: &Arc<Self>, parts: impl IntoIterator<Item = &'a [u8]>) -> Bytes {
-        let kept = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let kept = {
+            let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+            // Counted in use before the lock is let go: a buffer is always in one count.
+            self.in_use.fetch_add(1, Ordering::Relaxed);
+            free.pop()
+        };
         let mut buf = match kept {
             Some(buf) => {
                 self.reused.fetch_add(1, Ordering::Relaxed);
@@ -93,7 +99,6 @@ impl PagePool {
             buf.extend_from_slice(part);
         }
         debug_assert!(buf.len() <= self.page_bytes, "page of {} bytes", buf.len());
-        self.in_use.fetch_add(1, Ordering::Relaxed);
         Bytes::from_owner(PooledPage {
             buf,
             pool: Arc::clone(self),
@@ -103,13 +108,10 @@ impl PagePool {
     /// Takes `buf` back: kept (emptied) while buffers in use and kept stay within the
     /// limit, else freed.
     fn give_back(&self, mut buf: Vec<u8>) {
-        let in_use = self.in_use.fetch_sub(1, Ordering::Relaxed) - 1;
-        if buf.capacity() != self.page_bytes {
-            return;
-        }
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        let in_use = self.in_use.fetch_sub(1, Ordering::Relaxed) - 1;
         let held = (in_use + free.len() as u64 + 1) * self.page_bytes as u64;
-        if held <= self.limit {
+        if held <= self.limit_bytes && buf.capacity() >= self.page_bytes {
             buf.clear();
             free.push(buf);
         }
@@ -120,7 +122,7 @@ impl PagePool {
         PoolStats {
             allocated: self.allocated.load(Ordering::Relaxed),
             reused: self.reused.load(Ordering::Relaxed),
-            free: self.free.lock().unwrap_or_else(|p| p.into_inner()).len(),
+            free_buffers: self.free.lock().unwrap_or_else(|p| p.into_inner()).len(),
         }
     }
 }
@@ -137,10 +139,10 @@ mod tests {
         let view = a.slice(2..4);
         drop(a);
         // A view keeps the buffer.
-        assert_eq!(pool.stats().free, 0);
+        assert_eq!(pool.stats().free_buffers, 0);
         assert_eq!(&view[..], b"cd");
         drop(view);
-        assert_eq!(pool.stats().free, 1);
+        assert_eq!(pool.stats().free_buffers, 1);
         let b = pool.page([&b"12345678"[..]]);
         assert_eq!(&b[..], b"12345678");
         assert_eq!(
@@ -148,7 +150,7 @@ mod tests {
             PoolStats {
                 allocated: 1,
                 reused: 1,
-                free: 0
+                free_buffers: 0
             }
         );
         // Nothing of the page before shows through a shorter one.
@@ -162,12 +164,12 @@ mod tests {
         let pool = PagePool::new(8, 32);
         let pages: Vec<Bytes> = (0..6u8).map(|i| pool.page([&[i; 8][..]])).collect();
         drop(pages);
-        assert_eq!(pool.stats().free, 4);
+        assert_eq!(pool.stats().free_buffers, 4);
         let again: Vec<Bytes> = (0..6u8).map(|i| pool.page([&[i; 8][..]])).collect();
         assert_eq!(pool.stats().reused, 4);
         assert!(again.iter().enumerate().all(|(i, p)| p[..] == [i as u8; 8]));
         // Pages from another thread come back too.
         std::thread::spawn(move || drop(again)).join().unwrap();
-        assert_eq!(pool.stats().free, 4);
+        assert_eq!(pool.stats().free_buffers, 4);
     }
 }

@@ -19,9 +19,14 @@
 //! (never reused) when the path is first read or written through the cache;
 //! [`forget`](ReadCache::forget) drops it when the file is deleted, renamed (from or to) or
 //! created again, so the path's next read gets a new generation and every page kept under
-//! the old one is unreachable (it ages out). A read keeps its pages under the generation it
-//! looked up *before* reading, so a read that raced with a change is not served after the
-//! change's `forget`: call `forget` once the change is done.
+//! the old one is unreachable; those up to the file's old length are dropped at once (any
+//! others age out). A read keeps its pages under the generation it looked up *before*
+//! reading, so a read that raced with a change is not served after the change's `forget`:
+//! call `forget` once the change is done.
+//!
+//! Whole pages are made in buffers of a [`PagePool`]: a page dropped (evicted, or its file
+//! forgotten) lends its buffer to the next, so pages kept in a steady state take no fresh
+//! memory (which the kernel zeroes at its first touch).
 
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
@@ -34,6 +39,9 @@ use crate::page_pool::{PagePool, PoolStats};
 
 /// Page size of the cache: 32 KiB (eight 4 KiB RocksDB blocks).
 pub const PAGE_BYTES: u64 = 32 << 10;
+
+/// Most pages a missing read may span to keep them ([`ReadCache::max_span`]).
+const MAX_SPAN_PAGES: u64 = 8;
 
 /// `(generation, page index)` → the page's bytes.
 type Pages = quick_cache::sync::Cache<(u64, u64), Bytes, PageWeight>;
@@ -103,12 +111,11 @@ impl PageCarry {
     }
 
     /// The carried bytes (a partial page), in one buffer of their length.
-    fn joined(&self, more: &[u8]) -> Bytes {
-        let mut page = BytesMut::with_capacity(self.len + more.len());
+    fn joined(&self) -> Bytes {
+        let mut page = BytesMut::with_capacity(self.len);
         for piece in &self.pieces {
             page.extend_from_slice(piece);
         }
-        page.extend_from_slice(more);
         page.freeze()
     }
 }
@@ -161,7 +168,9 @@ impl ReadCache {
         });
         ReadCache {
             pages,
-            pool: PagePool::new(PAGE_BYTES as usize, capacity),
+            // Headroom of a largest miss: a page made for an insert into the full cache
+            // is in use before the one it evicts comes back, and that one is kept.
+            pool: PagePool::new(PAGE_BYTES as usize, capacity + MAX_SPAN_PAGES * PAGE_BYTES),
             generations: RwLock::default(),
             // From 1: a default `PageCarry`'s 0 is never a file's.
             next: AtomicU64::new(1),
@@ -178,7 +187,7 @@ impl ReadCache {
     /// not keep them, so that they do not push out the pages point reads use).
     pub fn max_span(&self) -> u64 {
         let capacity = self.pages.as_ref().map_or(0, Pages::capacity);
-        (capacity / 8).clamp(PAGE_BYTES, 8 * PAGE_BYTES)
+        (capacity / 8).clamp(PAGE_BYTES, MAX_SPAN_PAGES * PAGE_BYTES)
     }
 
     /// The generation of `path` if it has one (it was read since its last change), without
@@ -416,7 +425,7 @@ impl ReadCache {
             if carry.changed && carry.len > 0 && carry.page_start != u64::MAX {
                 pages.insert(
                     (carry.generation, carry.page_start / PAGE_BYTES),
-                    carry.joined(&[]),
+                    carry.joined(),
                 );
             }
             carry.changed = false;
@@ -457,6 +466,7 @@ impl ReadCache {
             .unwrap_or_else(|p| p.into_inner())
             .remove(path);
         if let Some(generation) = generation {
+            // One removal per page (2,048 for a 64 MiB table), once per file.
             for page in 0..len.div_ceil(PAGE_BYTES) {
                 pages.remove(&(generation, page));
             }
@@ -716,11 +726,14 @@ mod tests {
         assert_eq!(c.bytes(), file.len());
         c.forget("a.sst", file.len() as u64);
         assert_eq!(c.bytes(), 0);
-        assert_eq!(c.pool_stats().free, 8);
+        assert_eq!(c.pool_stats().free_buffers, 8);
         let b = c.generation("b.sst");
         c.insert_range(b, 0, &file[..8 * P as usize]);
         let stats = c.pool_stats();
-        assert_eq!((stats.allocated, stats.reused, stats.free), (8, 8, 0));
+        assert_eq!(
+            (stats.allocated, stats.reused, stats.free_buffers),
+            (8, 8, 0)
+        );
         assert!(c.holds(b, 0, 8 * P as usize));
         // A length short of the pages kept drops those it covers; the others age out.
         c.forget("b.sst", P + 1);
@@ -743,7 +756,18 @@ mod tests {
         // Per path: its contents' seed and length, while it exists.
         let mut files: HashMap<String, (u64, u64)> = HashMap::new();
         let byte = |seed: u64, o: u64| (o.wrapping_mul(seed | 1) >> 3) as u8;
+        // Ranges served, held on to (views of pages the cache may drop meanwhile): their
+        // bytes must not change while they are held.
+        let mut held: Vec<(Bytes, u64, u64)> = Vec::new();
         for step in 0..3000 {
+            if step % 50 == 0 {
+                for (got, seed, offset) in held.drain(..) {
+                    assert!(
+                        got.iter().zip(offset..).all(|(b, o)| *b == byte(seed, o)),
+                        "step {step}: a range held since changed"
+                    );
+                }
+            }
             let path = format!("{}.sst", next() % 6);
             match next() % 4 {
                 0 => {
@@ -777,10 +801,13 @@ mod tests {
                     let offset = next() % len;
                     let n = 1 + next() % (len - offset).min(3 * P);
                     match c.get_range(g, offset, n as usize) {
-                        Some(got) => assert!(
-                            got.iter().zip(offset..).all(|(b, o)| *b == byte(seed, o)),
-                            "step {step}: {path} at {offset}+{n}: another file's bytes"
-                        ),
+                        Some(got) => {
+                            assert!(
+                                got.iter().zip(offset..).all(|(b, o)| *b == byte(seed, o)),
+                                "step {step}: {path} at {offset}+{n}: another file's bytes"
+                            );
+                            held.push((got, seed, offset));
+                        }
                         None => {
                             // A miss reads the file's pages and keeps them.
                             let from = offset / P * P;
@@ -793,6 +820,19 @@ mod tests {
             assert!(c.bytes() <= 24 * P as usize);
         }
         assert!(c.pool_stats().reused > 0, "{:?}", c.pool_stats());
+    }
+
+    /// In a full cache, the page an insert evicts lends its buffer to the next insert.
+    #[test]
+    fn a_full_cache_reuses_the_buffers_it_evicts() {
+        let c = ReadCache::new(8 * PAGE_BYTES as usize);
+        let g = c.generation("a.sst");
+        for i in 0..64u64 {
+            c.insert(g, i, &page(i as u8));
+        }
+        let stats = c.pool_stats();
+        assert!(stats.reused >= 48, "{stats:?}");
+        assert!(c.bytes() <= 8 * PAGE_BYTES as usize);
     }
 
     #[test]

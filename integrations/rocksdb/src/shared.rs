@@ -725,10 +725,11 @@ impl SharedFs {
     }
 
     /// The length of `path` whose cached pages a change of it drops at once
-    /// ([`ReadCache::forget`]): its size on the device, 0 when the cache is off or the file
-    /// is not there.
+    /// ([`ReadCache::forget`]): its size on the device, 0 when nothing of it can be cached
+    /// (the cache is off, or the path has no generation) or the file is not there.
     fn len_for_cache(&self, path: &str) -> u64 {
-        if !self.cache.is_on() {
+        // No generation: nothing of it is cached (a new file, a WAL never read).
+        if self.cache.current_generation(path).is_none() {
             return 0;
         }
         self.fs.size(path).unwrap_or(0)
@@ -970,7 +971,7 @@ mod tests {
     #[test]
     fn a_tables_written_pages_are_kept_in_the_read_cache() {
         const P: usize = PAGE_BYTES as usize;
-        let (fs, file) = small_fs("write-through");
+        let (fs, file) = small_fs_with("write-through", "&warm=0");
         assert!(fs.cache.is_on(), "emu with direct I/O has the read cache");
         for seed in 0..3u64 {
             for (p, table) in [
@@ -1025,14 +1026,14 @@ mod tests {
                 }
                 fs.forget_writer(&p, &wb);
                 // Deleted: its pages leave the cache at once, their buffers kept for reuse.
-                let (held, free) = (fs.cache.bytes(), fs.cache.pool_stats().free);
+                let (held, free) = (fs.cache.bytes(), fs.cache.pool_stats().free_buffers);
                 fs.delete(&p).unwrap();
                 if table {
                     let whole_bytes = (model.len() / P * P) as isize;
                     let dropped = held as isize - fs.cache.bytes() as isize;
                     assert!(dropped >= whole_bytes, "{p}: {dropped} bytes dropped");
                     assert!(
-                        fs.cache.pool_stats().free >= free + whole,
+                        fs.cache.pool_stats().free_buffers >= free + whole,
                         "{p}: buffers kept"
                     );
                 }
