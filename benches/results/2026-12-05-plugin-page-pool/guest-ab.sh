@@ -5,7 +5,8 @@
 # benchmark of BENCHES on that database, each its own db_bench process (rocksdb-bench's flags,
 # 30,000 keys of VALUE bytes). Prints one line per benchmark: round mode benchmark ops/s.
 # Usage: bash guest-ab.sh ROUNDS VALUE MODE...
-#   MODE = ext4 | NAME:PLUGIN.so:zbd | NAME:PLUGIN.so:nvme
+#   MODE = ext4 | NAME:PLUGIN.so:zbd[:OPTIONS] | NAME:PLUGIN.so:nvme[:OPTIONS]
+#   (OPTIONS: more URI options, appended after ?prefault=auto, e.g. &sched=normal)
 ROUNDS=$1; VALUE=$2; shift 2; MODES=("$@")
 BENCHES=${BENCHES:-"overwrite readrandom readwhilewriting"}
 DEV=nvme0n1; MNT=/tmp/ab-ext4
@@ -17,8 +18,8 @@ run() { # mode round bench existing
     name=ext4
     out=$(db_bench $FLAGS --db=$MNT/db --use_existing_db=$4 --benchmarks=$3,flush,waitforcompaction 2>&1)
   else
-    IFS=: read name so kind <<< "$1"
-    case $kind in zbd) uri="ziob://zbd:/dev/$DEV?prefault=auto";; nvme) uri="ziob://nvme:/dev/ng0n1?prefault=auto";; esac
+    IFS=: read name so kind opts <<< "$1"
+    case $kind in zbd) uri="ziob://zbd:/dev/$DEV?prefault=auto$opts";; nvme) uri="ziob://nvme:/dev/ng0n1?prefault=auto$opts";; esac
     out=$(LD_PRELOAD=$so db_bench $FLAGS --db=/rocksdb-bench --fs_uri="$uri" --use_existing_db=$4 --benchmarks=$3,flush,waitforcompaction 2>&1)
   fi
   echo "$2 $name $3 $(echo "$out" | awk -v b="$3" '$1==b && $2==":" {print $5}')"

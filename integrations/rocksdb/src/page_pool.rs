@@ -1,7 +1,7 @@
 //! [`PagePool`]: the buffers of the read cache's whole pages, reused once a page is dropped
 //! (evicted, or its file deleted), so that a new page takes memory the process has touched
 //! already instead of fresh memory that the kernel must zero at its first touch. Without it
-//! about a third of a ZIOB core's time in readwhilewriting went to zeroing such pages
+//! a quarter to a third of a ZIOB core's time in readwhilewriting went to zeroing such pages
 //! (`clear_page_erms` under the hand-over's cache inserts; docs/ROCKSDB-BENCH.md §3m).
 //!
 //! A page is a [`Bytes`] over a [`PooledPage`]: dropping its last view returns the buffer,
