@@ -1,10 +1,10 @@
 //! [`PagePool`]: the buffers of the read cache's whole pages, reused once a page is dropped
 //! (evicted, or its file deleted), so that a new page takes memory the process has touched
 //! already instead of fresh memory that the kernel must zero at its first touch. Without it
-//! a quarter to a third of a ZIOB core's time in readwhilewriting went to zeroing such pages
+//! a quarter to two fifths of a ZIOB core's time in readwhilewriting went to zeroing such pages
 //! (`clear_page_erms` under the hand-over's cache inserts; docs/ROCKSDB-BENCH.md §3m).
 //!
-//! A page is a [`Bytes`] over a [`PooledPage`]: dropping its last view returns the buffer,
+//! A page is a [`Bytes`] over a `PooledPage`: dropping its last view returns the buffer,
 //! which is kept only while the buffers in use and kept together stay within the pool's
 //! `limit_bytes` (the read cache's capacity and a little headroom), else freed. Buffers in
 //! use are not capped: a page is always made, from a new buffer when none is kept.
