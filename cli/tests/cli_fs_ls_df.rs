@@ -153,7 +153,7 @@ fn df_counts_the_files_and_the_dead_bytes() {
 
     let text = ok(&["fs", "df", &d.spec], b"");
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 6, "{text}");
+    assert_eq!(lines.len(), 7, "{text}");
     assert!(
         lines[0].starts_with("total:")
             && lines[0].contains("14.0 MiB")
@@ -170,12 +170,22 @@ fn df_counts_the_files_and_the_dead_bytes() {
             && lines[3].contains(&format!("({reclaimable_after} bytes)")),
         "{text}"
     );
-    let amp_after = after["space_amplification"].as_f64().unwrap();
+    let in_full = after["reclaimable_in_full_zones_bytes"].as_u64().unwrap();
+    assert!(in_full <= reclaimable_after, "{after}");
     assert!(
-        lines[4].starts_with(&format!("space amplification: {amp_after:.2}")),
+        lines[4].starts_with("  in full zones:")
+            && lines[4].contains(&format!("({in_full} bytes)")),
         "{text}"
     );
-    assert!(lines[5].starts_with("data zones:         14 ("), "{text}");
+    let amp_after = after["space_amplification"].as_f64().unwrap();
+    let amp_full = after["space_amplification_full_zones"].as_f64().unwrap();
+    assert!(amp_full <= amp_after, "{after}");
+    assert!(
+        lines[5].starts_with(&format!("space amplification: {amp_after:.2}"))
+            && lines[5].contains(&format!("{amp_full:.2} counting full zones only")),
+        "{text}"
+    );
+    assert!(lines[6].starts_with("data zones:         14 ("), "{text}");
 }
 
 #[test]

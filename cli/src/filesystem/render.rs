@@ -147,12 +147,14 @@ pub fn df_text(u: &SpaceUsage) -> String {
     };
     let amp = u.space_amplification();
     format!(
-        "{}{}{}{}space amplification: {amp:.2}  (reclaimable is {:.0}% of used)\ndata zones:         {} ({} free)\n",
+        "{}{}{}{}{}space amplification: {amp:.2}  (reclaimable is {:.0}% of used; {:.2} counting full zones only, as zenfs df does)\ndata zones:         {} ({} free)\n",
         line("total:", u.total_bytes),
         line("free:", u.free_bytes),
         line("used:", u.used_bytes),
         line("reclaimable:", u.reclaimable_bytes),
+        line("  in full zones:", u.reclaimable_in_full_zones_bytes),
         (amp - 1.0) * 100.0,
+        u.space_amplification_full_zones(),
         u.data_zones,
         u.free_zones,
     )
@@ -165,7 +167,9 @@ pub fn df_json(u: &SpaceUsage) -> String {
         "free_bytes": u.free_bytes,
         "used_bytes": u.used_bytes,
         "reclaimable_bytes": u.reclaimable_bytes,
+        "reclaimable_in_full_zones_bytes": u.reclaimable_in_full_zones_bytes,
         "space_amplification": u.space_amplification(),
+        "space_amplification_full_zones": u.space_amplification_full_zones(),
         "data_zones": u.data_zones,
         "free_zones": u.free_zones,
     }))

@@ -364,12 +364,15 @@ pub fn parse_zenfs_df(text: &str) -> Option<u64> {
     Some((get("Used:")? + get("Reclaimable:")?) << 20)
 }
 
-/// `used_bytes + reclaimable_bytes` and `space_amplification` of `ziob fs df --json`.
-pub fn parse_ziob_df(json: &str) -> Option<(u64, f64)> {
+/// `used_bytes + reclaimable_bytes`, `space_amplification` and
+/// `space_amplification_full_zones` (counted as `zenfs df` counts it; `None` from a CLI
+/// without it) of `ziob fs df --json`.
+pub fn parse_ziob_df(json: &str) -> Option<(u64, f64, Option<f64>)> {
     let v: serde_json::Value = serde_json::from_str(json).ok()?;
     Some((
         v["used_bytes"].as_u64()? + v["reclaimable_bytes"].as_u64()?,
         v["space_amplification"].as_f64()?,
+        v["space_amplification_full_zones"].as_f64(),
     ))
 }
 
@@ -412,9 +415,14 @@ pub fn measure_space(probe: &SpaceProbe) -> Space {
                 Ok(o) => {
                     let text = String::from_utf8_lossy(&o.stdout).to_string();
                     match parse_ziob_df(&text) {
-                        Some((used, amp)) => Space {
+                        Some((used, amp, amp_full)) => Space {
                             used_bytes: Some(used),
-                            detail: format!("ziob fs df: used+reclaimable {used} B, space amplification {amp:.2}"),
+                            detail: format!(
+                                "ziob fs df: used+reclaimable {used} B, space amplification {amp:.2}{}",
+                                amp_full.map_or(String::new(), |a| format!(
+                                    " ({a:.2} counting full zones only, as zenfs df does)"
+                                ))
+                            ),
                         },
                         None => Space {
                             used_bytes: None,
@@ -542,7 +550,9 @@ mod tests {
     #[test]
     fn ziob_df_json_used_plus_reclaimable() {
         let j = r#"{"total_bytes": 100, "free_bytes": 50, "used_bytes": 40, "reclaimable_bytes": 10, "space_amplification": 1.25, "data_zones": 8, "free_zones": 4}"#;
-        assert_eq!(parse_ziob_df(j), Some((50, 1.25)));
+        assert_eq!(parse_ziob_df(j), Some((50, 1.25, None)));
+        let j = r#"{"used_bytes": 40, "reclaimable_bytes": 10, "reclaimable_in_full_zones_bytes": 4, "space_amplification": 1.25, "space_amplification_full_zones": 1.1}"#;
+        assert_eq!(parse_ziob_df(j), Some((50, 1.25, Some(1.1))));
         assert_eq!(parse_ziob_df("error: no fs subcommand"), None);
     }
 
