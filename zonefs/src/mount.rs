@@ -7,6 +7,7 @@ use ziob::{Client, ZoneInfo, ZoneState};
 use crate::error::{FsError, Result};
 use crate::journal::{read_zone, Journal, ZoneRead, JOURNAL_ZONES_RANGE};
 use crate::layout::Layout;
+use crate::lifetime::slot_of;
 use crate::tree::Tree;
 use crate::zones::{DataZone, ZoneTable, ZoneUse};
 
@@ -361,8 +362,13 @@ fn read_only_zones(layout: &Layout, report: &[ZoneInfo], first: u32, tree: &Tree
 }
 
 /// Builds the data zone table: live bytes from the files' extents (checked against the zones'
-/// write pointers); zones holding no live byte are reset; zones holding some are finished
-/// (closed for appends, and no longer active).
+/// write pointers); zones holding no live byte are reset; a zone left partly written whose
+/// live bytes all belong to files of one class slot becomes that slot's open zone again
+/// (appends go on at its write pointer, so a remount does not give up the rest of each
+/// slot's zone: with a process per RocksDB benchmark, the finishing of those zones at every
+/// mount made most of the space amplification; at most one per slot, the one with the most
+/// room, so no more zones are active than while mounted); the other zones holding live bytes
+/// are finished (closed for appends, and no longer active).
 async fn data_zones(
     client: &Client,
     layout: &Layout,
@@ -371,7 +377,11 @@ async fn data_zones(
     tree: &Tree,
 ) -> Result<(ZoneTable, Vec<u32>)> {
     let mut live = vec![0u64; report.len()];
+    // The class slot of each zone's live files: `Some(slot)` while they all share one,
+    // `None` once two differ.
+    let mut zone_slot: Vec<Option<Option<usize>>> = vec![None; report.len()];
     for (_, node) in tree.nodes() {
+        let slot = slot_of(node.lifetime, layout.slots);
         for e in &node.extents {
             let z = e.zone as usize;
             let ok = e.zone >= first
@@ -388,6 +398,27 @@ async fn data_zones(
                 });
             }
             live[z] += e.len;
+            zone_slot[z] = match zone_slot[z] {
+                None => Some(Some(slot)),
+                Some(Some(s)) if s == slot => Some(Some(slot)),
+                Some(_) => Some(None),
+            };
+        }
+    }
+    // Per slot, the partly written zone (one class's files only) with the most room.
+    let mut adopt: Vec<Option<u32>> = vec![None; layout.slots];
+    for info in &report[first as usize..] {
+        let z = info.index as usize;
+        let partly = matches!(
+            info.state,
+            ZoneState::ImplicitlyOpened | ZoneState::ExplicitlyOpened | ZoneState::Closed
+        ) && info.write_pointer_bytes < layout.capacity();
+        if let (true, true, Some(Some(slot))) = (partly, live[z] > 0, zone_slot[z]) {
+            if adopt[slot]
+                .is_none_or(|a| report[a as usize].write_pointer_bytes > info.write_pointer_bytes)
+            {
+                adopt[slot] = Some(info.index);
+            }
         }
     }
     let mut table = Vec::new();
@@ -414,6 +445,11 @@ async fn data_zones(
                     live: 0,
                 }
             }
+            _ if adopt.contains(&Some(info.index)) => DataZone {
+                usage: ZoneUse::Open(zone_slot[z].flatten().expect("an adopted zone has a slot")),
+                written: info.write_pointer_bytes,
+                live: live[z],
+            },
             state => {
                 if state != ZoneState::Full {
                     client.finish(info.index).await?;

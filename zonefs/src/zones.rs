@@ -45,9 +45,22 @@ pub struct ZoneTable {
 }
 
 impl ZoneTable {
-    /// A table of data zones `first..first + zones.len()` with `slots` class slots; zones
-    /// marked `Open` are not accepted here (mount closes or frees them first).
+    /// A table of data zones `first..first + zones.len()` with `slots` class slots; a zone
+    /// marked `Open(slot)` becomes that slot's open zone (mount adopts a zone a class left
+    /// partly written; at most one per slot, the slot below `slots`).
     pub fn new(first: u32, zones: Vec<DataZone>, slots: usize) -> ZoneTable {
+        let mut open = vec![None; slots];
+        for (i, z) in zones.iter().enumerate() {
+            if let ZoneUse::Open(slot) = z.usage {
+                assert!(
+                    slot < slots && open[slot].is_none(),
+                    "zone {} adopted for slot {slot} of {slots}, held by {:?}",
+                    first + i as u32,
+                    open.get(slot)
+                );
+                open[slot] = Some(first + i as u32);
+            }
+        }
         let free = zones
             .iter()
             .enumerate()
@@ -60,7 +73,7 @@ impl ZoneTable {
             flushed: zones.iter().map(|z| z.written).collect(),
             appending: zones.iter().map(|_| AtomicU32::new(0)).collect(),
             zones,
-            open: vec![None; slots],
+            open,
             free,
         }
     }

@@ -251,3 +251,80 @@ fn a_class_placed_on_a_core_takes_that_cores_zones() {
         });
     }
 }
+
+/// A remount goes on appending to the zone each class left partly written (instead of
+/// finishing it and giving up the rest of its capacity): after a clean close or a crash,
+/// with the buffer on and off; what was not synced before a crash is dead space there, and
+/// every synced byte reads back, also after a further remount.
+#[test]
+fn a_remount_appends_to_the_zone_each_class_left_partly_written() {
+    for (buffered, crash) in [(true, false), (true, true), (false, false), (false, true)] {
+        let file = EmuFile::create("adopt", 32, ZONE_BYTES, None);
+        let spec = file.spec();
+        bounded(120, move || {
+            let rt = runtime(1);
+            let (client, fs) = formatted(&rt, &spec, buffered);
+            let a: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+            let w = vec![3u8; 5_000];
+            b(fs.create("a", WriteLifetime::Long)).unwrap();
+            b(fs.append("a", &a)).unwrap();
+            b(fs.sync("a")).unwrap();
+            b(fs.create("w", WriteLifetime::Wal)).unwrap();
+            b(fs.append("w", &w)).unwrap();
+            b(fs.sync("w")).unwrap();
+            if crash {
+                b(fs.create("lost", WriteLifetime::Long)).unwrap();
+                b(fs.append("lost", &[9u8; 3_000])).unwrap();
+            }
+            let zone_of = |fs: &ZoneFs, live: u64| {
+                zones_of(fs)
+                    .into_iter()
+                    .find(|z| z.3 == live)
+                    .map(|z| z.0)
+                    .expect("a zone with that many live bytes")
+            };
+            // (Unsynced bytes are live until the crash: "lost" shares a's zone.)
+            let za = zone_of(&fs, if crash { 13_000 } else { 10_000 });
+            let zw = zone_of(&fs, 5_000);
+            drop(fs);
+            end(client, crash);
+
+            let client = open(&rt, &spec, buffered);
+            let fs = b(ZoneFs::mount(client.clone())).unwrap();
+            for z in [za, zw] {
+                let (_, usage, written, _) =
+                    zones_of(&fs)[z as usize - zones_of(&fs)[0].0 as usize];
+                assert!(
+                    matches!(usage, ZoneUse::Open(_)) && written < ZONE_BYTES,
+                    "buffered {buffered} crash {crash}: zone {z} not adopted: {usage:?}, {written} written"
+                );
+            }
+            let df = b(fs.df());
+            assert!(
+                df.reclaimable_bytes < ZONE_BYTES / 4,
+                "buffered {buffered} crash {crash}: the zones' rest given up: {df:?}"
+            );
+            let more = vec![5u8; 10_000];
+            b(fs.create("b", WriteLifetime::Long)).unwrap();
+            b(fs.append("b", &more)).unwrap();
+            b(fs.sync("b")).unwrap();
+            assert_eq!(zone_of(&fs, 20_000), za, "b went to a's zone");
+            assert!(b(fs.fsck()).unwrap().is_clean());
+            drop(fs);
+            end(client, false);
+
+            let client = open(&rt, &spec, buffered);
+            let fs = b(ZoneFs::mount(client.clone())).unwrap();
+            assert_eq!(b(fs.read_at("a", 0, 20_000)).unwrap(), a);
+            assert_eq!(b(fs.read_at("b", 0, 20_000)).unwrap(), more);
+            assert_eq!(b(fs.read_at("w", 0, 20_000)).unwrap(), w);
+            if crash {
+                // Its creation was journaled; its bytes were never synced.
+                assert!(b(fs.read_at("lost", 0, 20_000)).unwrap().is_empty());
+            }
+            assert!(b(fs.fsck()).unwrap().is_clean());
+            drop(fs);
+            end(client, false);
+        });
+    }
+}
