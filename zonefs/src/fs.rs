@@ -191,7 +191,7 @@ impl ZoneFs {
     /// them. Every call that would write (`create`, `create_unsynced`, `append`, `sync`,
     /// `sync_all`, `sync_metadata`, `delete`, `rename`, `gc`) fails with
     /// [`FsError::ReadOnly`]. In `df` a written zone counts as used up to its write pointer
-    /// (a read-write mount finishes it).
+    /// (a read-write mount takes it back for its class or finishes it).
     pub async fn mount_read_only(client: Client) -> Result<ZoneFs> {
         let m = mount::mount_read_only(&client).await?;
         Ok(Self::from_mounted(client, m, true))

@@ -5,6 +5,7 @@
 use ziob::{Client, ZoneInfo, ZoneState};
 
 use crate::error::{FsError, Result};
+use crate::gc;
 use crate::journal::{read_zone, Journal, ZoneRead, JOURNAL_ZONES_RANGE};
 use crate::layout::Layout;
 use crate::lifetime::slot_of;
@@ -405,9 +406,22 @@ async fn data_zones(
             };
         }
     }
-    // Per slot, the partly written zone (one class's files only) with the most room.
+    // Per slot, the partly written zone (one class's files only) with the most room; none
+    // when free zones will be below GC's threshold, where GC must be able to take every
+    // zone holding garbage (it takes closed zones only).
+    let data = &report[first as usize..];
+    let usable = data
+        .iter()
+        .filter(|i| !matches!(i.state, ZoneState::Offline | ZoneState::ReadOnly))
+        .count() as u64;
+    let free_after = data
+        .iter()
+        .filter(|i| i.state == ZoneState::Empty || live[i.index as usize] == 0)
+        .filter(|i| !matches!(i.state, ZoneState::Offline | ZoneState::ReadOnly))
+        .count() as u64;
+    let room_for_gc = free_after * 100 >= gc::GC_FREE_PERCENT * usable;
     let mut adopt: Vec<Option<u32>> = vec![None; layout.slots];
-    for info in &report[first as usize..] {
+    for info in data.iter().filter(|_| room_for_gc) {
         let z = info.index as usize;
         let partly = matches!(
             info.state,
@@ -425,13 +439,14 @@ async fn data_zones(
     let mut reset = Vec::new();
     for info in &report[first as usize..] {
         let z = info.index as usize;
-        let entry = match info.state {
-            ZoneState::Offline | ZoneState::ReadOnly => DataZone {
+        let adopted = adopt.iter().position(|a| *a == Some(info.index));
+        let entry = match (info.state, adopted) {
+            (ZoneState::Offline | ZoneState::ReadOnly, _) => DataZone {
                 usage: ZoneUse::Unusable,
                 written: info.write_pointer_bytes,
                 live: live[z],
             },
-            ZoneState::Empty => DataZone {
+            (ZoneState::Empty, _) => DataZone {
                 usage: ZoneUse::Free,
                 written: 0,
                 live: 0,
@@ -445,12 +460,12 @@ async fn data_zones(
                     live: 0,
                 }
             }
-            _ if adopt.contains(&Some(info.index)) => DataZone {
-                usage: ZoneUse::Open(zone_slot[z].flatten().expect("an adopted zone has a slot")),
+            (_, Some(slot)) => DataZone {
+                usage: ZoneUse::Open(slot),
                 written: info.write_pointer_bytes,
                 live: live[z],
             },
-            state => {
+            (state, None) => {
                 if state != ZoneState::Full {
                     client.finish(info.index).await?;
                 }

@@ -133,12 +133,14 @@ fn classes_use_separate_zones() {
 
 #[test]
 fn active_zone_limit_is_kept_without_the_buffer() {
-    for limit in [2u32, 3, 5] {
+    // Written with the buffer first (more class slots than the limit leaves without it),
+    // too: the remount without it takes back at most its own slots' zones.
+    for (limit, first_buffered) in [(2u32, false), (3, false), (5, false), (5, true)] {
         let file = EmuFile::create("limit", 40, ZONE_BYTES, Some(limit));
         let spec = file.spec();
         bounded(120, move || {
             let rt = runtime(2);
-            let (client, fs) = formatted(&rt, &spec, false);
+            let (client, fs) = formatted(&rt, &spec, first_buffered);
             let active = |client: &ziob::Client| {
                 b(client.report(0, 40))
                     .unwrap()
@@ -153,7 +155,7 @@ fn active_zone_limit_is_kept_without_the_buffer() {
                     b(fs.append(&p, &vec![round as u8; 9000])).unwrap();
                     b(fs.sync(&p)).unwrap();
                     let n = active(&client);
-                    assert!(n <= limit, "{n} active zones > {limit}");
+                    assert!(first_buffered || n <= limit, "{n} active zones > {limit}");
                     if round % 2 == 1 {
                         b(fs.delete(&format!("{lt:?}/{}", round - 1))).unwrap();
                     }
@@ -172,6 +174,17 @@ fn active_zone_limit_is_kept_without_the_buffer() {
                     vec![5u8; 9000][..]
                 );
             }
+            // Appends after the remount (to the zones it took back, and new ones) keep
+            // the limit too.
+            for lt in WriteLifetime::ALL {
+                let p = format!("{lt:?}/after");
+                b(fs.create(&p, lt)).unwrap();
+                b(fs.append(&p, &vec![7u8; 9000])).unwrap();
+                b(fs.sync(&p)).unwrap();
+                let n = active(&client);
+                assert!(n <= limit, "after the remount: {n} active zones > {limit}");
+            }
+            assert!(b(fs.fsck()).unwrap().is_clean());
             drop(fs);
             end(client, false);
         });
@@ -327,4 +340,41 @@ fn a_remount_appends_to_the_zone_each_class_left_partly_written() {
             end(client, false);
         });
     }
+}
+
+/// Where the free zones after a mount would be below GC's threshold, no zone is taken back
+/// (GC moves data out of closed zones only): every partly written zone is finished.
+#[test]
+fn a_nearly_full_device_takes_back_no_zone_at_mount() {
+    let file = EmuFile::create("adopt-full", 10, ZONE_BYTES, None);
+    let spec = file.spec();
+    bounded(120, move || {
+        let rt = runtime(1);
+        let (client, fs) = formatted(&rt, &spec, true);
+        for lt in WriteLifetime::ALL {
+            let p = format!("{lt:?}");
+            b(fs.create(&p, lt)).unwrap();
+            b(fs.append(&p, &[1u8; 5000])).unwrap();
+            b(fs.sync(&p)).unwrap();
+        }
+        let df = b(fs.df());
+        assert!(df.free_zones * 5 < df.data_zones, "{df:?}");
+        drop(fs);
+        end(client, false);
+        let client = open(&rt, &spec, true);
+        let fs = b(ZoneFs::mount(client.clone())).unwrap();
+        let open_zones: Vec<_> = zones_of(&fs)
+            .into_iter()
+            .filter(|z| matches!(z.1, ZoneUse::Open(_)))
+            .collect();
+        assert!(open_zones.is_empty(), "taken back: {open_zones:?}");
+        for lt in WriteLifetime::ALL {
+            assert_eq!(
+                b(fs.read_at(&format!("{lt:?}"), 0, 9000)).unwrap(),
+                vec![1u8; 5000]
+            );
+        }
+        drop(fs);
+        end(client, false);
+    });
 }
