@@ -1,1 +1,0 @@
-db_bench --num=30000 --key_size=16 --compression_type=none --bloom_bits=10 --cache_size=33554432 --write_buffer_size=4194304 --target_file_size_base=4194304 --max_bytes_for_level_base=16777216 --threads=1 --statistics --db=/tmp/rocksdb-bench-ext4/db --value_size=1024 --seed=1000 --use_existing_db=1 --benchmarks=overwrite,flush,waitforcompaction
