@@ -23,6 +23,11 @@ pub const BACKGROUND_VICTIMS: usize = 2;
 /// Largest piece copied by one read + append during relocation.
 pub const COPY_CHUNK_BYTES: u64 = 1 << 20;
 
+/// Whether `free` of `usable` data zones is below [`GC_FREE_PERCENT`] (where GC starts).
+pub fn below_threshold(free: u64, usable: u64) -> bool {
+    free * 100 < GC_FREE_PERCENT * usable
+}
+
 /// Counters since the mount ([`ZoneFs::stats`](crate::ZoneFs::stats)). Write amplification
 /// of the layer = `(data_bytes + journal_bytes) / user_bytes`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -87,7 +92,7 @@ impl Policy {
 
     /// Free zones are below [`GC_FREE_PERCENT`].
     pub fn below_threshold(&self, zones: &ZoneTable) -> bool {
-        (zones.free_count() as u64) * 100 < GC_FREE_PERCENT * self.usable
+        below_threshold(zones.free_count() as u64, self.usable)
     }
 
     /// The victim below the threshold: the most garbage, if at least ZenFS's share.

@@ -410,23 +410,21 @@ async fn data_zones(
     // when free zones will be below GC's threshold, where GC must be able to take every
     // zone holding garbage (it takes closed zones only).
     let data = &report[first as usize..];
-    let usable = data
+    let usable: Vec<&ZoneInfo> = data
         .iter()
         .filter(|i| !matches!(i.state, ZoneState::Offline | ZoneState::ReadOnly))
-        .count() as u64;
-    let free_after = data
+        .collect();
+    // Free after this mount: empty, or reset below for holding no live byte.
+    let free_after = usable
         .iter()
-        .filter(|i| i.state == ZoneState::Empty || live[i.index as usize] == 0)
-        .filter(|i| !matches!(i.state, ZoneState::Offline | ZoneState::ReadOnly))
-        .count() as u64;
-    let room_for_gc = free_after * 100 >= gc::GC_FREE_PERCENT * usable;
+        .filter(|i| live[i.index as usize] == 0)
+        .count();
+    let room_for_gc = !gc::below_threshold(free_after as u64, usable.len() as u64);
     let mut adopt: Vec<Option<u32>> = vec![None; layout.slots];
     for info in data.iter().filter(|_| room_for_gc) {
         let z = info.index as usize;
-        let partly = matches!(
-            info.state,
-            ZoneState::ImplicitlyOpened | ZoneState::ExplicitlyOpened | ZoneState::Closed
-        ) && info.write_pointer_bytes < layout.capacity();
+        // Active (open or closed: written, not full) and with room left.
+        let partly = info.state.is_active() && info.write_pointer_bytes < layout.capacity();
         if let (true, true, Some(Some(slot))) = (partly, live[z] > 0, zone_slot[z]) {
             if adopt[slot]
                 .is_none_or(|a| report[a as usize].write_pointer_bytes > info.write_pointer_bytes)

@@ -450,7 +450,9 @@ pub unsafe extern "C" fn ziob_rfile_read(
 #[no_mangle]
 pub unsafe extern "C" fn ziob_rfile_cached(f: *const ZiobRFile, offset: u64, len: usize) -> c_int {
     catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: caller's contract.
+        // SAFETY: by this function's contract `f` is null or a live handle from
+        // `ziob_rfile_open` that no one frees during the call, so `as_ref` gives `None` or a
+        // reference valid (and only read) for this call.
         unsafe { f.as_ref() }.is_some_and(|f| f.fs.is_range_cached(f.file.path(), offset, len))
     }))
     .map_or(0, c_int::from)
