@@ -56,7 +56,8 @@ pub enum Prefaulting {
     Done(Prefaulted),
 }
 
-/// The bytes `uri` asks to prefault (`prefault=`; 0 = none).
+/// The bytes `uri` asks to prefault (`prefault=`; 0 = none). With `auto` the mount leaves
+/// out what its warm-up will read ([`crate::warm::planned_bytes`]).
 pub fn prefault_bytes(uri: &FsUri) -> u64 {
     match uri.prefault {
         Prefault::Auto => budget(uri),

@@ -8,10 +8,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::mem::MaybeUninit;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use ziob::runtime::prefault::keep_freed_memory;
+use ziob::runtime::prefault::{keep_freed_memory, Prefault};
 use ziob::{Client, Runtime, ZiobConfig};
 use ziob_zonefs::{BlockingZoneFs, FsError, MkfsOptions, WriteLifetime, ZoneFs};
 
@@ -85,6 +85,10 @@ pub struct SharedFs {
     mounted_at: u64,
     /// What the read cache's warm-up did, once it is over ([`crate::warm`]).
     warmed: OnceLock<Warmed>,
+    /// When the warm-up started (set when it is over).
+    warm_started: OnceLock<Instant>,
+    /// What the first mount's prefault did, and when it started.
+    prefaulted: OnceLock<(Prefaulting, Instant)>,
 }
 
 /// Whether the pages written to `path` go to the read cache as well: RocksDB's table files
@@ -97,6 +101,13 @@ pub fn caches_on_write(path: &str) -> bool {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The prefault a mount asked for: `bytes` (0 = none), and whether the allocator keeps
+/// freed memory (asked for before the runtime's threads started).
+struct PrefaultPlan {
+    bytes: u64,
+    kept: bool,
 }
 
 fn now_secs() -> u64 {
@@ -152,15 +163,47 @@ impl SharedFs {
             }
             return Ok(fs);
         }
-        let fs: &'static SharedFs = Box::leak(Box::new(SharedFs::open(parsed.clone())?));
+        let (fs, mut prefault) = SharedFs::open(parsed.clone())?;
+        let fs: &'static SharedFs = Box::leak(Box::new(fs));
         reg.insert(parsed.spec, fs);
-        warm::start(fs, fs.uri.warm_budget());
+        // The warm-up's reads wait on the device and the prefault's page touching on the
+        // CPU: started first, the warm-up is mostly over when the prefault is, instead of
+        // running into RocksDB's first reads. It faults its own pages in, so `auto` leaves
+        // them out (the peak memory stays the budget's).
+        let warm_budget = fs.uri.warm_budget();
+        if fs.uri.prefault == Prefault::Auto {
+            let warming = warm::planned_bytes(fs, warm_budget);
+            prefault.bytes = prefault.bytes.saturating_sub(warming);
+        }
+        warm::start(fs, warm_budget);
+        fs.prefault(prefault);
         Ok(fs)
     }
 
+    /// Makes the mount's prefault (see [`memory`]) and logs what it did.
+    fn prefault(&self, plan: PrefaultPlan) {
+        let started = Instant::now();
+        let outcome = memory::prefault_mounted(plan.bytes, plan.kept);
+        let _ = self.prefaulted.set((outcome, started));
+        match outcome {
+            Prefaulting::Done(p) => tracing::info!(
+                uri = %self.uri,
+                bytes = p.bytes,
+                capped_bytes = p.capped_bytes,
+                resident_growth = ?p.resident_growth,
+                took = ?p.took,
+                "ziob-rocksdb: prefaulted"
+            ),
+            other => {
+                tracing::info!(uri = %self.uri, prefault = ?other, "ziob-rocksdb: no prefault")
+            }
+        }
+    }
+
     /// Opens the device: an absent `emu:` file is created; a blank device is formatted; a
-    /// zone file system is mounted; anything else is refused (never reformatted).
-    fn open(uri: FsUri) -> Result<SharedFs, PluginError> {
+    /// zone file system is mounted; anything else is refused (never reformatted). Returns the
+    /// prefault to make once mounted.
+    fn open(uri: FsUri) -> Result<(SharedFs, PrefaultPlan), PluginError> {
         let prefault_bytes = memory::prefault_bytes(&uri);
         // Asked for before the runtime's threads start (mimalloc reads its options without
         // synchronisation); the prefault itself waits for a successful mount.
@@ -209,21 +252,10 @@ impl SharedFs {
             report = ?fs.mount_report(),
             "ziob-rocksdb: mounted"
         );
-        match memory::prefault_mounted(prefault_bytes, kept) {
-            Prefaulting::Done(p) => tracing::info!(
-                uri = %uri,
-                bytes = p.bytes,
-                capped_bytes = p.capped_bytes,
-                resident_growth = ?p.resident_growth,
-                took = ?p.took,
-                "ziob-rocksdb: prefaulted"
-            ),
-            other => tracing::info!(uri = %uri, prefault = ?other, "ziob-rocksdb: no prefault"),
-        }
         let cache = Arc::new(ReadCache::new(
             usize::try_from(uri.cache_bytes).unwrap_or(usize::MAX),
         ));
-        Ok(SharedFs {
+        let fs = SharedFs {
             uri,
             runtime,
             fs: fs.blocking(),
@@ -235,7 +267,14 @@ impl SharedFs {
             mtimes: Mutex::default(),
             mounted_at: now_secs(),
             warmed: OnceLock::new(),
-        })
+            warm_started: OnceLock::new(),
+            prefaulted: OnceLock::new(),
+        };
+        let plan = PrefaultPlan {
+            bytes: prefault_bytes,
+            kept,
+        };
+        Ok((fs, plan))
     }
 
     /// Syncs every file of every mounted device. The C++ shim runs it at a normal process exit
@@ -623,6 +662,17 @@ impl SharedFs {
         self.warmed.get().copied()
     }
 
+    /// When the warm-up started: `None` before it is over, or without one. For tests and
+    /// diagnostics.
+    pub fn warm_started(&self) -> Option<Instant> {
+        self.warm_started.get().copied()
+    }
+
+    /// What the first mount's prefault did and when it started. For tests and diagnostics.
+    pub fn prefaulted(&self) -> Option<(Prefaulting, Instant)> {
+        self.prefaulted.get().copied()
+    }
+
     /// Whether the read cache holds the page of `path` that holds byte `offset` (under the
     /// path's current generation): for tests and diagnostics.
     pub fn is_cached(&self, path: &str, offset: u64) -> bool {
@@ -856,7 +906,7 @@ impl WarmSource for SharedFs {
         Ok(())
     }
 
-    fn warmed(&self, warmed: Warmed, took: Duration) {
+    fn warmed(&self, warmed: Warmed, started: Instant, took: Duration) {
         tracing::info!(
             uri = %self.uri,
             files = warmed.files,
@@ -864,6 +914,7 @@ impl WarmSource for SharedFs {
             ?took,
             "ziob-rocksdb: read cache warmed"
         );
+        let _ = self.warm_started.set(started);
         let _ = self.warmed.set(warmed);
     }
 }

@@ -1,13 +1,16 @@
 //! `warm=`: after a mount, the read cache holds the newest tables' whole pages, up to the
 //! budget, and reads of them give the files' bytes. One child process writes the files and
 //! exits; a second one mounts the same `emu:` file (`O_DIRECT`, so the cache is on) and
-//! checks what the warm-up read — the warm-up runs at a process's first mount only.
+//! checks what the warm-up read — the warm-up runs at a process's first mount only — and
+//! that it ran beside the mount's prefault (`prefault=auto`), which left its pages out.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use ziob_rocksdb::memory::{self, Prefaulting};
 use ziob_rocksdb::read_cache::PAGE_BYTES;
 use ziob_rocksdb::shared::SharedFs;
+use ziob_rocksdb::uri::FsUri;
 use ziob_zonefs::WriteLifetime;
 
 const STEP: &str = "ZIOB_ROCKSDB_WARM_STEP";
@@ -53,9 +56,11 @@ fn write_files(file: &Path) {
     }
 }
 
-/// The second child: mounts, waits for the warm-up, checks the cached pages and the bytes.
+/// The second child: mounts, waits for the warm-up, checks the cached pages and the bytes,
+/// and that the warm-up ran beside the prefault, which left its pages out.
 fn check_warmed(file: &Path) {
-    let fs = SharedFs::get(&uri(file, &format!("&warm={BUDGET}"))).unwrap();
+    let uri = uri(file, &format!("&warm={BUDGET}&cache=64M&prefault=auto"));
+    let fs = SharedFs::get(&uri).unwrap();
     let t = Instant::now();
     let warmed = loop {
         if let Some(w) = fs.warmed() {
@@ -64,6 +69,19 @@ fn check_warmed(file: &Path) {
         assert!(t.elapsed() < Duration::from_secs(60), "no warm-up in 60 s");
         std::thread::sleep(Duration::from_millis(5));
     };
+    let (prefaulting, prefault_started) = fs.prefaulted().expect("the mount's prefault");
+    let Prefaulting::Done(prefaulted) = prefaulting else {
+        panic!("no prefault: {prefaulting:?}");
+    };
+    assert_eq!(
+        prefaulted.bytes + prefaulted.capped_bytes,
+        memory::prefault_bytes(&FsUri::parse(&uri).unwrap()) - BUDGET,
+        "prefault=auto leaves out the pages the warm-up reads"
+    );
+    assert!(
+        fs.warm_started().expect("started") < prefault_started + prefaulted.took,
+        "the warm-up starts before the prefault is over, to run beside it"
+    );
     // Newest table first: 000003's whole pages (2 MiB), then 2 MiB of 000002; not 000001,
     // not the log, not a partial last page.
     assert_eq!((warmed.files, warmed.bytes), (2, BUDGET), "{warmed:?}");
