@@ -42,6 +42,9 @@ pub struct Prefaulted {
     /// How much the process's resident memory grew over the call (what stayed faulted in
     /// after the block was freed); `None` if `/proc/self/status` could not tell.
     pub resident_growth: Option<u64>,
+    /// Bytes left out because another thread faulted in memory of its own meanwhile
+    /// ([`prefault_less`]'s `less`; 0 for [`prefault`]).
+    pub left_out_bytes: u64,
     /// How long it took.
     pub took: Duration,
 }
@@ -102,18 +105,34 @@ fn capped_to(bytes: u64, available: u64) -> u64 {
 /// The pages serve later allocations only if the allocator keeps freed memory (see
 /// [`keep_freed_memory`]); with one that gives it back, this only costs time.
 pub fn prefault(bytes: u64) -> Option<Prefaulted> {
-    prefault_in_pieces(bytes, PIECE_BYTES)
+    prefault_less(bytes, || 0)
 }
 
-/// [`prefault`] in pieces of at most `piece_bytes`.
-fn prefault_in_pieces(bytes: u64, piece_bytes: usize) -> Option<Prefaulted> {
+/// [`prefault`], less what another thread faults in meanwhile for memory of its own: before
+/// each piece, `less()` says how many bytes that is so far, and the prefault writes only
+/// what is left of `bytes` after them. The RocksDB plugin's read-cache warm-up runs beside
+/// its mount's prefault this way, so that the two together touch the budget once.
+pub fn prefault_less(bytes: u64, less: impl Fn() -> u64) -> Option<Prefaulted> {
+    prefault_in_pieces(bytes, PIECE_BYTES, less)
+}
+
+/// [`prefault_less`] in pieces of at most `piece_bytes`.
+fn prefault_in_pieces(
+    bytes: u64,
+    piece_bytes: usize,
+    less: impl Fn() -> u64,
+) -> Option<Prefaulted> {
     let start = Instant::now();
     let take = capped_to(bytes, available_bytes()?);
     let before = resident_bytes();
-    let mut left = usize::try_from(take).ok()?;
+    let mut written: u64 = 0;
     let mut pieces: Vec<Vec<u8>> = Vec::new();
-    while left > 0 {
-        let len = left.min(piece_bytes);
+    loop {
+        let wanted = take.saturating_sub(less());
+        if written >= wanted {
+            break;
+        }
+        let len = usize::try_from(wanted - written).ok()?.min(piece_bytes);
         let mut piece: Vec<u8> = Vec::new();
         piece.try_reserve_exact(len).ok()?;
         // One byte written per page faults it in (a whole huge page where the kernel gives
@@ -123,7 +142,7 @@ fn prefault_in_pieces(bytes: u64, piece_bytes: usize) -> Option<Prefaulted> {
             byte.write(1);
         }
         pieces.push(piece);
-        left -= len;
+        written += len as u64;
     }
     std::hint::black_box(&mut pieces);
     drop(pieces);
@@ -132,8 +151,9 @@ fn prefault_in_pieces(bytes: u64, piece_bytes: usize) -> Option<Prefaulted> {
         _ => None,
     };
     Some(Prefaulted {
-        bytes: take,
+        bytes: written,
         capped_bytes: bytes - take,
+        left_out_bytes: take.saturating_sub(written),
         resident_growth,
         took: start.elapsed(),
     })
@@ -208,8 +228,29 @@ mod tests {
         assert_eq!(within_room(10 << 30, Some(40 << 30)), 10 << 30);
         assert!(available_bytes().is_some_and(|a| a > 0));
         // More than one piece, and a last piece shorter than the others.
-        let p = prefault_in_pieces(5 << 20, 2 << 20).unwrap();
-        assert_eq!((p.bytes, p.capped_bytes), (5 << 20, 0));
+        let p = prefault_in_pieces(5 << 20, 2 << 20, || 0).unwrap();
+        assert_eq!((p.bytes, p.capped_bytes, p.left_out_bytes), (5 << 20, 0, 0));
+    }
+
+    #[test]
+    fn a_prefault_leaves_out_what_another_thread_faulted_in_before_each_piece() {
+        // Another thread faults in one piece's worth between two of ours: of ten pieces asked
+        // for, five are written (after the fifth, five more were faulted in elsewhere).
+        let piece = 64 << 10;
+        let calls = std::cell::Cell::new(0u64);
+        let less = || {
+            let n = calls.get();
+            calls.set(n + 1);
+            n * piece as u64
+        };
+        let p = prefault_in_pieces(10 * piece as u64, piece, less).unwrap();
+        assert_eq!(p.bytes, 5 * piece as u64);
+        assert_eq!(p.left_out_bytes, 5 * piece as u64);
+        assert_eq!(p.capped_bytes, 0);
+        // What is left after `less` need not be whole pieces; more than asked leaves nothing.
+        let p = prefault_in_pieces(10 * piece as u64, piece, || piece as u64 / 2).unwrap();
+        assert_eq!(p.bytes, 10 * piece as u64 - piece as u64 / 2);
+        assert_eq!(prefault_less(1 << 20, || 2 << 20).unwrap().bytes, 0);
     }
 
     /// The variable `MIMALLOC_PURGE_DELAY` sets option `MI_OPTION_PURGE_DELAY`: this test

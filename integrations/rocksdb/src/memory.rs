@@ -10,7 +10,7 @@
 //! ext4, a third of its CPU zeroing fresh pages; with a prefault it no longer depends on
 //! what ran before (docs/ROCKSDB-BENCH.md section 3g).
 
-use ziob::runtime::prefault::{prefault, Prefault, Prefaulted};
+use ziob::runtime::prefault::{prefault_less, Prefault, Prefaulted};
 use ziob::runtime::BUFFER_CACHE_BYTES_DEFAULT;
 use ziob::SHARD_BUDGET_BYTES_DEFAULT;
 
@@ -57,7 +57,7 @@ pub enum Prefaulting {
 }
 
 /// The bytes `uri` asks to prefault (`prefault=`; 0 = none). With `auto` the mount leaves
-/// out what its warm-up will read ([`crate::warm::planned_bytes`]).
+/// out what its read-cache warm-up reads meanwhile (see [`prefault_mounted`]).
 pub fn prefault_bytes(uri: &FsUri) -> u64 {
     match uri.prefault {
         Prefault::Auto => budget(uri),
@@ -65,15 +65,16 @@ pub fn prefault_bytes(uri: &FsUri) -> u64 {
     }
 }
 
-/// Prefaults `bytes` after a mount; `kept`: whether the allocator keeps freed memory (asked
-/// for before the mount started the runtime's threads).
-pub fn prefault_mounted(bytes: u64, kept: bool) -> Prefaulting {
+/// Prefaults `bytes` after a mount, less `less()` (re-read before each piece: what the read
+/// cache's warm-up has faulted in meanwhile, or 0); `kept`: whether the allocator keeps
+/// freed memory (asked for before the mount started the runtime's threads).
+pub fn prefault_mounted(bytes: u64, kept: bool, less: impl Fn() -> u64) -> Prefaulting {
     if bytes == 0 {
         Prefaulting::Off
     } else if !kept {
         Prefaulting::NotKept
     } else {
-        prefault(bytes).map_or(Prefaulting::Failed, Prefaulting::Done)
+        prefault_less(bytes, less).map_or(Prefaulting::Failed, Prefaulting::Done)
     }
 }
 

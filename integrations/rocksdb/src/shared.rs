@@ -7,6 +7,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::mem::MaybeUninit;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -87,8 +88,21 @@ pub struct SharedFs {
     warmed: OnceLock<Warmed>,
     /// When the warm-up started (set when it is over).
     warm_started: OnceLock<Instant>,
-    /// What the first mount's prefault did, and when it started.
-    prefaulted: OnceLock<(Prefaulting, Instant)>,
+    /// Bytes the warm-up has read into the cache so far.
+    warm_read_bytes: AtomicU64,
+    /// What the first mount's prefault did.
+    prefaulted: OnceLock<MountPrefault>,
+}
+
+/// What the first mount's prefault was asked for, did, and when it started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MountPrefault {
+    /// Bytes `prefault=` asked for (0 = none).
+    pub asked_bytes: u64,
+    /// What it did.
+    pub outcome: Prefaulting,
+    /// When it started.
+    pub started: Instant,
 }
 
 /// Whether the pages written to `path` go to the read cache as well: RocksDB's table files
@@ -163,33 +177,44 @@ impl SharedFs {
             }
             return Ok(fs);
         }
-        let (fs, mut prefault) = SharedFs::open(parsed.clone())?;
+        let (fs, prefault) = SharedFs::open(parsed.clone())?;
         let fs: &'static SharedFs = Box::leak(Box::new(fs));
         reg.insert(parsed.spec, fs);
         // The warm-up's reads wait on the device and the prefault's page touching on the
         // CPU: started first, the warm-up is mostly over when the prefault is, instead of
-        // running into RocksDB's first reads. It faults its own pages in, so `auto` leaves
-        // them out (the peak memory stays the budget's).
-        let warm_budget = fs.uri.warm_budget();
-        if fs.uri.prefault == Prefault::Auto {
-            let warming = warm::planned_bytes(fs, warm_budget);
-            prefault.bytes = prefault.bytes.saturating_sub(warming);
-        }
-        warm::start(fs, warm_budget);
+        // running into RocksDB's first reads.
+        warm::start(fs, fs.uri.warm_budget());
         fs.prefault(prefault);
         Ok(fs)
     }
 
-    /// Makes the mount's prefault (see [`memory`]) and logs what it did.
+    /// Makes the mount's prefault (see [`memory`]) and logs what it did. With
+    /// `prefault=auto` it leaves out what the warm-up, running meanwhile, has faulted in for
+    /// the cache before each piece (so the two together touch the budget once); a size asked
+    /// for is made whole.
     fn prefault(&self, plan: PrefaultPlan) {
         let started = Instant::now();
-        let outcome = memory::prefault_mounted(plan.bytes, plan.kept);
-        let _ = self.prefaulted.set((outcome, started));
+        let auto = self.uri.prefault == Prefault::Auto;
+        let less = || {
+            if auto {
+                self.warm_read_bytes.load(Ordering::Relaxed)
+            } else {
+                0
+            }
+        };
+        let outcome = memory::prefault_mounted(plan.bytes, plan.kept, less);
+        let _ = self.prefaulted.set(MountPrefault {
+            asked_bytes: plan.bytes,
+            outcome,
+            started,
+        });
         match outcome {
             Prefaulting::Done(p) => tracing::info!(
                 uri = %self.uri,
                 bytes = p.bytes,
                 capped_bytes = p.capped_bytes,
+                left_out_bytes = p.left_out_bytes,
+                // Pages the warm-up faulted in meanwhile count here too.
                 resident_growth = ?p.resident_growth,
                 took = ?p.took,
                 "ziob-rocksdb: prefaulted"
@@ -268,6 +293,7 @@ impl SharedFs {
             mounted_at: now_secs(),
             warmed: OnceLock::new(),
             warm_started: OnceLock::new(),
+            warm_read_bytes: AtomicU64::new(0),
             prefaulted: OnceLock::new(),
         };
         let plan = PrefaultPlan {
@@ -662,14 +688,15 @@ impl SharedFs {
         self.warmed.get().copied()
     }
 
-    /// When the warm-up started: `None` before it is over, or without one. For tests and
-    /// diagnostics.
+    /// When the warm-up was started: known once it is over (`None` before, or without one).
+    /// For tests and diagnostics.
     pub fn warm_started(&self) -> Option<Instant> {
         self.warm_started.get().copied()
     }
 
-    /// What the first mount's prefault did and when it started. For tests and diagnostics.
-    pub fn prefaulted(&self) -> Option<(Prefaulting, Instant)> {
+    /// What the first mount's prefault did (`None` until it is over). For tests and
+    /// diagnostics.
+    pub fn prefaulted(&self) -> Option<MountPrefault> {
         self.prefaulted.get().copied()
     }
 
@@ -903,6 +930,8 @@ impl WarmSource for SharedFs {
         }
         let data = self.fs.read_at(path, offset, len)?;
         self.cache.insert_range(generation, offset, &data);
+        self.warm_read_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 

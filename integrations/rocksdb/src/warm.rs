@@ -16,7 +16,9 @@
 //! meanwhile is skipped, and pages of a file changed since are never served. The thread runs
 //! beside the mount's prefault (it starts first: its reads wait on the device, the prefault
 //! on the CPU) and beside RocksDB, which can read and write at once; its reads share the ZIOB
-//! core with RocksDB's. `prefault=auto` leaves out its [`planned_bytes`]. It logs what it read and how long it took (`RUST_LOG=ziob_rocksdb=info`).
+//! core with RocksDB's. With `prefault=auto` the prefault leaves out, before each of its
+//! pieces, what the warm-up has read so far. It logs what it read and how long it took
+//! (`RUST_LOG=ziob_rocksdb=info`).
 
 use std::time::{Duration, Instant};
 
@@ -36,8 +38,8 @@ pub trait WarmSource {
     /// Reads the whole pages of `path` in `[offset, offset + len)` into the read cache
     /// (`offset` a page boundary).
     fn warm_pages(&self, path: &str, offset: u64, len: usize) -> Result<(), PluginError>;
-    /// Told once the warm-up of [`start`] is over, with what it did, when it started and how
-    /// long it took.
+    /// Told once the warm-up of [`start`] is over, with what it did, when [`start`] was
+    /// called and how long it took from then.
     fn warmed(&self, warmed: Warmed, started: Instant, took: Duration);
 }
 
@@ -90,29 +92,6 @@ pub struct Warmed {
     pub bytes: u64,
 }
 
-/// The bytes [`warm`] would read into the cache with `budget`, as the file tree stands now:
-/// the newest tables' whole pages, at most `budget` (0 when the cache is off). The mount
-/// leaves them out of `prefault=auto`, since the warm-up runs beside the prefault and faults
-/// its pages in itself.
-pub fn planned_bytes(fs: &impl WarmSource, budget: u64) -> u64 {
-    if budget < PAGE_BYTES || !fs.caches_reads() {
-        return 0;
-    }
-    let mut planned = 0u64;
-    for path in tables_newest_first(fs) {
-        let Ok(size) = fs.stored_size(&path) else {
-            continue;
-        };
-        let whole = size / PAGE_BYTES * PAGE_BYTES;
-        let left = (budget - planned) / PAGE_BYTES * PAGE_BYTES;
-        planned += whole.min(left);
-        if budget - planned < PAGE_BYTES {
-            break;
-        }
-    }
-    planned
-}
-
 /// Reads the newest tables' pages into `fs`'s read cache, at most `budget` bytes (see the
 /// module docs). Runs on the calling thread; [`start`] runs it on a thread of its own.
 pub fn warm(fs: &impl WarmSource, budget: u64) -> Warmed {
@@ -161,10 +140,10 @@ pub fn start(fs: &'static (impl WarmSource + Sync), budget: u64) {
     if budget < PAGE_BYTES || !fs.caches_reads() {
         return;
     }
+    let started = Instant::now();
     let spawned = std::thread::Builder::new()
         .name("ziob-rocksdb-warm".into())
         .spawn(move || {
-            let started = Instant::now();
             let w = warm(fs, budget);
             fs.warmed(w, started, started.elapsed());
         });
@@ -286,7 +265,6 @@ mod tests {
                 bytes: READ_BYTES + 7 * P
             }
         );
-        assert_eq!(planned_bytes(&t, u64::MAX), w.bytes);
 
         let t = Tree::new(&[("db/000001.sst", 100 * P), ("db/000002.sst", 100 * P)]);
         let w = warm(&t, 3 * P + 1);
@@ -295,14 +273,11 @@ mod tests {
             vec![("db/000002.sst".to_string(), 0, 3 * P as usize)]
         );
         assert_eq!(w.bytes, 3 * P);
-        assert_eq!(planned_bytes(&t, 3 * P + 1), 3 * P);
         assert_eq!(
-            planned_bytes(&t, 150 * P),
+            warm(&t, 150 * P).bytes,
             150 * P,
             "the budget ends in the second table"
         );
-        assert_eq!(warm(&t, 150 * P).bytes, 150 * P);
-        assert_eq!(planned_bytes(&t, P - 1), 0);
         assert_eq!(
             warm(&t, P - 1),
             Warmed::default(),

@@ -2,7 +2,7 @@
 //! budget, and reads of them give the files' bytes. One child process writes the files and
 //! exits; a second one mounts the same `emu:` file (`O_DIRECT`, so the cache is on) and
 //! checks what the warm-up read — the warm-up runs at a process's first mount only — and
-//! that it ran beside the mount's prefault (`prefault=auto`), which left its pages out.
+//! that it was started before the mount's prefault (`prefault=auto`), to run beside it.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -57,7 +57,7 @@ fn write_files(file: &Path) {
 }
 
 /// The second child: mounts, waits for the warm-up, checks the cached pages and the bytes,
-/// and that the warm-up ran beside the prefault, which left its pages out.
+/// and that the warm-up was started before the prefault, to run beside it.
 fn check_warmed(file: &Path) {
     let uri = uri(file, &format!("&warm={BUDGET}&cache=64M&prefault=auto"));
     let fs = SharedFs::get(&uri).unwrap();
@@ -69,19 +69,24 @@ fn check_warmed(file: &Path) {
         assert!(t.elapsed() < Duration::from_secs(60), "no warm-up in 60 s");
         std::thread::sleep(Duration::from_millis(5));
     };
-    let (prefaulting, prefault_started) = fs.prefaulted().expect("the mount's prefault");
-    let Prefaulting::Done(prefaulted) = prefaulting else {
-        panic!("no prefault: {prefaulting:?}");
-    };
+    let prefault = fs.prefaulted().expect("the mount's prefault");
     assert_eq!(
-        prefaulted.bytes + prefaulted.capped_bytes,
-        memory::prefault_bytes(&FsUri::parse(&uri).unwrap()) - BUDGET,
-        "prefault=auto leaves out the pages the warm-up reads"
+        prefault.asked_bytes,
+        memory::prefault_bytes(&FsUri::parse(&uri).unwrap())
     );
     assert!(
-        fs.warm_started().expect("started") < prefault_started + prefaulted.took,
-        "the warm-up starts before the prefault is over, to run beside it"
+        fs.warm_started().expect("started") <= prefault.started,
+        "the warm-up is started before the prefault, to run beside it"
     );
+    // The prefault left out no more than the warm-up read (how much depends on how far the
+    // warm-up got before each piece: `ziob_runtime::prefault`'s unit test counts that).
+    if let Prefaulting::Done(p) = prefault.outcome {
+        assert_eq!(
+            p.bytes + p.capped_bytes + p.left_out_bytes,
+            prefault.asked_bytes
+        );
+        assert!(p.left_out_bytes <= warmed.bytes, "{p:?} {warmed:?}");
+    }
     // Newest table first: 000003's whole pages (2 MiB), then 2 MiB of 000002; not 000001,
     // not the log, not a partial last page.
     assert_eq!((warmed.files, warmed.bytes), (2, BUDGET), "{warmed:?}");
