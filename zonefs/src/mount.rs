@@ -421,15 +421,17 @@ async fn data_zones(
         .count();
     let room_for_gc = !gc::below_threshold(free_after as u64, usable.len() as u64);
     let mut adopt: Vec<Option<u32>> = vec![None; layout.slots];
-    for info in data.iter().filter(|_| room_for_gc) {
-        let z = info.index as usize;
-        // Active (open or closed: written, not full) and with room left.
-        let partly = info.state.is_active() && info.write_pointer_bytes < layout.capacity();
-        if let (true, true, Some(Some(slot))) = (partly, live[z] > 0, zone_slot[z]) {
-            if adopt[slot]
-                .is_none_or(|a| report[a as usize].write_pointer_bytes > info.write_pointer_bytes)
-            {
-                adopt[slot] = Some(info.index);
+    if room_for_gc {
+        for info in data {
+            let z = info.index as usize;
+            // Active (open or closed: written, not full) and with room left.
+            let partly = info.state.is_active() && info.write_pointer_bytes < layout.capacity();
+            if let (true, true, Some(Some(slot))) = (partly, live[z] > 0, zone_slot[z]) {
+                if adopt[slot].is_none_or(|a| {
+                    report[a as usize].write_pointer_bytes > info.write_pointer_bytes
+                }) {
+                    adopt[slot] = Some(info.index);
+                }
             }
         }
     }

@@ -94,11 +94,10 @@ pub struct SharedFs {
     prefaulted: OnceLock<MountPrefault>,
 }
 
-/// What the first mount's prefault was asked for, did, and when it started.
+/// What the first mount's prefault did, and when it started (it was asked for
+/// [`memory::prefault_bytes`] of the URI).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MountPrefault {
-    /// Bytes `prefault=` asked for (0 = none).
-    pub asked_bytes: u64,
     /// What it did.
     pub outcome: Prefaulting,
     /// When it started.
@@ -115,13 +114,6 @@ pub fn caches_on_write(path: &str) -> bool {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The prefault a mount asked for: `bytes` (0 = none), and whether the allocator keeps
-/// freed memory (asked for before the runtime's threads started).
-struct PrefaultPlan {
-    bytes: u64,
-    kept: bool,
 }
 
 fn now_secs() -> u64 {
@@ -177,22 +169,23 @@ impl SharedFs {
             }
             return Ok(fs);
         }
-        let (fs, prefault) = SharedFs::open(parsed.clone())?;
+        let (fs, freed_memory_kept) = SharedFs::open(parsed.clone())?;
         let fs: &'static SharedFs = Box::leak(Box::new(fs));
         reg.insert(parsed.spec, fs);
         // The warm-up's reads wait on the device and the prefault's page touching on the
         // CPU: started first, the warm-up is mostly over when the prefault is, instead of
         // running into RocksDB's first reads.
         warm::start(fs, fs.uri.warm_budget());
-        fs.prefault(prefault);
+        fs.prefault(freed_memory_kept);
         Ok(fs)
     }
 
     /// Makes the mount's prefault (see [`memory`]) and logs what it did. With
     /// `prefault=auto` it leaves out what the warm-up, running meanwhile, has faulted in for
     /// the cache before each piece (so the two together touch the budget once); a size asked
-    /// for is made whole.
-    fn prefault(&self, plan: PrefaultPlan) {
+    /// for is made whole. `kept`: whether the allocator keeps freed memory (asked for before
+    /// the runtime's threads started).
+    fn prefault(&self, kept: bool) {
         let started = Instant::now();
         let auto = self.uri.prefault == Prefault::Auto;
         let less = || {
@@ -202,12 +195,8 @@ impl SharedFs {
                 0
             }
         };
-        let outcome = memory::prefault_mounted(plan.bytes, plan.kept, less);
-        let _ = self.prefaulted.set(MountPrefault {
-            asked_bytes: plan.bytes,
-            outcome,
-            started,
-        });
+        let outcome = memory::prefault_mounted(memory::prefault_bytes(&self.uri), kept, less);
+        let _ = self.prefaulted.set(MountPrefault { outcome, started });
         match outcome {
             Prefaulting::Done(p) => tracing::info!(
                 uri = %self.uri,
@@ -226,9 +215,9 @@ impl SharedFs {
     }
 
     /// Opens the device: an absent `emu:` file is created; a blank device is formatted; a
-    /// zone file system is mounted; anything else is refused (never reformatted). Returns the
-    /// prefault to make once mounted.
-    fn open(uri: FsUri) -> Result<(SharedFs, PrefaultPlan), PluginError> {
+    /// zone file system is mounted; anything else is refused (never reformatted). Also says
+    /// whether the allocator now keeps freed memory, which the prefault needs.
+    fn open(uri: FsUri) -> Result<(SharedFs, bool), PluginError> {
         let prefault_bytes = memory::prefault_bytes(&uri);
         // Asked for before the runtime's threads start (mimalloc reads its options without
         // synchronisation); the prefault itself waits for a successful mount.
@@ -296,11 +285,7 @@ impl SharedFs {
             warm_read_bytes: AtomicU64::new(0),
             prefaulted: OnceLock::new(),
         };
-        let plan = PrefaultPlan {
-            bytes: prefault_bytes,
-            kept,
-        };
-        Ok((fs, plan))
+        Ok((fs, kept))
     }
 
     /// Syncs every file of every mounted device. The C++ shim runs it at a normal process exit
