@@ -9,7 +9,7 @@ use std::mem::MaybeUninit;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use ziob::runtime::prefault::{keep_freed_memory, Prefault};
@@ -84,10 +84,9 @@ pub struct SharedFs {
     mtimes: Mutex<HashMap<String, u64>>,
     /// When the file system was mounted (the modification time of files not changed since).
     mounted_at: u64,
-    /// What the read cache's warm-up did, once it is over ([`crate::warm`]).
-    warmed: OnceLock<Warmed>,
-    /// When the warm-up started (set when it is over).
-    warm_started: OnceLock<Instant>,
+    /// What the read cache's warm-up did and when it was started, once it is over
+    /// ([`crate::warm`]).
+    warmed: OnceLock<(Warmed, Instant)>,
     /// Bytes the warm-up has read into the cache so far.
     warm_read_bytes: AtomicU64,
     /// What the first mount's prefault did.
@@ -281,7 +280,6 @@ impl SharedFs {
             mtimes: Mutex::default(),
             mounted_at: now_secs(),
             warmed: OnceLock::new(),
-            warm_started: OnceLock::new(),
             warm_read_bytes: AtomicU64::new(0),
             prefaulted: OnceLock::new(),
         };
@@ -670,13 +668,13 @@ impl SharedFs {
     /// What the read cache's warm-up after the mount did, once it is over (`None` before,
     /// and when it did not run: `warm=0` or no cache; see [`crate::warm`]).
     pub fn warmed(&self) -> Option<Warmed> {
-        self.warmed.get().copied()
+        self.warmed.get().map(|(w, _)| *w)
     }
 
     /// When the warm-up was started: known once it is over (`None` before, or without one).
     /// For tests and diagnostics.
     pub fn warm_started(&self) -> Option<Instant> {
-        self.warm_started.get().copied()
+        self.warmed.get().map(|(_, started)| *started)
     }
 
     /// What the first mount's prefault did (`None` until it is over). For tests and
@@ -920,16 +918,15 @@ impl WarmSource for SharedFs {
         Ok(())
     }
 
-    fn warmed(&self, warmed: Warmed, started: Instant, took: Duration) {
+    fn warmed(&self, warmed: Warmed, started: Instant) {
         tracing::info!(
             uri = %self.uri,
             files = warmed.files,
             bytes = warmed.bytes,
-            ?took,
+            took = ?started.elapsed(),
             "ziob-rocksdb: read cache warmed"
         );
-        let _ = self.warm_started.set(started);
-        let _ = self.warmed.set(warmed);
+        let _ = self.warmed.set((warmed, started));
     }
 }
 

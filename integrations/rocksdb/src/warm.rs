@@ -20,7 +20,7 @@
 //! pieces, what the warm-up has read so far. It logs what it read and how long it took
 //! (`RUST_LOG=ziob_rocksdb=info`).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::error::PluginError;
 use crate::read_cache::PAGE_BYTES;
@@ -38,9 +38,9 @@ pub trait WarmSource {
     /// Reads the whole pages of `path` in `[offset, offset + len)` into the read cache
     /// (`offset` a page boundary).
     fn warm_pages(&self, path: &str, offset: u64, len: usize) -> Result<(), PluginError>;
-    /// Told once the warm-up of [`start`] is over, with what it did, when [`start`] was
-    /// called and how long it took from then.
-    fn warmed(&self, warmed: Warmed, started: Instant, took: Duration);
+    /// Told once the warm-up of [`start`] is over, with what it did and when [`start`] was
+    /// called.
+    fn warmed(&self, warmed: Warmed, started: Instant);
 }
 
 /// Bytes per read of the warm-up (whole cache pages).
@@ -145,7 +145,7 @@ pub fn start(fs: &'static (impl WarmSource + Sync), budget: u64) {
         .name("ziob-rocksdb-warm".into())
         .spawn(move || {
             let w = warm(fs, budget);
-            fs.warmed(w, started, started.elapsed());
+            fs.warmed(w, started);
         });
     if let Err(e) = spawned {
         tracing::warn!("ziob-rocksdb: no thread to warm the read cache: {e}");
@@ -208,7 +208,7 @@ mod tests {
                 .copied()
                 .ok_or_else(|| PluginError::NotFound(path.to_string()))
         }
-        fn warmed(&self, _: Warmed, _: Instant, _: Duration) {}
+        fn warmed(&self, _: Warmed, _: Instant) {}
         fn warm_pages(&self, path: &str, offset: u64, len: usize) -> Result<(), PluginError> {
             assert!(offset.is_multiple_of(PAGE_BYTES) && (len as u64).is_multiple_of(PAGE_BYTES));
             assert!(
