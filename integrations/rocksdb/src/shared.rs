@@ -171,6 +171,9 @@ impl SharedFs {
         let (fs, freed_memory_kept) = SharedFs::open(parsed.clone())?;
         let fs: &'static SharedFs = Box::leak(Box::new(fs));
         reg.insert(parsed.spec, fs);
+        // The prefault takes up to seconds: other devices' opens and `sync_all` need not
+        // wait for it (a second `get` of this device meanwhile shares the mount at once).
+        drop(reg);
         // The warm-up's reads wait on the device and the prefault's page touching on the
         // CPU: started first, the warm-up is mostly over when the prefault is, instead of
         // running into RocksDB's first reads.
