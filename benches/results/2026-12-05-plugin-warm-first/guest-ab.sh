@@ -12,7 +12,7 @@
 # EXTRA adds db_bench flags to every process (e.g. EXTRA=--benchmark_write_rate_limit=8000000).
 ROUNDS=$1; VALUE=$2; shift 2; MODES=("$@")
 BENCHES=${BENCHES:-"overwrite readrandom readwhilewriting"}
-DEV=nvme0n1; MNT=/tmp/ab-ext4
+DEV=nvme0n1; MNT=/tmp/ab-mnt # ext4 or tmpfs
 FLAGS="--num=30000 --key_size=16 --compression_type=none --bloom_bits=10 --cache_size=33554432 --write_buffer_size=4194304 --target_file_size_base=4194304 --max_bytes_for_level_base=16777216 --threads=1 --value_size=$VALUE --seed=1000 --statistics $EXTRA"
 mkdir -p $MNT
 run() { # mode round bench existing

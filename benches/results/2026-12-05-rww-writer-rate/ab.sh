@@ -17,11 +17,16 @@ for r in $(seq $ROUNDS); do
   for i in $(seq 0 $((n-1))); do m=${modes[$(( (i+off) % n ))]}
     if [ "$m" = local ]; then rm -rf /var/tmp/rww-ab-db; T="--db=/var/tmp/rww-ab-db"; PRE=""; name=local
     elif [ "$m" = tmpfs ]; then rm -rf /dev/shm/rww-ab-db; T="--db=/dev/shm/rww-ab-db"; PRE=""; name=tmpfs
+      [ "$(stat -f -c %T /dev/shm)" = tmpfs ] || { echo "/dev/shm is not a tmpfs" >&2; exit 1; }
+      [ "$(df --output=avail -k /dev/shm | tail -1)" -gt 1048576 ] || { echo "/dev/shm has less than 1 GiB free" >&2; exit 1; }
     else IFS=: read -r name so envv q <<<"$m"; rm -f /var/tmp/rww-ab.zns
-      /work/main/target/debug/ziob create emu:/var/tmp/rww-ab.zns --zones 256 --zone-size 16M --zone-capacity 12M --max-open 14 --max-active 14 >/dev/null
+      /work/main/target/debug/ziob create emu:/var/tmp/rww-ab.zns --zones 256 --zone-size 16M --zone-capacity 12M --max-open 14 --max-active 14 >/dev/null \
+        || { echo "ziob create failed" >&2; exit 1; }
       T="--db=/rdb --fs_uri=ziob://emu:/var/tmp/rww-ab.zns$q"; PRE="env LD_PRELOAD=$so $envv"; fi
-    $PRE db_bench $F $T --benchmarks=fillrandom,flush,waitforcompaction > /tmp/rww-ab-fill.out 2>&1
-    $PRE db_bench $F $T --use_existing_db=1 --benchmarks=readwhilewriting > /tmp/rww-ab-rww.out 2>&1
+    $PRE db_bench $F $T --benchmarks=fillrandom,flush,waitforcompaction > /tmp/rww-ab-fill.out 2>&1 \
+      || { echo "$r $name: fillrandom failed, see /tmp/rww-ab-fill.out" >&2; exit 1; }
+    $PRE db_bench $F $T --use_existing_db=1 --benchmarks=readwhilewriting > /tmp/rww-ab-rww.out 2>&1 \
+      || { echo "$r $name: readwhilewriting failed, see /tmp/rww-ab-rww.out" >&2; exit 1; }
     python3 - /tmp/rww-ab-rww.out "$r $name" /tmp/rww-ab-fill.out <<'PY'
 import sys,re
 s=open(sys.argv[1]).read()

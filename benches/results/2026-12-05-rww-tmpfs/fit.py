@@ -55,9 +55,23 @@ print(
     f"\nline over {'+'.join(KERNEL)} ({len(pts)} samples, writers {min(xs):.0f}-{max(xs):.0f} keys/s):"
     f" reads/s = {icpt:.0f} {slope:+.3f} x writer keys/s, r = {sxy / (sxx * syy) ** 0.5:.2f}"
 )
+# Residual spread, and Student's t at 97.5 % for the line's n - 2 degrees of freedom.
+resid = (syy - sxy * sxy / sxx) / (len(xs) - 2)
+T975 = {6: 2.447, 8: 2.306, 10: 2.228, 12: 2.179, 14: 2.145, 16: 2.120, 18: 2.101, 20: 2.086}
+t = T975.get(len(xs) - 2, 2.0)
 for mode, s in samples.items():
     if mode in KERNEL:
         continue
     q = [r / (icpt + slope * w) for r, w in s]
     print(f"{mode:6} measured / line at its writer's rate: median {st.median(q):.2f}, samples "
           + " ".join(f"{x:.2f}" for x in q))
+    x0 = st.median(w for _, w in s)
+    y0 = icpt + slope * x0
+    lev = 1 / len(xs) + (x0 - mx) ** 2 / sxx
+    ci = t * (resid * lev) ** 0.5
+    pi = t * (resid * (1 + lev)) ** 0.5
+    print(
+        f"{mode:6} the line at its median writer rate ({x0:.0f} keys/s): {y0:.0f} reads/s = {y0 / base:.2f}x ext4;"
+        f" 95 % confidence interval of the line {(y0 - ci) / base:.2f}-{(y0 + ci) / base:.2f}x,"
+        f" prediction interval of one run {(y0 - pi) / base:.2f}-{(y0 + pi) / base:.2f}x"
+    )

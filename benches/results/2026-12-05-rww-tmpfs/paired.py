@@ -3,8 +3,10 @@
 mode's readwhilewriting reads/s (and fillrandom ops/s) divided by `local`'s in the same round;
 the geometric mean of those ratios with a 95 % bootstrap interval (10,000 resamples of the
 rounds, seed 1), the median ratio, the rounds ahead, and the medians of the raw numbers; and
-a least-squares line of the log read ratio over the log writer ratio across the rounds, whose
-value at equal writer rates (log ratio 0) estimates the read ratio with the writers level.
+a least-squares line of the log read ratio over the log writer ratio across the rounds and its
+value at equal writer rates (log ratio 0). That value is an association across rounds, not a
+run with the writers held level: the writer's rate is measured in the same run as the reads.
+The line is left out when the writers' ratios barely vary (writers held to one rate).
 
 Usage: python3 paired.py AB_OUTPUT
 """
@@ -22,11 +24,11 @@ for line in open(sys.argv[1]):
         rounds.setdefault(int(m.group(1)), {})[m.group(2)] = tuple(float(x) for x in m.groups()[2:])
 
 modes = sorted({k for r in rounds.values() for k in r if k != "local"})
-rng = random.Random(1)
 
 
 def summary(logs):
     """Geometric mean of ratios given as logs, with a bootstrap 95 % interval."""
+    rng = random.Random(1)
     means = sorted(
         st.mean(rng.choice(logs) for _ in logs) for _ in range(10_000)
     )
@@ -57,14 +59,17 @@ for mode in modes:
         slope = sum((u - mx) * (v - my) for u, v in zip(x, y)) / sxx if sxx else 0.0
         return math.exp(my - slope * mx), slope
 
-    at_level, slope = level(range(len(pairs)))
-    boot = sorted(
-        level([rng.randrange(len(pairs)) for _ in pairs])[0] for _ in range(10_000)
-    )
-    print(
-        f"  read ratio at equal writer rates (line over {len(pairs)} rounds, slope {slope:.2f}):"
-        f" {at_level:.3f} (95 % {boot[250]:.3f}-{boot[9_749]:.3f})"
-    )
+    if st.pstdev(wx) >= 0.05:
+        at_level, slope = level(range(len(pairs)))
+        rng = random.Random(1)
+        boot = sorted(
+            level([rng.randrange(len(pairs)) for _ in pairs])[0] for _ in range(10_000)
+        )
+        print(
+            f"  the line's read ratio at equal writer rates (an association; {len(pairs)} rounds,"
+            f" slope {slope:.2f}, {sum(x <= 0 for x in wx)} rounds with the writer at or below"
+            f" local's): {at_level:.3f} (95 % {boot[250]:.3f}-{boot[9_749]:.3f})"
+        )
     print(
         f"  writer keys/s medians: local {st.median(a[2] for a, _ in pairs):.0f},"
         f" {mode} {st.median(b[2] for _, b in pairs):.0f}"
