@@ -14,9 +14,11 @@ for r in $(seq "$ROUNDS"); do
   for t in $order; do
     if [ $t = local ]; then rm -rf /var/tmp/hs-db; T="--db=/var/tmp/hs-db"; PRE=""
     else rm -f /var/tmp/hs.zns
-      target/debug/ziob create emu:/var/tmp/hs.zns --zones 256 --zone-size 16M --zone-capacity 12M --max-open 14 --max-active 14 >/dev/null
+      target/debug/ziob create emu:/var/tmp/hs.zns --zones 256 --zone-size 16M --zone-capacity 12M --max-open 14 --max-active 14 >/dev/null \
+        || { echo "ziob create failed" >&2; exit 1; }
       T="--db=/rdb --fs_uri=ziob://emu:/var/tmp/hs.zns?prefault=auto"; PRE="env LD_PRELOAD=$PLUGIN"; fi
-    $PRE db_bench $F $T --benchmarks=fillrandom,flush,waitforcompaction > /dev/null 2>&1
+    $PRE db_bench $F $T --benchmarks=fillrandom,flush,waitforcompaction > /dev/null 2>&1 \
+      || { echo "$r $t: fillrandom failed" >&2; exit 1; }
     perf sched record -q -o "$OUT/$r-$t.data" -- $PRE db_bench $F $T --use_existing_db=1 --benchmarks=readwhilewriting > "$OUT/$r-$t.out" 2>&1
     echo "$r $t $(awk '$1=="readwhilewriting" {print $5}' "$OUT/$r-$t.out") reads/s, writer keys $(awk '/number.keys.written /{print $4}' "$OUT/$r-$t.out")"
     perf sched timehist -i "$OUT/$r-$t.data" -s --state 2>/dev/null \
