@@ -8,7 +8,7 @@ value at equal writer rates (log ratio 0). That value is an association across r
 run with the writers held level: the writer's rate is measured in the same run as the reads.
 The line is left out when the writers' ratios barely vary (writers held to one rate).
 
-Usage: python3 paired.py AB_OUTPUT
+Usage: python3 paired.py AB_OUTPUT [BASE]   (BASE: the mode divided by, `local` by default)
 """
 import math
 import random
@@ -23,7 +23,8 @@ for line in open(sys.argv[1]):
     if m:
         rounds.setdefault(int(m.group(1)), {})[m.group(2)] = tuple(float(x) for x in m.groups()[2:])
 
-modes = sorted({k for r in rounds.values() for k in r if k != "local"})
+BASE = sys.argv[2] if len(sys.argv) > 2 else "local"
+modes = sorted({k for r in rounds.values() for k in r if k != BASE})
 
 
 def summary(logs):
@@ -36,7 +37,7 @@ def summary(logs):
 
 
 for mode in modes:
-    pairs = [(r["local"], r[mode]) for r in rounds.values() if "local" in r and mode in r]
+    pairs = [(r[BASE], r[mode]) for r in rounds.values() if BASE in r and mode in r]
     print(f"{mode}: {len(pairs)} rounds")
     for i, what in ((1, "readwhilewriting reads/s"), (0, "fillrandom ops/s")):
         logs = [math.log(b[i] / a[i]) for a, b in pairs]
@@ -59,7 +60,7 @@ for mode in modes:
         slope = sum((u - mx) * (v - my) for u, v in zip(x, y)) / sxx if sxx else 0.0
         return math.exp(my - slope * mx), slope
 
-    if st.pstdev(wx) >= 0.05:
+    if st.pstdev(wx) >= 0.08:  # held-rate sets spread 0.04-0.05 (measurement), unlimited 0.09-0.18
         at_level, slope = level(range(len(pairs)))
         rng = random.Random(1)
         boot = sorted(
@@ -68,9 +69,9 @@ for mode in modes:
         print(
             f"  the line's read ratio at equal writer rates (an association; {len(pairs)} rounds,"
             f" slope {slope:.2f}, {sum(x <= 0 for x in wx)} rounds with the writer at or below"
-            f" local's): {at_level:.3f} (95 % {boot[250]:.3f}-{boot[9_749]:.3f})"
+            f" {BASE}'s): {at_level:.3f} (95 % {boot[250]:.3f}-{boot[9_749]:.3f})"
         )
     print(
-        f"  writer keys/s medians: local {st.median(a[2] for a, _ in pairs):.0f},"
+        f"  writer keys/s medians: {BASE} {st.median(a[2] for a, _ in pairs):.0f},"
         f" {mode} {st.median(b[2] for _, b in pairs):.0f}"
     )
