@@ -99,6 +99,7 @@ fn capped_to(bytes: u64, available: u64) -> u64 {
 
 /// Allocates `bytes` (at most half of [`available_bytes`], so that a large request cannot
 /// bring the out-of-memory killer), writes a byte in every page of them and frees them.
+/// Prefaults run one at a time in a process: a call waits for one running on another thread.
 /// `None` when the memory available is unknown (no `/proc/meminfo`) or an allocation
 /// failed: then nothing stays allocated (pieces written before a failed one are freed).
 ///
@@ -116,12 +117,20 @@ pub fn prefault_less(bytes: u64, less: impl Fn() -> u64) -> Option<Prefaulted> {
     prefault_in_pieces(bytes, PIECE_BYTES, less)
 }
 
+/// Held by a prefault from before it reads the memory available until its pieces are freed:
+/// prefaults run one at a time, so that each one's cap (half of what is available) sees the
+/// pages the one before kept. Two at once (the plugin mounting two devices from two
+/// threads) would each take half of the same figure.
+static PREFAULTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// [`prefault_less`] in pieces of at most `piece_bytes`.
 fn prefault_in_pieces(
     bytes: u64,
     piece_bytes: usize,
     less: impl Fn() -> u64,
 ) -> Option<Prefaulted> {
+    // Nothing it guards can be left broken by a panic: a poisoned lock is taken as it is.
+    let _one_at_a_time = PREFAULTING.lock().unwrap_or_else(|e| e.into_inner());
     let start = Instant::now();
     let take = capped_to(bytes, available_bytes()?);
     let before = resident_bytes();
@@ -230,6 +239,38 @@ mod tests {
         // More than one piece, and a last piece shorter than the others.
         let p = prefault_in_pieces(5 << 20, 2 << 20, || 0).unwrap();
         assert_eq!((p.bytes, p.capped_bytes, p.left_out_bytes), (5 << 20, 0, 0));
+    }
+
+    #[test]
+    fn prefaults_run_one_at_a_time() {
+        // While one prefault runs (inside its `less`), a second one started from another
+        // thread must not get as far as its own `less` (which it calls after reading the
+        // memory available): it waits until the first is over, then runs.
+        use std::sync::mpsc;
+        use std::time::Duration;
+        let (entered_tx, entered_rx) = mpsc::channel::<()>();
+        let second = std::cell::RefCell::new(None);
+        let first = prefault_less(1 << 20, || {
+            if second.borrow().is_none() {
+                let tx = entered_tx.clone();
+                *second.borrow_mut() = Some(std::thread::spawn(move || {
+                    prefault_less(1 << 20, || {
+                        let _ = tx.send(());
+                        0
+                    })
+                }));
+                assert_eq!(
+                    entered_rx.recv_timeout(Duration::from_millis(300)),
+                    Err(mpsc::RecvTimeoutError::Timeout),
+                    "a second prefault ran beside the first"
+                );
+            }
+            0
+        });
+        assert_eq!(first.unwrap().bytes, 1 << 20);
+        let second = second.into_inner().unwrap().join().unwrap();
+        assert_eq!(second.unwrap().bytes, 1 << 20);
+        assert!(entered_rx.try_recv().is_ok());
     }
 
     #[test]
