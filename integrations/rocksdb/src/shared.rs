@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use ziob::backends::ZonedDevice;
 use ziob::runtime::prefault::{keep_freed_memory, Prefault};
 use ziob::{Client, Runtime, ZiobConfig};
 use ziob_zonefs::{BlockingZoneFs, FsError, MkfsOptions, WriteLifetime, ZoneFs};
@@ -20,7 +21,7 @@ use crate::behind::Behind;
 use crate::error::PluginError;
 use crate::memory::{self, Prefaulting};
 use crate::read_cache::{Held, PageCarry, ReadCache, PAGE_BYTES};
-use crate::uri::FsUri;
+use crate::uri::{writeback_unit, FsUri};
 use crate::warm::{self, WarmSource, Warmed};
 
 /// Appends gathered in a file open for writing before they go to zonefs in one call (each
@@ -250,8 +251,22 @@ impl SharedFs {
                     .map_err(|e| PluginError::Io(format!("creating {}: {e}", path.display())))?;
             }
         }
-        let client = futures::executor::block_on(Client::open(runtime.handle(), &uri.spec, config))
+        let spec = uri.spec.clone();
+        let device = runtime
+            .block_on(move || async move {
+                ziob::backends::open_device(&spec)
+                    .await
+                    .map_err(|e| e.to_string())
+            })
+            .map_err(|e| PluginError::Io(format!("opening {}: {e}", uri.spec)))?
             .map_err(|e| PluginError::Io(format!("opening {}: {e}", uri.spec)))?;
+        let config = ZiobConfig {
+            writeback_unit_bytes: Some(writeback_unit(uri.unit_bytes, device.geometry())),
+            ..config
+        };
+        let client =
+            futures::executor::block_on(Client::with_device(runtime.handle(), device, config))
+                .map_err(|e| PluginError::Io(format!("opening {}: {e}", uri.spec)))?;
         let fs = match futures::executor::block_on(ZoneFs::mount(client.clone())) {
             Ok(fs) => fs,
             Err(FsError::NotFormatted) => {
@@ -265,6 +280,7 @@ impl SharedFs {
         tracing::info!(
             uri = %uri,
             cache_bytes = uri.cache_bytes,
+            writeback_unit_bytes = ?fs.client().config().writeback_unit_bytes,
             report = ?fs.mount_report(),
             "ziob-rocksdb: mounted"
         );
@@ -997,6 +1013,21 @@ mod tests {
         (fs, file)
     }
 
+    /// The mount configures its zone write buffer with the `unit=` asked for (4 MiB by
+    /// default), at most a zone's capacity.
+    #[test]
+    fn the_mount_configures_the_asked_unit_within_a_zone() {
+        let unit = |fs: &SharedFs| fs.fs.fs().client().config().writeback_unit_bytes;
+        let (fs, asked) = small_fs_with("unit-asked", "&unit=1M");
+        assert_eq!(unit(fs), Some(1 << 20));
+        // The second `zone_size=` wins: zones of 2 MiB, below the default unit.
+        let (fs, capped) = small_fs_with("unit-capped", "&zone_size=2M");
+        assert_eq!(fs.uri.unit_bytes, crate::uri::UNIT_BYTES_DEFAULT);
+        assert_eq!(unit(fs), Some(2 << 20), "at most the zone capacity");
+        let _ = std::fs::remove_file(asked);
+        let _ = std::fs::remove_file(capped);
+    }
+
     /// `prefault=` and `warm=` act at the first mount only: a later open of the same device
     /// may give any value, and `cache=auto` matches the first open's `auto`, while another
     /// value of a device option is refused.
@@ -1017,7 +1048,7 @@ mod tests {
             let again = SharedFs::get(&format!("{uri}&{option}")).unwrap();
             assert!(std::ptr::eq(fs, again), "{option}");
         }
-        for other in ["cores=2", "cache=64M"] {
+        for other in ["cores=2", "cache=64M", "unit=1M"] {
             assert!(
                 matches!(
                     SharedFs::get(&format!("{uri}&{other}")),

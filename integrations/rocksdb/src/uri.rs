@@ -7,8 +7,9 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use ziob::backends::DeviceSpec;
+use ziob::backends::{DeviceSpec, Geometry};
 use ziob::runtime::prefault::{available_bytes, Prefault};
+use ziob::SHARD_BUDGET_BYTES_DEFAULT;
 
 /// The URI scheme prefix RocksDB hands to the factory.
 pub const SCHEME: &str = "ziob://";
@@ -27,6 +28,16 @@ pub const CACHE_BYTES_AUTO_MAX: u64 = 1 << 30;
 pub const CACHE_AUTO_DIVISOR: u64 = 4;
 /// Most ZIOB cores (`cores=N`) accepted.
 pub const CORES_MAX: usize = 64;
+/// Default write-back unit of the zone write buffer (`unit=`): 4 MiB, at most the device's
+/// zone capacity ([`writeback_unit`]). ZIOB's own default (512 KiB) made about twice the
+/// writes and completions, and a tenth to a sixth more wake-ups of the ZIOB core, which a
+/// two-CPU machine running RocksDB's threads pays in reads (docs/ROCKSDB-BENCH.md §3r).
+pub const UNIT_BYTES_DEFAULT: u64 = 4 << 20;
+/// Largest `unit=`: half of a core's zone write buffer (the plugin's buffer has ZIOB's
+/// default budget, [`SHARD_BUDGET_BYTES_DEFAULT`], which must hold two units).
+pub const UNIT_BYTES_MAX: u64 = SHARD_BUDGET_BYTES_DEFAULT / 2;
+/// Granularity of `unit=`: 4 KiB (a multiple of every device block size up to 4 KiB).
+pub const UNIT_ALIGN_BYTES: u64 = 4 << 10;
 
 /// What a `ziob://` URI asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +73,11 @@ pub struct FsUri {
     /// default, `None`) is half the read cache; at most the cache. Like `prefault=`, it acts
     /// at the first mount in a process only.
     pub warm_bytes: Option<u64>,
+    /// `unit=S` (K/M/G suffixes, a multiple of 4K, at most [`UNIT_BYTES_MAX`]): the zone
+    /// write buffer's write-back unit, [`UNIT_BYTES_DEFAULT`] by default; the mount uses at
+    /// most the device's zone capacity ([`writeback_unit`]). Compared as asked when the
+    /// same device is opened again (also with `buffer=off`, where it is unused).
+    pub unit_bytes: u64,
 }
 
 /// A URI that cannot be used.
@@ -78,7 +94,7 @@ impl fmt::Display for FsUri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{SCHEME}{}?buffer={}&cores={}&poll={}&cache={}&prefault={}&warm={}",
+            "{SCHEME}{}?buffer={}&cores={}&poll={}&cache={}&prefault={}&warm={}&unit={}",
             self.spec,
             if self.buffered { "on" } else { "off" },
             self.cores,
@@ -95,7 +111,8 @@ impl fmt::Display for FsUri {
             match self.warm_bytes {
                 None => "auto".to_string(),
                 Some(n) => n.to_string(),
-            }
+            },
+            self.unit_bytes
         )
     }
 }
@@ -120,6 +137,14 @@ pub fn auto_cache_bytes(available: Option<u64>) -> u64 {
     available.map_or(CACHE_BYTES_AUTO_MIN, |a| {
         (a / CACHE_AUTO_DIVISOR).clamp(CACHE_BYTES_AUTO_MIN, CACHE_BYTES_AUTO_MAX)
     })
+}
+
+/// The write-back unit a mount uses for `unit=` on a device of `geometry`: the asked
+/// bytes, at most the zone capacity, rounded down to whole blocks (at least one).
+pub fn writeback_unit(unit_bytes: u64, geometry: &Geometry) -> u64 {
+    let block = geometry.block_size_bytes.max(1);
+    let bytes = unit_bytes.min(geometry.zone_capacity_bytes);
+    (bytes / block).max(1) * block
 }
 
 fn parse_size(v: &str) -> Option<u64> {
@@ -160,6 +185,7 @@ impl FsUri {
             emu_zone_bytes: EMU_ZONE_BYTES_DEFAULT,
             prefault: Prefault::Bytes(0),
             warm_bytes: None,
+            unit_bytes: UNIT_BYTES_DEFAULT,
         };
         // `cache=`: a size, `None` for `auto`; the spec's default when not given.
         let mut cache: Option<Option<u64>> = None;
@@ -236,9 +262,25 @@ impl FsUri {
                         })?),
                     }
                 }
+                "unit" => {
+                    out.unit_bytes = parse_size(v)
+                        .filter(|u| *u > 0 && u % UNIT_ALIGN_BYTES == 0)
+                        .ok_or_else(|| {
+                            bad(format!(
+                                "unit={v}: expected a size > 0, a multiple of 4K (K/M/G suffixes)"
+                            ))
+                        })?;
+                    if out.unit_bytes > UNIT_BYTES_MAX {
+                        return Err(bad(format!(
+                            "unit={v}: at most {}M (half of each ZIOB core's {}M zone write buffer)",
+                            UNIT_BYTES_MAX >> 20,
+                            SHARD_BUDGET_BYTES_DEFAULT >> 20
+                        )));
+                    }
+                }
                 _ => {
                     return Err(bad(format!(
-                        "unknown option {k:?} (known: buffer, cores, poll, cache, zones, zone_size, prefault, warm)"
+                        "unknown option {k:?} (known: buffer, cores, poll, cache, zones, zone_size, prefault, warm, unit)"
                     )))
                 }
             }
@@ -328,6 +370,7 @@ mod tests {
             "ziob://nvme:/dev/ng0n1?cache=8M",
             "ziob://emu:/x,direct=0?cache=auto",
             "ziob://emu:/x,direct=0",
+            "ziob://emu:/x?unit=512K",
         ] {
             let once = FsUri::parse(u).unwrap();
             let mut again = FsUri::parse(&once.to_string()).unwrap();
@@ -386,6 +429,30 @@ mod tests {
         assert_eq!(auto_cache_bytes(Some(u64::MAX)), 1024 * mib);
     }
 
+    /// `unit=`: 4 MiB by default, any multiple of 4 KiB; a mount takes at most the zone
+    /// capacity, in whole blocks.
+    #[test]
+    fn the_writeback_unit_is_asked_for_and_fitted_to_the_zones() {
+        let unit = |u: &str| FsUri::parse(u).unwrap().unit_bytes;
+        assert_eq!(unit("ziob://emu:/x"), UNIT_BYTES_DEFAULT);
+        assert_eq!(unit("ziob://emu:/x?unit=512K"), 512 << 10);
+        assert_eq!(unit("ziob://emu:/x?unit=12288"), 12 << 10);
+        assert_eq!(unit("ziob://emu:/x?unit=32M"), UNIT_BYTES_MAX);
+        let e = FsUri::parse("ziob://emu:/x?unit=33M").unwrap_err();
+        assert!(e.reason.contains("at most 32M"), "{e}");
+        let mut g = Geometry::new(8, 16 << 20);
+        g.zone_capacity_bytes = 12 << 20;
+        assert_eq!(writeback_unit(4 << 20, &g), 4 << 20);
+        g.zone_capacity_bytes = 3 << 20;
+        assert_eq!(writeback_unit(4 << 20, &g), 3 << 20, "at most the capacity");
+        g.zone_capacity_bytes = (3 << 20) + 512;
+        g.block_size_bytes = 4096;
+        assert_eq!(writeback_unit(4 << 20, &g), 3 << 20, "whole blocks");
+        g.block_size_bytes = 16 << 10;
+        assert_eq!(writeback_unit(12 << 10, &g), 16 << 10, "at least one block");
+        assert_eq!(writeback_unit(40 << 10, &g), 32 << 10);
+    }
+
     #[test]
     fn rejects_bad_options() {
         for bad in [
@@ -402,6 +469,11 @@ mod tests {
             "ziob://emu:/x?prefault=-1",
             "ziob://emu:/x?warm=lots",
             "ziob://emu:/x?warm=",
+            "ziob://emu:/x?unit=0",
+            "ziob://emu:/x?unit=6000",
+            "ziob://emu:/x?unit=1M2",
+            "ziob://emu:/x?unit=",
+            "ziob://emu:/x?unit=64M",
         ] {
             assert!(FsUri::parse(bad).is_err(), "{bad}");
         }

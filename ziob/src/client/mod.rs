@@ -155,6 +155,11 @@ impl<D: ZonedDevice> Client<D> {
         *self.ziob.geometry()
     }
 
+    /// The instance's settings (see [`Ziob::config`]).
+    pub fn config(&self) -> &ZiobConfig {
+        self.ziob.config()
+    }
+
     /// Number of cores (and shards) the instance runs on.
     pub fn cores(&self) -> usize {
         self.ziob.cores()
