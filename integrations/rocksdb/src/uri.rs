@@ -30,7 +30,7 @@ pub const CACHE_AUTO_DIVISOR: u64 = 4;
 pub const CORES_MAX: usize = 64;
 /// Default write-back unit of the zone write buffer (`unit=`): 4 MiB, at most the device's
 /// zone capacity ([`writeback_unit`]). ZIOB's own default (512 KiB) made about twice the
-/// writes and completions, and a tenth to a sixth more wake-ups of the ZIOB core, which a
+/// writes and completions, and a tenth to a fifth more wake-ups of the ZIOB core, which a
 /// two-CPU machine running RocksDB's threads pays in reads (docs/ROCKSDB-BENCH.md §3r).
 pub const UNIT_BYTES_DEFAULT: u64 = 4 << 20;
 /// Largest `unit=`: half of a core's zone write buffer (the plugin's buffer has ZIOB's
