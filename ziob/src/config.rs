@@ -70,11 +70,17 @@ impl ZiobConfig {
                 }
                 Ok(u)
             }
-            None => {
-                let u = WRITEBACK_UNIT_BYTES_DEFAULT.min(cap);
-                Ok((u / bs).max(1) * bs)
-            }
+            None => Ok(Self::fit_unit_bytes(WRITEBACK_UNIT_BYTES_DEFAULT, geometry)),
         }
+    }
+
+    /// A write-back unit of about `bytes` that `geometry` takes: at most the zone capacity,
+    /// rounded down to whole blocks (at least one). What the default unit gets, and what a
+    /// caller that picks its own for any device can pass as
+    /// [`writeback_unit_bytes`](Self::writeback_unit_bytes).
+    pub fn fit_unit_bytes(bytes: u64, geometry: &Geometry) -> u64 {
+        let bs = geometry.block_size_bytes;
+        (bytes.min(geometry.zone_capacity_bytes) / bs).max(1) * bs
     }
 
     /// The cores the instance runs on for a runtime of `runtime_cores` cores: the
@@ -99,5 +105,38 @@ impl ZiobConfig {
             )));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A unit is fitted to the zones: at most the capacity, whole blocks, at least one; the
+    /// default unit is fitted the same way.
+    #[test]
+    fn a_unit_is_fitted_to_the_zone_capacity_in_whole_blocks() {
+        let mut g = Geometry::new(8, 16 << 20);
+        g.zone_capacity_bytes = 12 << 20;
+        assert_eq!(ZiobConfig::fit_unit_bytes(4 << 20, &g), 4 << 20);
+        g.zone_capacity_bytes = 3 << 20;
+        let fit = |bytes, g: &Geometry| ZiobConfig::fit_unit_bytes(bytes, g);
+        assert_eq!(fit(4 << 20, &g), 3 << 20, "at most the capacity");
+        g.zone_capacity_bytes = (3 << 20) + 512;
+        g.block_size_bytes = 4096;
+        assert_eq!(fit(4 << 20, &g), 3 << 20, "whole blocks");
+        g.block_size_bytes = 16 << 10;
+        assert_eq!(fit(12 << 10, &g), 16 << 10, "at least one block");
+        assert_eq!(fit(40 << 10, &g), 32 << 10);
+        g.zone_capacity_bytes = 12 << 20;
+        g.block_size_bytes = 4096;
+        let config = ZiobConfig::default();
+        assert_eq!(config.unit_bytes(&g).unwrap(), WRITEBACK_UNIT_BYTES_DEFAULT);
+        g.zone_capacity_bytes = 256 << 10;
+        assert_eq!(
+            config.unit_bytes(&g).unwrap(),
+            256 << 10,
+            "the default fitted"
+        );
     }
 }

@@ -21,7 +21,7 @@ use crate::behind::Behind;
 use crate::error::PluginError;
 use crate::memory::{self, Prefaulting};
 use crate::read_cache::{Held, PageCarry, ReadCache, PAGE_BYTES};
-use crate::uri::{writeback_unit, FsUri};
+use crate::uri::FsUri;
 use crate::warm::{self, WarmSource, Warmed};
 
 /// Appends gathered in a file open for writing before they go to zonefs in one call (each
@@ -261,7 +261,10 @@ impl SharedFs {
             .map_err(|e| PluginError::Io(format!("opening {}: {e}", uri.spec)))?
             .map_err(|e| PluginError::Io(format!("opening {}: {e}", uri.spec)))?;
         let config = ZiobConfig {
-            writeback_unit_bytes: Some(writeback_unit(uri.unit_bytes, device.geometry())),
+            writeback_unit_bytes: Some(ZiobConfig::fit_unit_bytes(
+                uri.unit_bytes,
+                device.geometry(),
+            )),
             ..config
         };
         let client =

@@ -7,8 +7,10 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use ziob::backends::{DeviceSpec, Geometry};
+use ziob::backends::DeviceSpec;
 use ziob::runtime::prefault::{available_bytes, Prefault};
+#[cfg(doc)]
+use ziob::ZiobConfig;
 use ziob::SHARD_BUDGET_BYTES_DEFAULT;
 
 /// The URI scheme prefix RocksDB hands to the factory.
@@ -29,7 +31,7 @@ pub const CACHE_AUTO_DIVISOR: u64 = 4;
 /// Most ZIOB cores (`cores=N`) accepted.
 pub const CORES_MAX: usize = 64;
 /// Default write-back unit of the zone write buffer (`unit=`): 4 MiB, at most the device's
-/// zone capacity ([`writeback_unit`]). ZIOB's own default (512 KiB) made about twice the
+/// zone capacity ([`ZiobConfig::fit_unit_bytes`]). ZIOB's own default (512 KiB) made about twice the
 /// writes and completions, and a tenth to a fifth more wake-ups of the ZIOB core, which a
 /// two-CPU machine running RocksDB's threads pays in reads (docs/ROCKSDB-BENCH.md §3r).
 pub const UNIT_BYTES_DEFAULT: u64 = 4 << 20;
@@ -75,7 +77,7 @@ pub struct FsUri {
     pub warm_bytes: Option<u64>,
     /// `unit=S` (K/M/G suffixes, a multiple of 4K, at most [`UNIT_BYTES_MAX`]): the zone
     /// write buffer's write-back unit, [`UNIT_BYTES_DEFAULT`] by default; the mount uses at
-    /// most the device's zone capacity ([`writeback_unit`]). Compared as asked when the
+    /// most the device's zone capacity ([`ZiobConfig::fit_unit_bytes`]). Compared as asked when the
     /// same device is opened again (also with `buffer=off`, where it is unused).
     pub unit_bytes: u64,
 }
@@ -137,14 +139,6 @@ pub fn auto_cache_bytes(available: Option<u64>) -> u64 {
     available.map_or(CACHE_BYTES_AUTO_MIN, |a| {
         (a / CACHE_AUTO_DIVISOR).clamp(CACHE_BYTES_AUTO_MIN, CACHE_BYTES_AUTO_MAX)
     })
-}
-
-/// The write-back unit a mount uses for `unit=` on a device of `geometry`: the asked
-/// bytes, at most the zone capacity, rounded down to whole blocks (at least one).
-pub fn writeback_unit(unit_bytes: u64, geometry: &Geometry) -> u64 {
-    let block = geometry.block_size_bytes.max(1);
-    let bytes = unit_bytes.min(geometry.zone_capacity_bytes);
-    (bytes / block).max(1) * block
 }
 
 fn parse_size(v: &str) -> Option<u64> {
@@ -429,10 +423,10 @@ mod tests {
         assert_eq!(auto_cache_bytes(Some(u64::MAX)), 1024 * mib);
     }
 
-    /// `unit=`: 4 MiB by default, any multiple of 4 KiB; a mount takes at most the zone
-    /// capacity, in whole blocks.
+    /// `unit=`: 4 MiB by default, any multiple of 4 KiB up to 32 MiB (a mount fits it to
+    /// the zones with `ZiobConfig::fit_unit_bytes`, tested in `ziob`).
     #[test]
-    fn the_writeback_unit_is_asked_for_and_fitted_to_the_zones() {
+    fn the_writeback_unit_is_asked_for_within_bounds() {
         let unit = |u: &str| FsUri::parse(u).unwrap().unit_bytes;
         assert_eq!(unit("ziob://emu:/x"), UNIT_BYTES_DEFAULT);
         assert_eq!(unit("ziob://emu:/x?unit=512K"), 512 << 10);
@@ -440,17 +434,6 @@ mod tests {
         assert_eq!(unit("ziob://emu:/x?unit=32M"), UNIT_BYTES_MAX);
         let e = FsUri::parse("ziob://emu:/x?unit=33M").unwrap_err();
         assert!(e.reason.contains("at most 32M"), "{e}");
-        let mut g = Geometry::new(8, 16 << 20);
-        g.zone_capacity_bytes = 12 << 20;
-        assert_eq!(writeback_unit(4 << 20, &g), 4 << 20);
-        g.zone_capacity_bytes = 3 << 20;
-        assert_eq!(writeback_unit(4 << 20, &g), 3 << 20, "at most the capacity");
-        g.zone_capacity_bytes = (3 << 20) + 512;
-        g.block_size_bytes = 4096;
-        assert_eq!(writeback_unit(4 << 20, &g), 3 << 20, "whole blocks");
-        g.block_size_bytes = 16 << 10;
-        assert_eq!(writeback_unit(12 << 10, &g), 16 << 10, "at least one block");
-        assert_eq!(writeback_unit(40 << 10, &g), 32 << 10);
     }
 
     #[test]
