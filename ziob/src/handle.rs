@@ -576,6 +576,38 @@ impl<D: ZonedDevice> Ziob<D> {
             .await
     }
 
+    /// Writes `zone`'s buffered data to the device and waits for it, without flushing the
+    /// device's cache: everything appended to the zone before the call is on the device, and
+    /// durable after the next [`flush_device`](Ziob::flush_device) (or a flush or sync that
+    /// flushes the device's cache). A partial last block is padded as by
+    /// [`flush`](Ziob::flush). In pass-through mode it returns at once: an append is on the
+    /// device when it returns.
+    ///
+    /// For a caller that makes several zones durable together: write each back, then one
+    /// `flush_device`, instead of a flush per zone (a device cache flush each).
+    ///
+    /// # Cancel safety
+    /// As [`flush`](Ziob::flush): the padding and write-back may have started, and go on.
+    pub async fn write_back(&self, zone: u32) -> Result<()> {
+        self.on_owner(zone, move |s| async move { s.write_back(zone).await })
+            .instrument(tracing::debug_span!("write_back", zone))
+            .await
+    }
+
+    /// Flushes the device's cache once, on core 0: every write the device completed before
+    /// the call is durable when it returns — write-backs of [`write_back`](Ziob::write_back)
+    /// from every core and pass-through writes (a device cache flush covers the whole device
+    /// or namespace). Data still in the buffer is not written back: see
+    /// [`sync`](Ziob::sync) for that. Concurrent calls share device flushes.
+    ///
+    /// # Cancel safety
+    /// A dropped call promises nothing; a device flush it started runs to its end.
+    pub async fn flush_device(&self) -> Result<()> {
+        self.on_owner(0, move |s| async move { s.flush_device().await })
+            .instrument(tracing::debug_span!("flush_device"))
+            .await
+    }
+
     /// Flushes every zone on every core. Zones holding a kept write-back error and data the
     /// device does not have are listed in [`ZiobError::ZonesFailed`]; every other zone is
     /// synced all the same (see the crate docs, "Write-back errors").
@@ -593,8 +625,9 @@ impl<D: ZonedDevice> Ziob<D> {
     /// Applies a zone management action (open, close, finish, reset, offline) to one zone
     /// or all. Reset discards the zone's buffered data and clears a kept write-back error
     /// once the device has reset the zone (if the device refuses, the zone keeps its data and
-    /// the error is returned); finish writes the data back first and flushes the device
-    /// cache, so a completed finish is durable. Open and close change only
+    /// the error is returned); finish writes the data back and flushes the device cache
+    /// first, then finishes the device zone and flushes again, so a completed finish is
+    /// durable and never lands before the data it closes. Open and close change only
     /// the zone state the buffer shows (the device's zones are opened by write-back, see the
     /// crate docs).
     ///

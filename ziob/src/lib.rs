@@ -38,7 +38,11 @@
 //! is in progress on the zone's core share the next one (it starts after all their data is
 //! on the device, so it covers them), so many tasks flushing at once cost a few device
 //! flushes, not one each ([`ShardStats::device_flushes`] counts them). If a shared device
-//! flush fails, every call that waited for it fails.
+//! flush fails, every call that waited for it fails. To make several zones durable with one
+//! device flush, write each back with [`Ziob::write_back`] (no cache flush) and then call
+//! [`Ziob::flush_device`] once: a device cache flush covers every write the device completed
+//! before it, from any core (the zone file layer's sync does this). A finish flushes the
+//! cache before its device finish too, so it never outlives the data it closes.
 //!
 //! ## Open and active zones
 //! Applications may write to any number of zones. The device only sees zones being written

@@ -1,10 +1,12 @@
 //! Group commit of journal deltas (leader / follower). An operation applies its delta to the
 //! in-memory state and queues the encoded delta (a sequence number) under the state lock,
 //! then waits for it to be durable *without* the state lock. The first waiter to take the
-//! journal lock is the leader: it writes every queued delta in one append and one flush, and
-//! marks them durable; waiters that queued meanwhile find their delta durable when they get
-//! the lock, or lead the next batch. So concurrent creates, deletes, renames and syncs share
-//! journal writes and flushes.
+//! journal lock is the leader: it writes every queued delta in one append and one device
+//! cache flush, and marks them durable; waiters that queued meanwhile find their delta
+//! durable when they get the lock, or lead the next batch. So concurrent creates, deletes,
+//! renames and syncs share journal writes and flushes. Each batch starts with a
+//! [`Delta::BatchStart`] mark: the batches before it are durable with the data they name,
+//! since their leader's flush returned before the journal lock was let go.
 //!
 //! Rolling to a fresh journal zone needs a snapshot of the state, so it needs the state lock.
 //! Lock order: state, then journal. A leader holding only the journal lock never waits for
@@ -22,6 +24,7 @@ use ziob::Client;
 use crate::error::{FsError, Result};
 use crate::journal::{frame, Journal};
 use crate::layout::Layout;
+use crate::records::Delta;
 use crate::tree::Tree;
 
 /// Deltas queued and how far they are durable.
@@ -225,7 +228,11 @@ impl GroupCommit {
             if q.pending.is_empty() {
                 return Ok(true);
             }
-            let payloads: Vec<&[u8]> = q.pending.iter().map(Vec::as_slice).collect();
+            // The mark first: the batches before this one are durable with their data.
+            let mark = Delta::BatchStart.encode();
+            let payloads: Vec<&[u8]> = std::iter::once(mark.as_slice())
+                .chain(q.pending.iter().map(Vec::as_slice))
+                .collect();
             let bytes = frame(layout, &payloads);
             if !j.fits(layout, bytes.len() as u64) {
                 return Ok(false);

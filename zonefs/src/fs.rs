@@ -27,7 +27,7 @@ use crate::zones::{ZoneTable, ZoneUse};
 ///
 /// The state is under one async mutex held only for bookkeeping: reads look up their extents
 /// under it and read without it; appends of different lifetime classes run their device
-/// appends in parallel (one at a time per class); `sync` flushes without it; metadata
+/// appends in parallel (one at a time per class); `sync` writes back without it; metadata
 /// commits share journal writes (group commit). A read racing a delete, rename-over or GC relocation of its file
 /// never returns bytes of a reset zone: if a zone it read was reset meanwhile it looks the
 /// extents up again (the file's new extents, or [`FsError::NotFound`] once it is gone). A
@@ -176,9 +176,12 @@ impl ZoneFs {
     }
 
     /// Mounts the file system on `client`'s device: reads the newest valid journal zone,
-    /// replays its deltas, rebuilds the zone table (resetting data zones no file uses),
-    /// and rolls the journal to a fresh zone. A device without a file system, with something
-    /// else on it, or with a damaged journal gives a typed error; it is never reformatted.
+    /// replays its deltas, cuts files whose last sync a crash interrupted after its journal
+    /// write but before its data was durable ([`MountReport::files_cut`]: only the last
+    /// batch's extents are cut, to the zone's write pointer), rolls the journal to a fresh
+    /// zone, and rebuilds the zone table (resetting data zones no file uses). A device
+    /// without a file system, with something else on it, or with a damaged journal gives a
+    /// typed error; it is never reformatted.
     pub async fn mount(client: Client) -> Result<ZoneFs> {
         let m = mount::mount(&client).await?;
         Ok(Self::from_mounted(client, m, false))
@@ -264,6 +267,7 @@ impl ZoneFs {
             &st.zones,
             &journal,
             st.read_only,
+            &self.report.files_cut,
         )
         .await
     }
@@ -451,7 +455,7 @@ impl ZoneFs {
                     }
                     rest = rest.slice(piece..);
                 }
-                // Flush padding moved the write pointer past what we tracked.
+                // Write-back padding moved the write pointer past what we tracked.
                 Err(e) if is_zone_full(&e) => {
                     if st.zones.open_zone(slot) == Some(zone) {
                         self.leave_zone(&mut st, zone).await?;
@@ -621,10 +625,13 @@ impl ZoneFs {
                 unsynced.push(m);
             }
         }
+        // Flushed, not only written back: the mount cuts only the last batch's Sync extents,
+        // so a Relocate must name durable copies (a copy past its zone's write pointer would
+        // be corruption), and the victim's reset follows the delta's commit.
         for z in touched {
             let upto = st.zones.get(z).written;
             self.client.flush(z).await?;
-            st.zones.note_flushed(z, upto);
+            st.zones.note_on_device(z, upto);
         }
         let copies: Vec<Extent> = synced
             .iter()
@@ -670,9 +677,9 @@ impl ZoneFs {
     /// Resets data zone `zone` (call under the state lock, once no journaled extent is in
     /// it). The table marks it free *before* the reset is issued: a caller dropping this
     /// future leaves the zone's contents unknown (the reset may run anyway), and a free zone
-    /// is reopened from a fresh write pointer and flushed offset, whereas one left open with
-    /// its old flushed offset would let a later sync skip the flush of new bytes appended
-    /// at its start. Readers see the reset count move before the reset.
+    /// is reopened from a fresh write pointer and on-device offset, whereas one left open
+    /// with its old on-device offset would let a later sync skip the write-back of new bytes
+    /// appended at its start. Readers see the reset count move before the reset.
     async fn reset_zone(&self, st: &mut State, zone: u32) -> Result<()> {
         self.resets.note(zone);
         st.zones.reset_done(zone);
@@ -688,26 +695,30 @@ impl ZoneFs {
         Ok(())
     }
 
-    /// Makes the file at `path` durable up to its current size: flushes the data zones
+    /// Makes the file at `path` durable up to its current size: writes back the data zones
     /// holding its unsynced extents (without holding the state lock, so appends and other
-    /// syncs go on meanwhile), then journals its extents that are flushed (Sync delta, group
-    /// commit). When this returns, a crash keeps at least this size and content, and every
-    /// metadata change queued before it (the file's creation by
+    /// syncs go on meanwhile), then journals its extents that are on the device (Sync delta,
+    /// group commit). The commit's device cache flush makes data and delta durable together:
+    /// one device flush per sync (shared with concurrent syncs). A crash before it may keep
+    /// the delta but not all of the data (a device's cache need not keep write order): the
+    /// mount then cuts the file where its data ends (see [`ZoneFs::mount`]). When this
+    /// returns, a crash keeps at least this size and content, and every metadata change
+    /// queued before it (the file's creation by
     /// [`create_unsynced`](ZoneFs::create_unsynced) among them) is durable too.
     pub async fn sync(&self, path: &str) -> Result<()> {
         let path = normalize(path)?;
-        let (id, flushes) = {
+        let (id, write_backs) = {
             let st = self.state.lock().await;
             st.check_write("sync")?;
             self.group.check()?;
             let id = st.tree.existing(&path)?;
-            (id, self.flushes_for(&st, &[id]))
+            (id, self.write_backs_for(&st, &[id]))
         };
-        self.run_flushes(&flushes).await?;
+        self.run_write_backs(&write_backs).await?;
         let staged = {
             let mut st = self.state.lock().await;
             self.group.check()?;
-            self.note_flushes(&mut st, &flushes);
+            self.note_write_backs(&mut st, &write_backs);
             if st.tree.node(id).is_none() {
                 // Deleted (or renamed over) meanwhile.
                 return Err(FsError::NotFound(path));
@@ -729,7 +740,7 @@ impl ZoneFs {
     /// a clean shutdown does before closing the client. Unsynced appends are otherwise lost
     /// at the next mount, even after a clean close of the client.
     pub async fn sync_all(&self) -> Result<()> {
-        let (mut ids, flushes) = {
+        let (mut ids, write_backs) = {
             let st = self.state.lock().await;
             st.check_write("sync_all")?;
             self.group.check()?;
@@ -739,15 +750,15 @@ impl ZoneFs {
                 .filter(|(_, n)| n.extents.len() > n.synced)
                 .map(|(id, _)| *id)
                 .collect();
-            let flushes = self.flushes_for(&st, &ids);
-            (ids, flushes)
+            let write_backs = self.write_backs_for(&st, &ids);
+            (ids, write_backs)
         };
         ids.sort_unstable();
-        self.run_flushes(&flushes).await?;
+        self.run_write_backs(&write_backs).await?;
         let last = {
             let mut st = self.state.lock().await;
             self.group.check()?;
-            self.note_flushes(&mut st, &flushes);
+            self.note_write_backs(&mut st, &write_backs);
             let mut last = None;
             for id in ids {
                 if st.tree.node(id).is_none() {
@@ -767,14 +778,14 @@ impl ZoneFs {
         self.sync_metadata().await
     }
 
-    /// The flushes that make the unsynced extents of files `ids` durable: per zone, how far
-    /// it is written now and its reset count.
-    fn flushes_for(&self, st: &State, ids: &[u64]) -> Vec<(u32, u64, u64)> {
+    /// The write-backs that put the unsynced extents of files `ids` on the device: per zone,
+    /// how far it is written now and its reset count.
+    fn write_backs_for(&self, st: &State, ids: &[u64]) -> Vec<(u32, u64, u64)> {
         let mut zones = BTreeSet::new();
         for id in ids {
             let node = st.tree.node(*id).expect("indexed");
             for e in &node.extents[node.synced..] {
-                if st.zones.flushed(e.zone) < e.offset + e.len {
+                if st.zones.on_device(e.zone) < e.offset + e.len {
                     zones.insert(e.zone);
                 }
             }
@@ -785,18 +796,24 @@ impl ZoneFs {
             .collect()
     }
 
-    /// Flushes the zones of `flushes` (without the state lock).
-    async fn run_flushes(&self, flushes: &[(u32, u64, u64)]) -> Result<()> {
-        futures::future::try_join_all(flushes.iter().map(|(z, _, _)| self.client.flush(*z)))
-            .await?;
+    /// Writes the zones of `write_backs` back (without the state lock), without the device
+    /// cache flush: the journal commit that follows flushes the cache once for all of them.
+    async fn run_write_backs(&self, write_backs: &[(u32, u64, u64)]) -> Result<()> {
+        futures::future::try_join_all(
+            write_backs
+                .iter()
+                .map(|(z, _, _)| self.client.write_back(*z)),
+        )
+        .await?;
         Ok(())
     }
 
-    /// Records finished flushes (under the state lock); a zone reset meanwhile is skipped.
-    fn note_flushes(&self, st: &mut State, flushes: &[(u32, u64, u64)]) {
-        for &(z, upto, resets) in flushes {
+    /// Records finished write-backs (under the state lock); a zone reset meanwhile is
+    /// skipped.
+    fn note_write_backs(&self, st: &mut State, write_backs: &[(u32, u64, u64)]) {
+        for &(z, upto, resets) in write_backs {
             if self.resets.count(z) == resets {
-                st.zones.note_flushed(z, upto);
+                st.zones.note_on_device(z, upto);
             }
         }
     }
@@ -1088,8 +1105,9 @@ impl ZoneFs {
     }
 }
 
-/// The unsynced extents of file `id` that are flushed, from its first unsynced one on (the
-/// Sync delta that makes them durable); an extent flushed only in part is split there.
+/// The unsynced extents of file `id` that are on the device, from its first unsynced one on
+/// (the Sync delta that makes them durable); an extent on the device only in part is split
+/// there.
 fn durable_unsynced(st: &mut State, id: u64) -> Vec<Extent> {
     let State { tree, zones, .. } = st;
     let node = tree.node_mut(id).expect("checked");
@@ -1097,20 +1115,20 @@ fn durable_unsynced(st: &mut State, id: u64) -> Vec<Extent> {
     let mut i = node.synced;
     while i < node.extents.len() {
         let e = node.extents[i];
-        let flushed = zones.flushed(e.zone);
-        if e.offset + e.len <= flushed {
+        let on_device = zones.on_device(e.zone);
+        if e.offset + e.len <= on_device {
             out.push(e);
             i += 1;
             continue;
         }
-        if e.offset < flushed {
-            let head = flushed - e.offset;
+        if e.offset < on_device {
+            let head = on_device - e.offset;
             node.extents[i].len = head;
             node.extents.insert(
                 i + 1,
                 Extent {
                     zone: e.zone,
-                    offset: flushed,
+                    offset: on_device,
                     len: e.len - head,
                 },
             );

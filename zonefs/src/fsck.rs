@@ -111,6 +111,11 @@ pub struct FsckReport {
     /// Why replay of the journal zone stopped before its end, if it did (a torn tail after a
     /// crash is expected on a read-only mount; a read-write mount rolls past it).
     pub journal_cut: Option<String>,
+    /// Files the mount cut to the data on the device (a crash between a sync's journal write
+    /// and its cache flush: [`MountReport::files_cut`](crate::MountReport::files_cut)). Not
+    /// a problem: what a crash may leave, repaired in memory by every mount (and for good by
+    /// a read-write one, whose journal roll records it).
+    pub files_cut: Vec<crate::FileCut>,
     /// Every data zone.
     pub zones: Vec<ZoneCheck>,
     /// What is wrong; empty when the file system is consistent.
@@ -134,6 +139,7 @@ pub async fn check(
     zones: &ZoneTable,
     journal: &Journal,
     read_only: bool,
+    files_cut: &[crate::FileCut],
 ) -> Result<FsckReport> {
     let g = layout.geometry;
     let report = client.report(0, g.zone_count).await?;
@@ -179,7 +185,15 @@ pub async fn check(
     }
     let (generation, deltas_replayed, journal_cut) =
         match read_zone(client, layout, &report[journal.current as usize]).await? {
-            ZoneRead::Valid(c) => {
+            ZoneRead::Valid(mut c) => {
+                // As the mount did: files of the last batch cut to the data on the device.
+                crate::cut::cut_to_device(
+                    &mut c.tree,
+                    &c.unconfirmed,
+                    &report,
+                    first,
+                    layout.capacity(),
+                );
                 if c.tree.snapshot() != tree.snapshot() {
                     problems.push(FsckProblem::Journal {
                         reason: format!(
@@ -216,6 +230,7 @@ pub async fn check(
         generation,
         deltas_replayed,
         journal_cut,
+        files_cut: files_cut.to_vec(),
         zones: checks,
         problems,
     })

@@ -35,7 +35,7 @@ pub struct FsStats {
     /// Bytes appended to files by callers.
     pub user_bytes: u64,
     /// Bytes written to data zones: user bytes, GC copies and padding (whole-block appends
-    /// without the buffer, flush padding).
+    /// without the buffer, write-back padding).
     pub data_bytes: u64,
     /// Bytes written to the journal (records, snapshots, padding).
     pub journal_bytes: u64,

@@ -12,7 +12,7 @@ use ziob::{Client, ZoneInfo, ZoneState};
 
 use crate::error::{FsError, Result};
 use crate::layout::Layout;
-use crate::records::{Delta, Snapshot};
+use crate::records::{Delta, Extent, Snapshot};
 use crate::superblock::{Superblock, SuperblockError};
 use crate::tree::Tree;
 
@@ -45,6 +45,11 @@ pub struct ZoneContents {
     pub deltas: usize,
     /// Why replay stopped before the zone's write pointer, if it did.
     pub cut: Option<String>,
+    /// The extents (with their file ids) that `Sync` deltas after the last
+    /// [`Delta::BatchStart`] mark added: the last batch, whose device flush a crash may have
+    /// cut off, so their data may be lost (the batches before it, and the snapshot, name
+    /// durable data only).
+    pub unconfirmed: Vec<(u64, Extent)>,
 }
 
 /// What reading one journal zone found.
@@ -166,15 +171,23 @@ pub fn decode_zone(data: &[u8], end: u64, block: u64) -> ZoneRead {
         Err(why) => return ZoneRead::Damaged(sb, why),
     };
     let mut deltas = 0;
+    let mut unconfirmed = Vec::new();
     let cut = loop {
         match next(&mut at) {
             Ok(None) => break None,
             Ok(Some(p)) => {
                 let applied = Delta::decode(&data[p])
                     .map_err(|e| e.0)
-                    .and_then(|d| tree.apply(&d).map_err(|e| e.0));
+                    .and_then(|d| tree.apply(&d).map(|_| d).map_err(|e| e.0));
                 match applied {
-                    Ok(_) => deltas += 1,
+                    Ok(Delta::BatchStart) => unconfirmed.clear(),
+                    Ok(d) => {
+                        // Version 1 journals have no marks: their records name flushed data.
+                        if let (Delta::Sync { id, extents }, true) = (d, sb.version >= 2) {
+                            unconfirmed.extend(extents.into_iter().map(|e| (id, e)));
+                        }
+                        deltas += 1;
+                    }
                     Err(why) => break Some(format!("delta at byte {at}: {why}")),
                 }
             }
@@ -186,6 +199,7 @@ pub fn decode_zone(data: &[u8], end: u64, block: u64) -> ZoneRead {
         tree,
         deltas,
         cut,
+        unconfirmed,
     }))
 }
 
@@ -219,6 +233,16 @@ async fn append_all(client: &Client, layout: &Layout, zone: u32, bytes: Vec<u8>)
     Ok(end)
 }
 
+/// Writes journal zone `zone` back and flushes the device's cache. The cache flush (never a
+/// Force-Unit-Access write of the journal alone) also makes durable every data-zone
+/// write-back that completed before it: a sync writes its data zones back without flushing
+/// and counts on the commit of its delta for durability (one device flush per sync).
+async fn make_durable(client: &Client, zone: u32) -> Result<()> {
+    client.write_back(zone).await?;
+    client.flush_device().await?;
+    Ok(())
+}
+
 impl Journal {
     /// Writes a fresh journal zone `zone` (reset first): superblock of `generation` and the
     /// snapshot of `tree`, flushed. Returns the journal with that zone current.
@@ -242,9 +266,13 @@ impl Journal {
             )));
         }
         client.reset(zone).await?;
+        // The snapshot names the data of syncs whose batch was not written (a roll takes
+        // it): their write-backs completed, and this flush makes them durable before a
+        // record names them, so a snapshot never names data a crash can lose.
+        client.flush_device().await?;
         let end = append_all(client, layout, zone, bytes).await?;
-        client.flush(zone).await?;
-        // A flush pads the partial block: the next record starts at a block boundary.
+        make_durable(client, zone).await?;
+        // A write-back pads the partial block: the next record starts at a block boundary.
         let written = end.div_ceil(layout.block()) * layout.block();
         Ok(Journal {
             zones,
@@ -276,8 +304,9 @@ impl Journal {
         self.written + len <= layout.capacity()
     }
 
-    /// Appends a framed batch of records to the current zone and flushes it (durable when
-    /// this returns). The caller checked [`fits`](Journal::fits).
+    /// Appends a framed batch of records to the current zone and flushes the device's cache
+    /// (the batch durable when this returns, with every write-back completed before). The
+    /// caller checked [`fits`](Journal::fits).
     pub async fn append_batch(
         &mut self,
         client: &Client,
@@ -285,8 +314,8 @@ impl Journal {
         bytes: Vec<u8>,
     ) -> Result<()> {
         let end = append_all(client, layout, self.current, bytes).await?;
-        client.flush(self.current).await?;
-        // A flush pads the partial block: the next record starts at a block boundary.
+        make_durable(client, self.current).await?;
+        // A write-back pads the partial block: the next record starts at a block boundary.
         let end = end.div_ceil(layout.block()) * layout.block();
         self.appended += end.saturating_sub(self.written);
         self.written = end;

@@ -56,6 +56,10 @@
 //! - **Crash semantics**: `create`, `delete` and `rename` are durable when they return.
 //!   `append` is not; `sync(file)` makes the file durable up to its size at that point. After a
 //!   crash each file has at least its last synced size and content; unsynced tails are lost.
+//!   A sync writes its data zones back and lets its journal commit's one device cache flush
+//!   make data and record durable together; a crash before that flush may keep the record
+//!   but not all the data, and the mount then cuts the file to the data the device holds
+//!   ([`MountReport::files_cut`]; only the journal's last batch can name such data).
 //! - Works through a [`ziob::Client`]: `ZoneFs` is `Clone + Send + Sync` and its futures are
 //!   `Send` (from tokio or any executor); [`ZoneFs::blocking`] gives the same operations as
 //!   blocking calls for foreign threads (RocksDB's).
@@ -81,6 +85,7 @@
 
 mod blocking;
 mod commit;
+mod cut;
 mod error;
 mod fs;
 mod fsck;
@@ -100,6 +105,7 @@ mod wire;
 mod zones;
 
 pub use blocking::BlockingZoneFs;
+pub use cut::FileCut;
 pub use error::{FsError, Result};
 pub use fs::ZoneFs;
 pub use fsck::{FsckProblem, FsckReport, ZoneCheck};

@@ -4,6 +4,7 @@
 
 use ziob::{Client, ZoneInfo, ZoneState};
 
+use crate::cut::{cut_to_device, FileCut};
 use crate::error::{FsError, Result};
 use crate::gc;
 use crate::journal::{read_zone, Journal, ZoneRead, JOURNAL_ZONES_RANGE};
@@ -110,22 +111,38 @@ pub struct MountReport {
     pub cut: Option<String>,
     /// Data zones reset because no file holds data in them (unsynced data lost in a crash).
     pub zones_reset: Vec<u32>,
+    /// Files cut where their data on the device ends: a crash came between a sync's
+    /// journal write and the device flush that makes its data durable (the sync had not
+    /// returned), and the device kept the journal record but not all of the data.
+    pub files_cut: Vec<FileCut>,
 }
 
-/// Reads the journal back and rebuilds the zone table; rolls the journal to a fresh zone so
-/// that new deltas never follow a torn record.
+/// Reads the journal back, cuts files whose data the device lost ([`cut_to_device`]),
+/// checks every extent against the write pointers (writing nothing if one is outside),
+/// rolls the journal to a fresh zone, then rebuilds the zone table (resets, finishes). The
+/// roll comes before any zone is touched: new deltas never follow a torn record, and the
+/// cut files are journaled as cut before a finish moves a write pointer past their lost
+/// data (a crash there would otherwise bring the uncut extents back over zeros) or anything
+/// is appended where it was.
 pub async fn mount(client: &Client) -> Result<Mounted> {
-    let found = read_journal(client).await?;
+    let mut found = read_journal(client).await?;
+    cut_files(&mut found);
+    let first = found.journal.zones;
+    for (_, node) in found.tree.nodes() {
+        for e in &node.extents {
+            check_written(e, &node.path, &found.zone_report, first, &found.layout)?;
+        }
+    }
+    let mut journal = found.journal;
+    journal.roll(client, &found.layout, &found.tree).await?;
     let (zones, zones_reset) = data_zones(
         client,
         &found.layout,
         &found.zone_report,
-        found.journal.zones,
+        first,
         &found.tree,
     )
     .await?;
-    let mut journal = found.journal;
-    journal.roll(client, &found.layout, &found.tree).await?;
     Ok(Mounted {
         layout: found.layout,
         tree: found.tree,
@@ -142,7 +159,8 @@ pub async fn mount(client: &Client) -> Result<Mounted> {
 /// nothing: no zone is reset or finished and the journal does not roll. Extents outside the
 /// written data zones do not fail it (`fsck` reports them); they count as live in no zone.
 pub async fn mount_read_only(client: &Client) -> Result<Mounted> {
-    let found = read_journal(client).await?;
+    let mut found = read_journal(client).await?;
+    cut_files(&mut found);
     let zones = read_only_zones(
         &found.layout,
         &found.zone_report,
@@ -166,6 +184,9 @@ struct Found {
     /// The journal as found (current = the zone read, not rolled).
     journal: Journal,
     report: MountReport,
+    /// The extents of the last batch's syncs
+    /// ([`ZoneContents::unconfirmed`](crate::journal::ZoneContents)).
+    unconfirmed: Vec<(u64, crate::records::Extent)>,
 }
 
 /// Reads every journal zone and replays the newest valid one.
@@ -300,8 +321,54 @@ async fn read_journal(client: &Client) -> Result<Found> {
             deltas: contents.deltas,
             cut: contents.cut,
             zones_reset: Vec::new(),
+            files_cut: Vec::new(),
         },
         zone_report: report,
+        unconfirmed: contents.unconfirmed,
+    })
+}
+
+/// Cuts the files whose last batch's data the crash lost ([`crate::cut::cut_to_device`]),
+/// with a warning per file, into the report.
+fn cut_files(found: &mut Found) {
+    let cuts = cut_to_device(
+        &mut found.tree,
+        &found.unconfirmed,
+        &found.zone_report,
+        found.journal.zones,
+        found.layout.capacity(),
+    );
+    for c in &cuts {
+        tracing::warn!(
+            path = %c.path,
+            journaled = c.journaled,
+            kept = c.kept,
+            "file cut to the data on the device (a crash before its sync returned)"
+        );
+    }
+    found.report.files_cut = cuts;
+}
+
+/// `Corrupt` unless extent `e` of file `path` lies in a data zone (`first..`) below its
+/// write pointer and the zone capacity.
+fn check_written(
+    e: &crate::records::Extent,
+    path: &str,
+    report: &[ZoneInfo],
+    first: u32,
+    layout: &Layout,
+) -> Result<()> {
+    let z = e.zone as usize;
+    let ok = e.zone >= first
+        && z < report.len()
+        && e.offset
+            .checked_add(e.len)
+            .is_some_and(|end| end <= report[z].write_pointer_bytes && end <= layout.capacity());
+    if ok {
+        return Ok(());
+    }
+    Err(FsError::Corrupt {
+        reason: format!("file {path} has an extent {e:?} outside the written data zones"),
     })
 }
 
@@ -384,20 +451,8 @@ async fn data_zones(
     for (_, node) in tree.nodes() {
         let slot = slot_of(node.lifetime, layout.slots);
         for e in &node.extents {
+            check_written(e, &node.path, report, first, layout)?;
             let z = e.zone as usize;
-            let ok = e.zone >= first
-                && z < report.len()
-                && e.offset.checked_add(e.len).is_some_and(|end| {
-                    end <= report[z].write_pointer_bytes && end <= layout.capacity()
-                });
-            if !ok {
-                return Err(FsError::Corrupt {
-                    reason: format!(
-                        "file {} has an extent {e:?} outside the written data zones",
-                        node.path
-                    ),
-                });
-            }
             live[z] += e.len;
             zone_slot[z] = match zone_slot[z] {
                 None => Some(Some(slot)),

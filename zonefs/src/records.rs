@@ -16,9 +16,11 @@ pub const KIND_DELETE: u8 = 0x12;
 pub const KIND_RENAME: u8 = 0x13;
 /// Payload kind byte of a `Relocate` delta (zone garbage collection).
 pub const KIND_RELOCATE: u8 = 0x14;
+/// Payload kind byte of a `BatchStart` mark (first record of every journal batch).
+pub const KIND_BATCH_START: u8 = 0x15;
 
 /// A run of a file's bytes in one data zone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Extent {
     /// The zone index.
     pub zone: u32,
@@ -98,6 +100,11 @@ pub enum Delta {
         /// The moves, applied in order.
         moves: Vec<Move>,
     },
+    /// Not a change: the first record of every journal batch. Every record before it in its
+    /// zone was durable, with the file data its deltas name, when it was written (the batch
+    /// before ended with the device cache flush), so only the extents of `Sync` deltas after
+    /// the last mark may name data a crash lost ([`crate::MountReport::files_cut`]).
+    BatchStart,
 }
 
 /// Why a payload is not a valid record.
@@ -193,6 +200,9 @@ impl Delta {
             Delta::Rename { id, path } => {
                 w.u8(KIND_RENAME).u64(*id).str(path);
             }
+            Delta::BatchStart => {
+                w.u8(KIND_BATCH_START);
+            }
             Delta::Relocate { moves } => {
                 w.u8(KIND_RELOCATE)
                     .u32(u32::try_from(moves.len()).expect("move count below 2^32"));
@@ -223,6 +233,7 @@ impl Delta {
                 extents: get_extents(&mut r)?,
             }),
             KIND_DELETE => Some(Delta::Delete { id: r.u64()? }),
+            KIND_BATCH_START => Some(Delta::BatchStart),
             KIND_RENAME => Some(Delta::Rename {
                 id: r.u64()?,
                 path: r.str()?,
@@ -273,6 +284,7 @@ mod tests {
             (any::<u64>(), proptest::collection::vec(extent(), 0..5))
                 .prop_map(|(id, extents)| Delta::Sync { id, extents }),
             any::<u64>().prop_map(|id| Delta::Delete { id }),
+            Just(Delta::BatchStart),
             (any::<u64>(), "[a-z/]{0,40}").prop_map(|(id, path)| Delta::Rename { id, path }),
             proptest::collection::vec(
                 (

@@ -6,14 +6,20 @@ use crate::wire::{Reader, Writer};
 
 /// The superblock's magic bytes.
 pub const MAGIC: [u8; 7] = *b"ZIOBZFS";
-/// The format version this code writes and reads.
-pub const VERSION: u16 = 1;
+/// The format version this code writes. Version 2 journals start every batch with a
+/// `BatchStart` mark and may name data a crash lost in their last batch (docs/format.md);
+/// version 1 journals (read too) have no marks and name flushed data only.
+pub const VERSION: u16 = 2;
+/// The oldest format version this code reads.
+pub const VERSION_MIN: u16 = 1;
 /// Payload kind byte of a superblock record.
 pub const KIND_SUPERBLOCK: u8 = 0x01;
 
 /// What a journal zone's superblock says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Superblock {
+    /// The format version of the zone it heads ([`VERSION`] when written by this code).
+    pub version: u16,
     /// Reserved (journal) zones: zones `0..journal_zones`.
     pub journal_zones: u32,
     /// Active zones the file system leaves to others on the device (it holds at most the
@@ -52,6 +58,7 @@ impl Superblock {
         generation: u64,
     ) -> Superblock {
         Superblock {
+            version: VERSION,
             journal_zones,
             reserved_active_zones,
             zone_count: geometry.zone_count,
@@ -67,7 +74,7 @@ impl Superblock {
         let mut w = Writer::default();
         w.u8(KIND_SUPERBLOCK);
         w.0.extend_from_slice(&MAGIC);
-        w.u16(VERSION)
+        w.u16(self.version)
             .u16(self.reserved_active_zones)
             .u32(self.journal_zones)
             .u32(self.zone_count)
@@ -86,14 +93,15 @@ impl Superblock {
         }
         let invalid = |s: &str| SuperblockError::Invalid(s.to_string());
         let version = r.u16().ok_or_else(|| invalid("truncated"))?;
-        if version != VERSION {
+        if !(VERSION_MIN..=VERSION).contains(&version) {
             return Err(SuperblockError::Invalid(format!(
-                "version {version}, this code reads version {VERSION}"
+                "version {version}, this code reads versions {VERSION_MIN} to {VERSION}"
             )));
         }
         let reserved_active_zones = r.u16().ok_or_else(|| invalid("truncated"))?;
         let sb = (|| {
             Some(Superblock {
+                version,
                 journal_zones: r.u32()?,
                 reserved_active_zones,
                 zone_count: r.u32()?,
@@ -146,6 +154,7 @@ mod tests {
 
     fn sample() -> Superblock {
         Superblock {
+            version: VERSION,
             journal_zones: 2,
             reserved_active_zones: 0,
             zone_count: 64,
@@ -162,7 +171,7 @@ mod tests {
         let bytes = sb.encode();
         assert_eq!(bytes.len(), 48);
         assert_eq!(&bytes[..8], b"\x01ZIOBZFS");
-        assert_eq!(&bytes[8..10], &1u16.to_le_bytes());
+        assert_eq!(&bytes[8..10], &2u16.to_le_bytes());
         assert_eq!(&bytes[10..12], &[0, 0]);
         assert_eq!(&bytes[40..48], &7u64.to_le_bytes());
         assert_eq!(Superblock::decode(&bytes), Ok(sb));
@@ -175,6 +184,11 @@ mod tests {
         assert_eq!(&bytes[10..12], &[0x02, 0x01]);
         assert_eq!(&bytes[16..20], &40u32.to_le_bytes());
         assert_eq!(Superblock::decode(&bytes), Ok(ranged));
+        // A version 1 superblock (no batch marks in its zone) is read as such.
+        let v1 = Superblock { version: 1, ..sb };
+        let bytes = v1.encode();
+        assert_eq!(&bytes[8..10], &1u16.to_le_bytes());
+        assert_eq!(Superblock::decode(&bytes), Ok(v1));
     }
 
     #[test]

@@ -178,6 +178,7 @@ impl Tree {
                 }
                 Ok(Vec::new())
             }
+            Delta::BatchStart => Ok(Vec::new()),
             Delta::Delete { id } => {
                 let node = self
                     .nodes

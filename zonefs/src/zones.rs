@@ -34,8 +34,10 @@ pub struct DataZone {
 pub struct ZoneTable {
     first: u32,
     zones: Vec<DataZone>,
-    /// Bytes of each zone known durable (flushed) from its start.
-    flushed: Vec<u64>,
+    /// Bytes of each zone known to be on the device from its start: written back (by a sync)
+    /// or flushed (by garbage collection), so durable by the end of the next journal commit
+    /// at the latest, whose device cache flush covers every write-back completed before it.
+    on_device: Vec<u64>,
     /// Appends in flight to each zone (issued without the state lock): such a zone is
     /// neither reset nor garbage collected. Counted by [`AppendGuard`]s, which a dropped
     /// append future also ends.
@@ -72,7 +74,7 @@ impl ZoneTable {
         ZoneTable {
             first,
             // What mount found on the device is durable.
-            flushed: zones.iter().map(|z| z.written).collect(),
+            on_device: zones.iter().map(|z| z.written).collect(),
             appending: zones.iter().map(|_| AtomicU32::new(0)).collect(),
             zones,
             open,
@@ -123,19 +125,21 @@ impl ZoneTable {
             written: 0,
             live: 0,
         };
-        self.flushed[(zone - self.first) as usize] = 0;
+        self.on_device[(zone - self.first) as usize] = 0;
         self.open[slot] = Some(zone);
         Some(zone)
     }
 
-    /// Bytes of `zone` known durable from its start.
-    pub fn flushed(&self, zone: u32) -> u64 {
-        self.flushed[(zone - self.first) as usize]
+    /// Bytes of `zone` known to be on the device from its start (durable by the end of the
+    /// next journal commit).
+    pub fn on_device(&self, zone: u32) -> u64 {
+        self.on_device[(zone - self.first) as usize]
     }
 
-    /// A flush of `zone` that started when `upto` bytes were written to it has finished.
-    pub fn note_flushed(&mut self, zone: u32, upto: u64) {
-        let f = &mut self.flushed[(zone - self.first) as usize];
+    /// A write-back (or flush) of `zone` that started when `upto` bytes were written to it
+    /// has finished.
+    pub fn note_on_device(&mut self, zone: u32, upto: u64) {
+        let f = &mut self.on_device[(zone - self.first) as usize];
         *f = (*f).max(upto);
     }
 
@@ -223,7 +227,7 @@ impl ZoneTable {
             written: 0,
             live: 0,
         };
-        self.flushed[(zone - self.first) as usize] = 0;
+        self.on_device[(zone - self.first) as usize] = 0;
         self.free.insert(zone);
     }
 }

@@ -207,8 +207,8 @@ fn garbage_collection_dropped_anywhere_keeps_the_accounting_true() {
 /// the open zone it emptied), then a small file in the same class synced and the instance
 /// abandoned (a crash): the synced file must be there after the remount. Before the fix, a
 /// reset done on the device but not yet in the zone table left the zone open with its old
-/// flushed offset, so the next sync thought the new bytes (appended from offset 0) already
-/// flushed and journaled them unflushed.
+/// flushed (now: on-device) offset, so the next sync thought the new bytes (appended from
+/// offset 0) already on the device and journaled them without writing them back.
 #[test]
 fn a_delete_dropped_in_its_reset_keeps_later_syncs_durable() {
     bounded(300, || {
@@ -285,7 +285,7 @@ fn a_reset_waits_for_every_delta_that_emptied_the_zone() {
                 assert!(poll!(del_f.as_mut()).is_pending());
                 fs.append("g", &[2u8; 1000]).await.unwrap();
                 let mut sync_g = pin!(fs.sync("g"));
-                // Its flush, then its Sync delta queued behind the journal lock.
+                // Its write-back, then its Sync delta queued behind the journal lock.
                 for _ in 0..50 {
                     assert!(poll!(sync_g.as_mut()).is_pending());
                     std::thread::sleep(std::time::Duration::from_millis(2));

@@ -19,37 +19,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use support::{b, bounded, end, open, runtime, EmuFile, Rng};
+use support::{b, bounded, check_after_crash, content, end, open, runtime, EmuFile, Known, Rng};
 use ziob_zonefs::{MkfsOptions, WriteLifetime, ZoneFs};
 
 /// Writer threads per round (each on files of its own, so concurrent creates, syncs and
 /// deletes share journal writes: group commit under crashes).
 const WRITERS: u64 = 3;
-
-/// What the writer was told about a file.
-#[derive(Debug, Clone, Default)]
-struct Known {
-    /// Create acknowledged (else in flight at the crash).
-    created: bool,
-    /// Delete acknowledged / in flight.
-    deleted: Option<bool>,
-    /// Bytes appended (acknowledged or in flight).
-    appended: u64,
-    /// Size at the last acknowledged sync.
-    synced: u64,
-}
-
-/// The content of file `name` at `offset`.
-fn byte_at(name: &str, offset: u64) -> u8 {
-    let h = name
-        .bytes()
-        .fold(7u8, |a, c| a.wrapping_mul(31).wrapping_add(c));
-    h.wrapping_add((offset % 251) as u8)
-}
-
-fn content(name: &str, from: u64, len: u64) -> Vec<u8> {
-    (from..from + len).map(|o| byte_at(name, o)).collect()
-}
 
 /// The writer: ops until one fails (the crash). Stores the zones GC collected this mount in
 /// `gc_zones`.
@@ -154,41 +129,7 @@ fn crash_loop_keeps_acknowledged_metadata_and_synced_data() {
             let rep = b(fs.fsck()).unwrap();
             assert!(rep.is_clean(), "round {round}: {:#?}", rep.problems);
             // Check what the last crash left, then take reality as the new model.
-            {
-                let mut k = known.lock().unwrap();
-                let mut gone = Vec::new();
-                for (name, e) in k.iter_mut() {
-                    let exists = b(fs.exists(name)).unwrap();
-                    match e.deleted {
-                        Some(true) => assert!(!exists, "{name}: deleted, yet there"),
-                        Some(false) => {}
-                        None if e.created => assert!(exists, "{name}: created, yet gone"),
-                        None => {}
-                    }
-                    if !exists {
-                        gone.push(name.clone());
-                        continue;
-                    }
-                    let size = b(fs.size(name)).unwrap();
-                    assert!(size >= e.synced, "{name}: {size} < synced {}", e.synced);
-                    assert!(
-                        size <= e.appended,
-                        "{name}: {size} > appended {}",
-                        e.appended
-                    );
-                    let data = b(fs.read_at(name, 0, size as usize)).unwrap();
-                    assert_eq!(&data[..], &content(name, 0, size)[..], "{name} content");
-                    *e = Known {
-                        created: true,
-                        deleted: None,
-                        appended: size,
-                        synced: size,
-                    };
-                }
-                for n in gone {
-                    k.remove(&n);
-                }
-            }
+            check_after_crash(&fs, &mut known.lock().unwrap(), &format!("round {round}"));
             // The writer works on its own copy of the model, taken back when it ends.
             let round_known = Arc::new(Mutex::new(known.lock().unwrap().clone()));
             let (done_tx, done_rx) = std::sync::mpsc::channel();

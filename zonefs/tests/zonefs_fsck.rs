@@ -1,8 +1,10 @@
 //! `fsck` and the read-only mount: a healthy file system checks clean (read-write and
 //! read-only, after clean closes and crashes); a read-only mount writes nothing to the device
 //! and refuses writes; injected damage — a journal delta naming bytes past a zone's write
-//! pointer, a delta making two files share bytes, a data zone reset under its files — is
-//! refused by the read-write mount and found by `fsck` on a read-only one. `df` reports
+//! pointer before the journal's last batch, a delta making two files share bytes, a data
+//! zone reset under its files — is refused by the read-write mount and found by `fsck` on a
+//! read-only one, while such a delta in the last batch (a crash before its cache flush) cuts
+//! the file instead. `df` reports
 //! free / used / reclaimable / space amplification consistently on both.
 
 mod support;
@@ -11,7 +13,7 @@ use support::{b, bounded, end, open, runtime, EmuFile};
 use ziob::zonelog::encode_record;
 use ziob::Client;
 use ziob_zonefs::records::{Delta, Extent};
-use ziob_zonefs::{FsError, FsckProblem, MkfsOptions, WriteLifetime, ZoneFs};
+use ziob_zonefs::{FileCut, FsError, FsckProblem, MkfsOptions, WriteLifetime, ZoneFs};
 
 const ZONES: u32 = 24;
 const ZONE_BYTES: u64 = 64 << 10;
@@ -167,9 +169,29 @@ fn fsck_finds_a_delta_past_the_write_pointer() {
                 extents: vec![bad],
             },
         );
+        // As the journal's last batch (no batch after it says it was flushed) it is what a
+        // crash between a sync's journal write and its cache flush leaves: the mount cuts
+        // db/b back to the 5,000 bytes the device holds (read-only here: nothing written).
+        let fs = b(ZoneFs::mount_read_only(client.clone())).unwrap();
+        assert_eq!(
+            fs.mount_report().files_cut,
+            vec![FileCut {
+                path: "db/b".into(),
+                journaled: 5_000 + 8192,
+                kept: 5_000
+            }]
+        );
+        assert_eq!(b(fs.size("db/b")).unwrap(), 5_000);
+        let rep = b(fs.fsck()).unwrap();
+        assert!(rep.is_clean(), "{:#?}", rep.problems);
+        drop(fs);
+        // Once a later batch follows it, its data was flushed before that batch was written:
+        // data missing there is damage, refused and reported.
+        inject(&client, jz, &Delta::BatchStart);
         let r = b(ZoneFs::mount(client.clone()));
         assert!(matches!(r, Err(FsError::Corrupt { .. })), "{r:?}");
         let fs = b(ZoneFs::mount_read_only(client.clone())).unwrap();
+        assert!(fs.mount_report().files_cut.is_empty());
         let rep = b(fs.fsck()).unwrap();
         assert!(!rep.is_clean());
         assert_eq!(rep.deltas_replayed, 8);

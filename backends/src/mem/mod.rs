@@ -3,7 +3,8 @@
 //! Everything happens under the device's one lock (the modelled controller): an op checks
 //! the zone table, copies its data and commits in one step. The device has a volatile write
 //! cache: [`MemDevice::crash`] loses every write not covered by a flush or by a later zone
-//! management command (which, as on emu, makes the whole device durable before completing).
+//! management command (which, as on emu, makes the whole device durable before completing;
+//! [`MemDevice::set_zone_actions_flush`] makes it persist only its zones' state).
 //! Durable writes ([`ZonedDevice::write_durable`]) survive it only where the zone's data
 //! before them was durable already.
 
@@ -15,6 +16,7 @@ use crate::device::{check_read_buf, fill_read_buf, ZonedDevice};
 use crate::model::error::{DeviceError, Result};
 use crate::model::geometry::Geometry;
 use crate::model::state::{PersistedZone, ZoneAction, ZoneInfo, ZoneTable, ZoneTarget};
+use crate::model::zone::ZoneState;
 
 /// A fault to inject into a [`MemDevice`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +26,14 @@ pub enum Fault {
     FailOp {
         /// Index of the op to fail.
         op_index: u64,
+    },
+    /// The cache flush with this index (0-based, counting the flushes since the device was
+    /// made that a [`Fault::FailOp`] did not fail) fails with EIO and has no effect: for
+    /// searches that aim at the moment between a write and the flush meant to make it
+    /// durable.
+    FailFlush {
+        /// Index of the flush to fail.
+        flush_index: u64,
     },
     /// The zone becomes Read Only now (device-initiated).
     ZoneReadOnly {
@@ -45,12 +55,27 @@ struct MemState {
     durable: Vec<PersistedZone>,
     ops: u64,
     failing_ops: Vec<u64>,
+    /// Flushes so far.
+    flushes: u64,
+    /// Zone management commands make the whole device durable (else only their zones).
+    actions_flush: bool,
+    failing_flushes: Vec<u64>,
 }
 
 struct MemInner {
     name: String,
     geometry: Geometry,
     state: Mutex<MemState>,
+}
+
+/// Whether zones persisted at different times make a table the device can come back to:
+/// valid, and with no more active zones (open ones come back Closed) than it allows.
+fn active_fits(geometry: &Geometry, zones: &[PersistedZone]) -> bool {
+    let active = zones.iter().filter(|z| z.state.is_active()).count();
+    ZoneTable::restore(geometry, zones).is_ok()
+        && geometry
+            .max_active_zones
+            .is_none_or(|max| active <= max as usize)
 }
 
 /// A RAM-backed zoned device. Clones share the device.
@@ -75,6 +100,9 @@ impl MemDevice {
                     durable,
                     ops: 0,
                     failing_ops: Vec::new(),
+                    flushes: 0,
+                    actions_flush: true,
+                    failing_flushes: Vec::new(),
                 }),
             }),
         })
@@ -91,20 +119,36 @@ impl MemDevice {
         let mut s = self.lock();
         match fault {
             Fault::FailOp { op_index } => s.failing_ops.push(op_index),
+            Fault::FailFlush { flush_index } => s.failing_flushes.push(flush_index),
             Fault::ZoneReadOnly { zone } => s.table.make_read_only(zone),
             Fault::ZoneOffline { zone } => s.table.make_offline(zone),
         }
     }
 
-    /// Removes every pending [`Fault::FailOp`] that has not fired yet (a simulation clears
-    /// them before it checks what survived a power cut).
+    /// Removes every pending [`Fault::FailOp`] and [`Fault::FailFlush`] that has not fired
+    /// yet (a simulation clears them before it checks what survived a power cut).
     pub fn clear_faults(&self) {
-        self.lock().failing_ops.clear();
+        let mut s = self.lock();
+        s.failing_ops.clear();
+        s.failing_flushes.clear();
     }
 
     /// Ops counted so far (the index the next op gets).
     pub fn op_count(&self) -> u64 {
         self.lock().ops
+    }
+
+    /// Whether a zone management command makes the whole device durable before it completes
+    /// (`true`, the default, as `emu` does), or only its own zones' new state (`false`: a
+    /// device whose zone commands leave the cache alone, so a finish or close may outlive
+    /// the writes before it in a power loss, whose zone then reads zeros there).
+    pub fn set_zone_actions_flush(&self, flush: bool) {
+        self.lock().actions_flush = flush;
+    }
+
+    /// Cache flushes so far (the index the next flush gets).
+    pub fn flush_count(&self) -> u64 {
+        self.lock().flushes
     }
 
     /// Simulated power loss: every zone goes back to its state at the last flush or zone
@@ -118,6 +162,54 @@ impl MemDevice {
         for (data, z) in s.data.iter_mut().zip(&durable) {
             data.truncate(z.written_bytes as usize);
         }
+    }
+
+    /// Simulated power loss of a cache that had written some of its data to the medium: each
+    /// zone keeps its durable data and then the first `keep(zone, durable, written)` bytes
+    /// from its start — clamped to `durable..=written` and rounded down to whole blocks —
+    /// of what was written to it since (a zone's writes land in order, so it keeps a
+    /// prefix); the rest is lost as in [`crash`](MemDevice::crash). Zones are torn
+    /// independently: a write kept in one zone says nothing of an earlier write to another.
+    pub fn crash_keeping(&self, mut keep: impl FnMut(u32, u64, u64) -> u64) {
+        let g = self.inner.geometry;
+        {
+            let mut s = self.lock();
+            let now = s.table.snapshot();
+            let mut kept = s.durable.clone();
+            for (z, (d, n)) in kept.iter_mut().zip(&now).enumerate() {
+                // Zone actions make the device durable: since then, only writes. A zone the
+                // device took read-only or offline since is left to `crash`'s rule.
+                if n.written_bytes <= d.written_bytes
+                    || matches!(n.state, ZoneState::ReadOnly | ZoneState::Offline)
+                {
+                    continue;
+                }
+                let k = keep(z as u32, d.written_bytes, n.written_bytes)
+                    .clamp(d.written_bytes, n.written_bytes)
+                    / g.block_size_bytes
+                    * g.block_size_bytes;
+                if k > d.written_bytes {
+                    d.written_bytes = k;
+                    // A zone finished durably stays Full (its data past `k` reads zeros).
+                    d.state = if k == g.zone_capacity_bytes || d.state == ZoneState::Full {
+                        ZoneState::Full
+                    } else {
+                        ZoneState::Closed
+                    };
+                }
+            }
+            // Zones now Full but kept in part come back Closed, so active again: more than
+            // the device allows, and they are kept whole instead (as `write_now` does).
+            if !active_fits(&g, &kept) {
+                for (d, n) in kept.iter_mut().zip(&now) {
+                    if n.state == ZoneState::Full && d.state == ZoneState::Closed {
+                        *d = *n;
+                    }
+                }
+            }
+            s.durable = kept;
+        }
+        self.crash();
     }
 
     /// Counts an op; fails it if a [`Fault::FailOp`] targets it.
@@ -156,7 +248,7 @@ impl MemDevice {
             // Zones persisted at different times may together hold more active zones than
             // the device allows (another zone left the active set by volatile writes since):
             // then the whole device is taken as durable, as after a flush.
-            s.durable = if ZoneTable::restore(&self.inner.geometry, &durable).is_ok() {
+            s.durable = if active_fits(&self.inner.geometry, &durable) {
                 durable
             } else {
                 s.table.snapshot()
@@ -240,18 +332,60 @@ impl ZonedDevice for MemDevice {
     async fn zone_action(&self, action: ZoneAction, target: ZoneTarget) -> Result<()> {
         let mut s = self.lock();
         self.count_op(&mut s, "zone action")?;
+        let before = (!s.actions_flush).then(|| s.table.snapshot());
         s.table.apply(action, target)?;
         let MemState { table, data, .. } = &mut *s;
         for (zone_data, z) in data.iter_mut().zip(table.snapshot()) {
             zone_data.truncate(z.written_bytes as usize);
         }
-        s.durable = s.table.snapshot();
+        match before {
+            None => s.durable = s.table.snapshot(),
+            Some(before) => {
+                // Only the zones the command changed: their new state, with no more data
+                // than was durable already (a finish kept over writes its zone's cache
+                // lost); an open or closed zone with nothing durable is Empty.
+                let now = s.table.snapshot();
+                let mut durable = s.durable.clone();
+                for ((d, n), b) in durable.iter_mut().zip(&now).zip(&before) {
+                    if n == b {
+                        continue;
+                    }
+                    let written = d.written_bytes.min(n.written_bytes);
+                    let state = match n.state {
+                        st if st.is_active() && written == 0 => ZoneState::Empty,
+                        st if st.is_active() => ZoneState::Closed,
+                        st => st,
+                    };
+                    *d = PersistedZone {
+                        state,
+                        written_bytes: written,
+                    };
+                }
+                s.durable = if active_fits(&self.inner.geometry, &durable) {
+                    durable
+                } else {
+                    now
+                };
+            }
+        }
         Ok(())
     }
 
     async fn flush(&self) -> Result<()> {
         let mut s = self.lock();
         self.count_op(&mut s, "flush")?;
+        let index = s.flushes;
+        s.flushes += 1;
+        if let Some(pos) = s.failing_flushes.iter().position(|&i| i == index) {
+            s.failing_flushes.swap_remove(pos);
+            return Err(DeviceError::io(
+                format!(
+                    "{}: flush (injected fault at flush {index})",
+                    self.inner.name
+                ),
+                std::io::Error::from_raw_os_error(libc::EIO),
+            ));
+        }
         s.durable = s.table.snapshot();
         Ok(())
     }

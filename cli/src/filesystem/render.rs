@@ -194,6 +194,12 @@ pub fn fsck_text(dev: &str, r: &FsckReport, verbose: bool) -> String {
             None => String::new(),
         }
     );
+    for c in &r.files_cut {
+        out += &format!(
+            "cut by the mount: {} from {} to {} bytes (a crash before its sync's cache flush)\n",
+            c.path, c.journaled, c.kept
+        );
+    }
     if verbose {
         out += &format!(
             "{:>6}  {:<8} {:<18} {:>12} {:>12}\n",

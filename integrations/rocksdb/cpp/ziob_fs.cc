@@ -195,7 +195,8 @@ class ZiobWritableFile : public FSWritableFile {
   }
   // Appends are in the zone layer (readable) when Append returns.
   IOStatus Flush(const IOOptions&, IODebugContext*) override { return IOStatus::OK(); }
-  // Durable when it returns: ZIOB flush of the file's zones, then a zonefs journal commit.
+  // Durable when it returns: the file's zones written back, then a zonefs journal commit
+  // (one device cache flush for both).
   IOStatus Sync(const IOOptions&, IODebugContext*) override {
     char* err = nullptr;
     return ToStatus(ziob_wfile_sync(f_, &err), &err, path_);

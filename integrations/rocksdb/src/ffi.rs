@@ -569,7 +569,8 @@ pub unsafe extern "C" fn ziob_wfile_append(
     })
 }
 
-/// Makes the file durable up to its size (ZIOB flush of its zones + zonefs journal commit);
+/// Makes the file durable up to its size (zonefs sync: its zones written back, then a journal
+/// commit whose one device cache flush covers both);
 /// durable when it returns `ZIOB_OK`. Also creates a file not written yet.
 ///
 /// # Safety

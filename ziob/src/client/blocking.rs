@@ -99,6 +99,16 @@ impl<D: ZonedDevice> BlockingClient<D> {
         wait("flush", self.client.flush(zone))
     }
 
+    /// See [`Client::write_back`].
+    pub fn write_back(&self, zone: u32) -> Result<()> {
+        wait("write_back", self.client.write_back(zone))
+    }
+
+    /// See [`Client::flush_device`].
+    pub fn flush_device(&self) -> Result<()> {
+        wait("flush_device", self.client.flush_device())
+    }
+
     /// See [`Client::sync`].
     pub fn sync(&self) -> Result<()> {
         wait("sync", self.client.sync())

@@ -73,7 +73,8 @@ use crate::handle::Ziob;
 /// |---|---|
 /// | `append*`, `write_at*` | the data was written whole or not at all; the offset is not reported |
 /// | `read`, `read_into`, `report`, `stats`, `metrics` | nothing changed |
-/// | `flush`, `sync` | partial blocks may be padded and write-back started; nothing promised durable |
+/// | `flush`, `sync`, `write_back` | partial blocks may be padded and write-back started; nothing promised durable |
+/// | `flush_device` | nothing promised durable; a device flush it started runs to its end |
 /// | `reset`, `finish`, `zone_action` | if it reached the core it runs to the end; after a dropped reset treat the zone's contents as unknown |
 /// | `close` | once started it runs to the end; the instance is closed either way |
 /// | `with_ziob` | as the future `f` made |

@@ -230,6 +230,32 @@ impl<D: ZonedDevice> Client<D> {
         )
     }
 
+    /// Writes `zone`'s buffered data to the device without flushing the device's cache;
+    /// durable after a later [`Client::flush_device`] (see
+    /// [`Ziob::write_back`](crate::Ziob::write_back)).
+    ///
+    /// # Cancel safety
+    /// As [`Client::flush`].
+    pub fn write_back(&self, zone: u32) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.on_owner("write_back", zone, move |s| async move {
+            s.write_back(zone).await
+        })
+    }
+
+    /// Flushes the device's cache once: every write the device completed before the call
+    /// (every zone's write-backs among them) is durable when it returns (see
+    /// [`Ziob::flush_device`](crate::Ziob::flush_device)).
+    ///
+    /// # Cancel safety
+    /// A dropped call promises nothing; a device flush it started runs to its end.
+    pub fn flush_device(&self) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.on_core(
+            "flush_device",
+            0,
+            move |s| async move { s.flush_device().await },
+        )
+    }
+
     /// Resets `zone` (discards its data). See [`Client::zone_action`].
     ///
     /// # Cancel safety

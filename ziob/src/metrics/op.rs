@@ -18,6 +18,10 @@ pub enum OpKind {
     Flush,
     /// [`Ziob::sync`](crate::Ziob::sync) (one core's part of it).
     Sync,
+    /// [`Ziob::write_back`](crate::Ziob::write_back) (one zone;
+    /// [`Ziob::flush_device`](crate::Ziob::flush_device) counts as the device flush it
+    /// waits for).
+    WriteBack,
     /// Zone action Open (one zone, or a core's part of all).
     ZoneOpen,
     /// Zone action Close.
@@ -38,7 +42,7 @@ pub enum OpKind {
 
 impl OpKind {
     /// Number of kinds.
-    pub const COUNT: usize = 13;
+    pub const COUNT: usize = 14;
 
     /// Every kind, in declaration order (the index of a kind is `kind as usize`).
     pub const ALL: [OpKind; OpKind::COUNT] = [
@@ -47,6 +51,7 @@ impl OpKind {
         OpKind::Read,
         OpKind::Flush,
         OpKind::Sync,
+        OpKind::WriteBack,
         OpKind::ZoneOpen,
         OpKind::ZoneClose,
         OpKind::ZoneFinish,
@@ -65,6 +70,7 @@ impl OpKind {
             OpKind::Read => "read",
             OpKind::Flush => "flush",
             OpKind::Sync => "sync",
+            OpKind::WriteBack => "write_back",
             OpKind::ZoneOpen => "zone_open",
             OpKind::ZoneClose => "zone_close",
             OpKind::ZoneFinish => "zone_finish",

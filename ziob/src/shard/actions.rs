@@ -86,6 +86,11 @@ impl<D: ZonedDevice> Shard<D> {
 
     async fn action_now(self: &Rc<Self>, zone: u32, action: ZoneAction) -> Result<()> {
         if !self.buffered {
+            if action == ZoneAction::Finish {
+                // As buffered: the data is made durable before the finish (see
+                // `Shard::finish`).
+                self.device_flush().await?;
+            }
             self.device
                 .zone_action(action, ZoneTarget::One(zone))
                 .await?;
@@ -119,9 +124,10 @@ impl<D: ZonedDevice> Shard<D> {
         }
     }
 
-    /// Pads and writes back the zone's data, finishes the device zone (unless the write-back
-    /// filled it) and flushes the device cache, so a completed finish is durable; the zone is
-    /// held ([`ZoneOp::Finishing`]) throughout.
+    /// Pads and writes back the zone's data, flushes the device cache, finishes the device
+    /// zone (unless the write-back filled it) and flushes the device cache again, so a
+    /// completed finish is durable and a finish never lands before the data it closes; the
+    /// zone is held ([`ZoneOp::Finishing`]) throughout.
     async fn finish(self: &Rc<Self>, zone: u32) -> Result<()> {
         let i = self.local(zone);
         let _hold = self.hold_zone(i, ZoneOp::Finishing);
@@ -164,6 +170,19 @@ impl<D: ZonedDevice> Shard<D> {
         // volatile cache.
         let device = self.zones.borrow()[i].device;
         if device != DeviceZone::Full {
+            // The data first, then the finish: a device may carry out the finish (the write
+            // pointer at capacity) and lose cached writes before it to a power cut, and the
+            // zone would read zeros where they were with nothing to tell (the zone file layer
+            // journals a sync's extents before the one cache flush that makes them durable,
+            // and cuts files whose data a crash lost by the write pointer). Not needed when
+            // an earlier flush made the zone durable up to its device write pointer.
+            let durable = {
+                let z = &self.zones.borrow()[i];
+                z.durable_wp.is_some_and(|d| d >= z.device_wp)
+            };
+            if !durable {
+                self.device_flush().await?;
+            }
             self.device
                 .zone_action(ZoneAction::Finish, ZoneTarget::One(zone))
                 .await?;
@@ -202,6 +221,8 @@ impl<D: ZonedDevice> Shard<D> {
             .await;
         let device = self.zones.borrow()[i].device;
         if device != DeviceZone::Full {
+            // As `finish`: what the device has is made durable before the finish.
+            self.device_flush().await?;
             self.device
                 .zone_action(ZoneAction::Finish, ZoneTarget::One(zone))
                 .await?;

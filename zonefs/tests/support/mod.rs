@@ -157,3 +157,81 @@ impl Rng {
         self.0
     }
 }
+
+/// The byte at `offset` of file `name` in the crash tests (a function of both, so a file
+/// holding another file's bytes or bytes shifted in place is caught).
+pub fn byte_at(name: &str, offset: u64) -> u8 {
+    let h = name
+        .bytes()
+        .fold(7u8, |a, c| a.wrapping_mul(31).wrapping_add(c));
+    h.wrapping_add((offset % 251) as u8)
+}
+
+/// The bytes `from..from + len` of file `name` in the crash tests.
+pub fn content(name: &str, from: u64, len: u64) -> Vec<u8> {
+    (from..from + len).map(|o| byte_at(name, o)).collect()
+}
+
+/// What a crash test's writer was told about a file.
+#[derive(Debug, Clone, Default)]
+pub struct Known {
+    /// Create acknowledged (else in flight at the crash).
+    pub created: bool,
+    /// Delete acknowledged / in flight.
+    pub deleted: Option<bool>,
+    /// Bytes appended (acknowledged or in flight), as `content` gives them.
+    pub appended: u64,
+    /// Size at the last acknowledged sync.
+    pub synced: u64,
+}
+
+/// Checks a file system remounted after a crash against what its writers were told: every
+/// acknowledged create and delete holds, every file has at least its acknowledged synced
+/// size and at most what was appended, and its content is a prefix of what was appended.
+/// Then makes `known` what the device holds (files gone are dropped). `at` names the round
+/// in messages.
+pub fn check_after_crash(
+    fs: &ZoneFs,
+    known: &mut std::collections::BTreeMap<String, Known>,
+    at: &str,
+) {
+    let mut gone = Vec::new();
+    for (name, k) in known.iter_mut() {
+        let exists = b(fs.exists(name)).unwrap();
+        match k.deleted {
+            Some(true) => assert!(!exists, "{at}: {name} deleted, yet there"),
+            Some(false) => {}
+            None if k.created => assert!(exists, "{at}: {name} created, yet gone"),
+            None => {}
+        }
+        if !exists {
+            gone.push(name.clone());
+            continue;
+        }
+        let size = b(fs.size(name)).unwrap();
+        assert!(
+            size >= k.synced,
+            "{at}: {name}: {size} < synced {}",
+            k.synced
+        );
+        assert!(
+            size <= k.appended,
+            "{at}: {name}: {size} > appended {}",
+            k.appended
+        );
+        let data = b(fs.read_at(name, 0, size as usize)).unwrap();
+        assert!(
+            data[..] == content(name, 0, size)[..],
+            "{at}: {name}: content is not a prefix of what was appended"
+        );
+        *k = Known {
+            created: true,
+            deleted: None,
+            appended: size,
+            synced: size,
+        };
+    }
+    for n in gone {
+        known.remove(&n);
+    }
+}
