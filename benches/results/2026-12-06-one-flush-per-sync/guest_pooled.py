@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Summarises guest-ab.sh outputs (lines `round mode benchmark ops/s keys N`; guest-ab.txt's 5
-rounds with ext4, guest-ab2.txt's 10 without), pooling their rounds: per benchmark and mode the
+rounds with ext4, guest-ab2.txt's 10 without, guest-ab3.txt's 16 of nvme: alone), pooling
+their rounds: per benchmark and mode the
 median ops/s and keys written and, in the rounds that ran ext4, the geometric mean of the
 ratios to it; per device, this change over a56c1bc (zfinal/zbase, nfinal/nbase) in each round:
 the geometric mean with a 95 % bootstrap interval (10,000 resamples of the rounds, seed 1),
@@ -29,6 +30,8 @@ for bench, modes in runs.items():
         print(f"{bench} {mode}: median {st.median(v.values()):.0f} ops/s, keys "
               f"{st.median(keys[bench][mode].values()):.0f} ({len(v)} rounds){vs}")
     for a, b in (("zfinal", "zbase"), ("nfinal", "nbase")):
+        if a not in modes or b not in modes:
+            continue
         logs = [math.log(modes[a][k] / modes[b][k]) for k in modes[a] if k in modes[b]]
         boot = sorted(st.mean(rng.choices(logs, k=len(logs))) for _ in range(10000))
         print(f"{bench} {a}/{b}: {len(logs)} rounds, {math.exp(st.mean(logs)):.3f} "
