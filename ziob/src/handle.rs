@@ -603,7 +603,7 @@ impl<D: ZonedDevice> Ziob<D> {
     /// # Cancel safety
     /// A dropped call promises nothing; a device flush it started runs to its end.
     pub async fn flush_device(&self) -> Result<()> {
-        self.on_owner(0, move |s| async move { s.flush_device().await })
+        self.on_owner(0, move |s| async move { s.device_flush().await })
             .instrument(tracing::debug_span!("flush_device"))
             .await
     }

@@ -68,6 +68,17 @@ struct MemInner {
     state: Mutex<MemState>,
 }
 
+/// Whether `index` is among the `planned` fault indexes; if so it is taken out (it fires once).
+fn take_planned(planned: &mut Vec<u64>, index: u64) -> bool {
+    match planned.iter().position(|&i| i == index) {
+        Some(pos) => {
+            planned.swap_remove(pos);
+            true
+        }
+        None => false,
+    }
+}
+
 /// Whether zones persisted at different times make a table the device can come back to:
 /// valid, and with no more active zones (open ones come back Closed) than it allows.
 fn active_fits(geometry: &Geometry, zones: &[PersistedZone]) -> bool {
@@ -216,14 +227,18 @@ impl MemDevice {
     fn count_op(&self, s: &mut MemState, what: &str) -> Result<()> {
         let index = s.ops;
         s.ops += 1;
-        if let Some(pos) = s.failing_ops.iter().position(|&i| i == index) {
-            s.failing_ops.swap_remove(pos);
-            return Err(DeviceError::io(
-                format!("{}: {what} (injected fault at op {index})", self.inner.name),
-                std::io::Error::from_raw_os_error(libc::EIO),
-            ));
+        if take_planned(&mut s.failing_ops, index) {
+            return Err(self.injected(&format!("{what} (injected fault at op {index})")));
         }
         Ok(())
+    }
+
+    /// The EIO error of an injected fault, `what` naming it.
+    fn injected(&self, what: &str) -> DeviceError {
+        DeviceError::io(
+            format!("{}: {what}", self.inner.name),
+            std::io::Error::from_raw_os_error(libc::EIO),
+        )
     }
 
     /// A write (`offset` = `Some`) or append; with `durable`, a durable write (see
@@ -376,15 +391,8 @@ impl ZonedDevice for MemDevice {
         self.count_op(&mut s, "flush")?;
         let index = s.flushes;
         s.flushes += 1;
-        if let Some(pos) = s.failing_flushes.iter().position(|&i| i == index) {
-            s.failing_flushes.swap_remove(pos);
-            return Err(DeviceError::io(
-                format!(
-                    "{}: flush (injected fault at flush {index})",
-                    self.inner.name
-                ),
-                std::io::Error::from_raw_os_error(libc::EIO),
-            ));
+        if take_planned(&mut s.failing_flushes, index) {
+            return Err(self.injected(&format!("flush (injected fault at flush {index})")));
         }
         s.durable = s.table.snapshot();
         Ok(())

@@ -252,7 +252,7 @@ impl<D: ZonedDevice> Client<D> {
         self.on_core(
             "flush_device",
             0,
-            move |s| async move { s.flush_device().await },
+            move |s| async move { s.device_flush().await },
         )
     }
 

@@ -140,7 +140,7 @@ impl<D: ZonedDevice> Shard<D> {
 
     /// Writes `zone`'s buffered data to the device (padding its partial block) and waits for
     /// it, without the device's cache flush: the data is on the device, durable after a later
-    /// [`Shard::flush_device`] of any core. Pass-through: nothing to do (an append is on the
+    /// [`Shard::device_flush`] of any core. Pass-through: nothing to do (an append is on the
     /// device when it returns). Cancel safety as [`Shard::flush_zone`].
     pub(crate) async fn write_back(self: &Rc<Self>, zone: u32) -> Result<()> {
         let _timer = OpTimer::start(&self.stats, OpKind::WriteBack);
@@ -149,15 +149,6 @@ impl<D: ZonedDevice> Shard<D> {
             self.writeback_zone(zone, false).await?;
         }
         Ok(())
-    }
-
-    /// Flushes the device's cache: every write the device completed before the call, from
-    /// any core, is durable when it returns (a device flush covers the whole device, or the
-    /// whole namespace). Zones being written back meanwhile are not waited for. Concurrent
-    /// calls share flushes (group commit). Cancel safety: the flush runs to its end.
-    pub(crate) async fn flush_device(self: &Rc<Self>) -> Result<()> {
-        // Timed as the device flush it waits for (`OpKind::DeviceFlush`).
-        self.device_flush().await
     }
 
     /// Makes every zone of this shard durable. Zones with a kept write-back error and data

@@ -54,7 +54,7 @@ impl<D: ZonedDevice> Shard<D> {
     ///
     /// Cancel safety: dropping the call stops nothing (the flush runs in its own task) and
     /// promises nothing.
-    pub(super) async fn device_flush(self: &Rc<Self>) -> Result<()> {
+    pub(crate) async fn device_flush(self: &Rc<Self>) -> Result<()> {
         let ticket = {
             let mut g = self.flush_group.borrow_mut();
             // The next flush to start: one running now began before this call.
